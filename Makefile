@@ -1,0 +1,42 @@
+# ferry's two entry points: `make demo` and `make test`. Everything they
+# need beyond Go itself is built from this repository into bin/.
+GO      ?= go
+BIN     := bin
+FLAGS   := -trimpath
+SAMPLE  := ./examples/sample/cmd/sample
+
+.PHONY: all build sample demo test test-short bench fuzz vet clean
+
+all: build
+
+build:
+	$(GO) build $(FLAGS) -o $(BIN)/ferry ./cmd/ferry
+
+# Releases 1.0.0 and 2.0.0 of the sample cluster: one source, two
+# binaries, the version set at build time.
+sample:
+	$(GO) build $(FLAGS) -ldflags "-X main.version=1.0.0" -o $(BIN)/sample-1.0.0 $(SAMPLE)
+	$(GO) build $(FLAGS) -ldflags "-X main.version=2.0.0" -o $(BIN)/sample-2.0.0 $(SAMPLE)
+
+# The embedded default: sample cluster at 1.0.0, traffic, upgrade to 2.0.0, report.
+demo: build sample
+	$(BIN)/ferry demo --artifacts $(BIN) --report $(BIN)/demo-report.json
+
+# The whole suite: vet, then every test (real processes, a real raft
+# cluster), the pure packages under the race detector too.
+test:
+	bash scripts/test.sh
+
+test-short:
+	$(GO) test -short -count=1 ./...
+
+# Benchmarks: the planner, the state machine, the engine's own overhead per step.
+bench:
+	bash scripts/bench.sh
+
+# A longer fuzz run of the description parser (CI runs the seed corpus only).
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=2m ./internal/config/
+
+clean:
+	rm -rf $(BIN)

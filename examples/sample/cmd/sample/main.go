@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/examples/sample/api"
+	"github.com/ferry-upgrade/ferry/examples/sample/kv"
+	"github.com/ferry-upgrade/ferry/examples/sample/lb"
+)
+
+var (
+	version = "dev"
+	// fault makes a kv or api build misbehave on purpose, so that ferry
+	// can be shown to detect a bad release and roll it back. One of
+	// exit-at-start, never-ready, crash-after, slow; empty is healthy.
+	fault = ""
+)
+
+const (
+	faultExitAtStart = "exit-at-start"
+	faultNeverReady  = "never-ready"
+	faultCrashAfter  = "crash-after"
+	faultSlow        = "slow"
+
+	crashDelay   = 4 * time.Second
+	slowLatency  = 50 * time.Millisecond
+	stopDeadline = 20 * time.Second
+)
+
+const usage = `usage: sample kv|api|lb [flags]
+
+  sample kv  --id kv-1 --http 127.0.0.1:8101 --raft 127.0.0.1:9101 \
+             --peers kv-1=127.0.0.1:9101=127.0.0.1:8101,... --data DIR
+  sample api --name api-1 --http 127.0.0.1:8201 --kv 127.0.0.1:8101,...
+  sample lb  --http 127.0.0.1:8000 --admin 127.0.0.1:8001 \
+             --backend api-1=127.0.0.1:8201 --backend api-2=...
+
+Every subcommand takes --version. Run "sample CMD -h" for its flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// member is what every subcommand runs: start, serve until a signal or
+// a fatal error, then stop gracefully.
+type member interface {
+	Start() error
+	Shutdown(ctx context.Context) error
+	Err() <-chan error
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil)).With("version", version)
+	if fault != "" {
+		log = log.With("fault", fault)
+	}
+	var (
+		m     member
+		ready func() bool
+		code  int
+	)
+	switch args[0] {
+	case "kv":
+		m, ready, code = setupKV(args[1:], stdout, stderr, log)
+	case "api":
+		m, ready, code = setupAPI(args[1:], stdout, stderr, log)
+	case "lb":
+		m, code = setupLB(args[1:], stdout, stderr, log)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "-version", "--version", "version":
+		fmt.Fprintln(stdout, version)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "sample: unknown subcommand %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if m == nil {
+		return code
+	}
+	return serve(m, ready, log)
+}
+
+// parseFlags parses a subcommand's flags, handling --version. done is
+// true when the process should exit with code.
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (done bool, code int) {
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return true, 0
+		}
+		return true, 2
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version)
+		return true, 0
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "unexpected arguments: %q\n", fs.Args())
+		return true, 2
+	}
+	return false, 0
+}
+
+// checkFault validates the build's fault and applies exit-at-start.
+// done is true when the process should exit with code.
+func checkFault(log *slog.Logger) (done bool, code int) {
+	switch fault {
+	case "", faultNeverReady, faultCrashAfter, faultSlow:
+		return false, 0
+	case faultExitAtStart:
+		log.Error("fault build: exiting at start")
+		return true, 1
+	default:
+		log.Error("unknown fault in this build", "want", "exit-at-start|never-ready|crash-after|slow")
+		return true, 1
+	}
+}
+
+func setupKV(args []string, stdout, stderr io.Writer, log *slog.Logger) (member, func() bool, int) {
+	fs := flag.NewFlagSet("sample kv", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	id := fs.String("id", "", "member name and raft server ID, e.g. kv-1 (required)")
+	httpAddr := fs.String("http", "", "HTTP listen address (default: this member's entry in --peers)")
+	raftAddr := fs.String("raft", "", "raft listen address (default: this member's entry in --peers)")
+	peersFlag := fs.String("peers", "", "every voter as name=raftaddr=httpaddr, comma-separated, this member included (required)")
+	data := fs.String("data", "", "data directory for the raft log, stable store and snapshots (required)")
+	if done, code := parseFlags(fs, args, stdout); done {
+		return nil, nil, code
+	}
+	if done, code := checkFault(log); done {
+		return nil, nil, code
+	}
+	peers, err := kv.ParsePeers(*peersFlag)
+	if err != nil {
+		log.Error("bad --peers", "err", err)
+		return nil, nil, 2
+	}
+	srv, err := kv.New(kv.Config{
+		ID: *id, HTTPAddr: *httpAddr, RaftAddr: *raftAddr, Peers: peers, DataDir: *data,
+		Version: version, Logger: log, NeverReady: fault == faultNeverReady,
+	})
+	if err != nil {
+		log.Error("bad configuration", "err", err)
+		return nil, nil, 2
+	}
+	ready := func() bool { return srv.Ready(context.Background()).Ready }
+	return srv, ready, 0
+}
+
+func setupAPI(args []string, stdout, stderr io.Writer, log *slog.Logger) (member, func() bool, int) {
+	fs := flag.NewFlagSet("sample api", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	name := fs.String("name", "", "member name, e.g. api-1 (required)")
+	httpAddr := fs.String("http", "127.0.0.1:8201", "HTTP listen address")
+	kvFlag := fs.String("kv", "", "kv members' HTTP addresses, comma-separated (required)")
+	if done, code := parseFlags(fs, args, stdout); done {
+		return nil, nil, code
+	}
+	if done, code := checkFault(log); done {
+		return nil, nil, code
+	}
+	var kvAddrs []string
+	for a := range strings.SplitSeq(*kvFlag, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			kvAddrs = append(kvAddrs, a)
+		}
+	}
+	cfg := api.Config{Name: *name, HTTPAddr: *httpAddr, KVAddrs: kvAddrs, Version: version, Logger: log,
+		NeverReady: fault == faultNeverReady}
+	if fault == faultSlow {
+		cfg.ExtraLatency = slowLatency
+	}
+	srv, err := api.New(cfg)
+	if err != nil {
+		log.Error("bad configuration", "err", err)
+		return nil, nil, 2
+	}
+	ready := func() bool { ok, _ := srv.Ready(); return ok }
+	return srv, ready, 0
+}
+
+// listFlag collects a repeatable flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+func setupLB(args []string, stdout, stderr io.Writer, log *slog.Logger) (member, int) {
+	fs := flag.NewFlagSet("sample lb", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	httpAddr := fs.String("http", "127.0.0.1:8000", "client-facing listen address")
+	adminAddr := fs.String("admin", "127.0.0.1:8001", "admin API listen address")
+	var backends listFlag
+	fs.Var(&backends, "backend", "backend as name=host:port; repeatable or comma-separated (required)")
+	if done, code := parseFlags(fs, args, stdout); done {
+		return nil, code
+	}
+	bs, err := lb.ParseBackends(backends)
+	if err != nil {
+		log.Error("bad --backend", "err", err)
+		return nil, 2
+	}
+	l, err := lb.New(lb.Config{HTTPAddr: *httpAddr, AdminAddr: *adminAddr, Backends: bs, Version: version, Logger: log})
+	if err != nil {
+		log.Error("bad configuration", "err", err)
+		return nil, 2
+	}
+	return l, 0
+}
+
+// serve starts m, waits for SIGTERM/SIGINT or a fatal error, and stops
+// m gracefully. A crash-after build exits 2 a few seconds after it
+// first becomes ready, without stopping gracefully: it stands for a
+// release that passes its first health checks and then falls over.
+func serve(m member, ready func() bool, log *slog.Logger) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := m.Start(); err != nil {
+		log.Error("start failed", "err", err)
+		return 1
+	}
+	if fault == faultCrashAfter && ready != nil {
+		go func() {
+			for !ready() {
+				time.Sleep(50 * time.Millisecond)
+			}
+			log.Warn("fault build: ready; crashing soon", "in", crashDelay)
+			time.Sleep(crashDelay)
+			log.Error("fault build: crashing")
+			os.Exit(2)
+		}()
+	}
+	code := 0
+	select {
+	case <-ctx.Done():
+		log.Info("signal received; shutting down")
+	case err := <-m.Err():
+		log.Error("fatal", "err", err)
+		code = 1
+	}
+	stop()
+	sctx, cancel := context.WithTimeout(context.Background(), stopDeadline)
+	defer cancel()
+	if err := m.Shutdown(sctx); err != nil {
+		log.Error("shutdown", "err", err)
+		return 1
+	}
+	return code
+}

@@ -1,0 +1,9 @@
+// Package lb is the load balancer in front of ferry's sample cluster:
+// it spreads HTTP requests round robin over the api members that are
+// enabled and pass active health checks, retries a request on the next
+// member when one fails without answering (or answers 502/503), and has
+// an admin API to drain a member (out of rotation, then wait for its
+// in-flight requests) and enable it again. Those are the two hooks an
+// upgrade needs to restart a stateless member without a client seeing
+// an error.
+package lb

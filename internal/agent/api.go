@@ -1,0 +1,255 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Error codes of the API. Every error response is an ErrorBody with
+// one of these codes.
+const (
+	CodeBadRequest       = "bad_request"       // 400: malformed or invalid input
+	CodeUnauthorized     = "unauthorized"      // 401: missing or wrong token
+	CodeNotFound         = "not_found"         // 404: unknown member or endpoint
+	CodeChecksumMismatch = "checksum_mismatch" // 422: artifact does not have the sha256
+	CodeStartFailed      = "start_failed"      // 500: the process could not be started
+	CodeInternal         = "internal"          // 500: anything else
+)
+
+// DefaultStopTimeout bounds a graceful stop when neither the request
+// nor the member's last spec gives one.
+const DefaultStopTimeout = 10 * time.Second
+
+// Limits on what the API accepts.
+const (
+	maxBodyBytes   = 1 << 20
+	maxStopTimeout = time.Hour
+	maxVersionLen  = 128
+	maxPathLen     = 4096
+	maxArgs        = 4096
+	maxEnv         = 4096
+)
+
+// ErrorBody is the JSON body of every error response.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// MemberSpec is the body of PUT /v1/members/{name}: the artifact the
+// member must run and how to run it.
+type MemberSpec struct {
+	Version string `json:"version"`
+	// Path is the absolute path of the artifact on the agent's host.
+	Path string `json:"path"`
+	// SHA256 is the hex checksum the artifact must have.
+	SHA256 string            `json:"sha256"`
+	Args   []string          `json:"args,omitempty"`
+	Env    map[string]string `json:"env,omitempty"`
+	// StopTimeoutMS bounds the graceful stop of the process this one
+	// replaces, and of later stops that give no timeout; 0 means
+	// DefaultStopTimeout.
+	StopTimeoutMS int64 `json:"stop_timeout_ms,omitempty"`
+}
+
+// StopRequest is the (optional) body of POST /v1/members/{name}/stop.
+type StopRequest struct {
+	// TimeoutMS bounds the graceful stop before SIGKILL; 0 means the
+	// member's stop_timeout_ms, or DefaultStopTimeout.
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+}
+
+// Status is what the agent reports of one member.
+type Status struct {
+	Name    string `json:"name"`
+	Running bool   `json:"running"`
+	// PID is the member's process while it runs, 0 otherwise.
+	PID int `json:"pid"`
+	// Version and SHA256 are those of the artifact the agent last
+	// started for the member; kept after it exits.
+	Version string `json:"version"`
+	SHA256  string `json:"sha256"`
+	// Since is when the process was started.
+	Since time.Time `json:"since"`
+	// Detail says why the member is down ("exited with status 1").
+	Detail string `json:"detail"`
+	// ExitCode is the exit status of the last process when it exited
+	// normally; null while running, after a signal, or when unknown.
+	ExitCode *int `json:"exit_code"`
+}
+
+// Health is the body of GET /v1/health.
+type Health struct {
+	OK bool `json:"ok"`
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// ValidName reports whether name may name a member: lower-case
+// letters, digits, '.', '_' and '-', starting with a letter or digit,
+// at most 63 characters. Such a name is safe as a file name.
+func ValidName(name string) bool { return nameRE.MatchString(name) }
+
+// errBadRequest marks validation errors (400).
+type badRequestError struct{ msg string }
+
+func (e *badRequestError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &badRequestError{msg: fmt.Sprintf(format, args...)}
+}
+
+// decodeJSON reads exactly one JSON value from r into v. Unknown
+// fields are ignored (an older agent accepts a newer client's body);
+// trailing data is not.
+func decodeJSON(r io.Reader, v any) error {
+	dec := json.NewDecoder(r)
+	if err := dec.Decode(v); err != nil {
+		return badRequest("malformed JSON body: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("malformed JSON body: data after the JSON value")
+	}
+	return nil
+}
+
+// DecodeMemberSpec reads and validates a PUT body. The returned spec
+// has its SHA256 in lower case and its Path cleaned. Any error is a
+// bad request.
+func DecodeMemberSpec(body []byte) (MemberSpec, error) {
+	var s MemberSpec
+	if len(body) > maxBodyBytes {
+		return s, badRequest("body larger than %d bytes", maxBodyBytes)
+	}
+	if err := decodeJSON(bytes.NewReader(body), &s); err != nil {
+		return MemberSpec{}, err
+	}
+	if err := s.validate(); err != nil {
+		return MemberSpec{}, err
+	}
+	return s, nil
+}
+
+func (s *MemberSpec) validate() error {
+	switch {
+	case s.Version == "":
+		return badRequest("version is required")
+	case len(s.Version) > maxVersionLen:
+		return badRequest("version longer than %d bytes", maxVersionLen)
+	case !printable(s.Version):
+		return badRequest("version %q has control characters", s.Version)
+	}
+	s.SHA256 = strings.ToLower(s.SHA256)
+	if !validSHA256(s.SHA256) {
+		return badRequest("sha256 must be 64 hex digits, got %q", truncate(s.SHA256, 80))
+	}
+	switch {
+	case s.Path == "":
+		return badRequest("path is required")
+	case len(s.Path) > maxPathLen:
+		return badRequest("path longer than %d bytes", maxPathLen)
+	case strings.IndexByte(s.Path, 0) >= 0:
+		return badRequest("path has a NUL byte")
+	case !filepath.IsAbs(s.Path):
+		return badRequest("path %q is not absolute", s.Path)
+	}
+	s.Path = filepath.Clean(s.Path)
+	if b := filepath.Base(s.Path); b == "/" || b == "." || b == ".." {
+		return badRequest("path %q does not name a file", s.Path)
+	}
+	if len(s.Args) > maxArgs {
+		return badRequest("more than %d args", maxArgs)
+	}
+	for i, a := range s.Args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return badRequest("args[%d] has a NUL byte", i)
+		}
+	}
+	if len(s.Env) > maxEnv {
+		return badRequest("more than %d env entries", maxEnv)
+	}
+	for k, v := range s.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return badRequest("env name %q is empty or has '=' or NUL", k)
+		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return badRequest("env %s has a NUL byte", k)
+		}
+	}
+	if _, err := stopTimeout(s.StopTimeoutMS, "stop_timeout_ms"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// DecodeStopRequest reads a stop body; an empty body is a zero request.
+func DecodeStopRequest(body []byte) (StopRequest, error) {
+	var r StopRequest
+	if len(bytes.TrimSpace(body)) == 0 {
+		return r, nil
+	}
+	if len(body) > maxBodyBytes {
+		return r, badRequest("body larger than %d bytes", maxBodyBytes)
+	}
+	if err := decodeJSON(bytes.NewReader(body), &r); err != nil {
+		return StopRequest{}, err
+	}
+	if _, err := stopTimeout(r.TimeoutMS, "timeout_ms"); err != nil {
+		return StopRequest{}, err
+	}
+	return r, nil
+}
+
+// stopTimeout converts a millisecond field, 0 meaning "not given".
+func stopTimeout(ms int64, field string) (time.Duration, error) {
+	if ms < 0 {
+		return 0, badRequest("%s must not be negative", field)
+	}
+	if ms > maxStopTimeout.Milliseconds() {
+		return 0, badRequest("%s must be at most %d", field, maxStopTimeout.Milliseconds())
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+func validSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func printable(s string) bool {
+	for _, r := range s {
+		if unicode.IsControl(r) || r == unicode.ReplacementChar {
+			return false
+		}
+	}
+	return true
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// isBadRequest reports whether err is a validation error.
+func isBadRequest(err error) bool {
+	var b *badRequestError
+	return errors.As(err, &b)
+}

@@ -1,0 +1,283 @@
+package agent
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/agent/agenttest"
+)
+
+var (
+	runTag   = agenttest.NewTag() // every member of this test run carries it
+	buildDir string
+
+	buildOnce sync.Once
+	programs  *agenttest.Programs
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	var err error
+	buildDir, err = os.MkdirTemp("", "ferry-agent-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if pids := agenttest.KillTagged(runTag); len(pids) > 0 {
+		fmt.Fprintf(os.Stderr, "killed leftover member processes %v\n", pids)
+	}
+	os.RemoveAll(buildDir)
+	os.Exit(code)
+}
+
+// progs builds the member (two versions) and the standalone agent,
+// once per test run.
+func progs(t testing.TB) *agenttest.Programs {
+	t.Helper()
+	buildOnce.Do(func() { programs, buildErr = agenttest.Build(buildDir) })
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return programs
+}
+
+// testTag returns a tag for the members of one test, and kills them
+// when the test ends, whatever happened.
+func testTag(t *testing.T) string {
+	tag := runTag + "-" + strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
+	t.Cleanup(func() { agenttest.KillTagged(tag) })
+	return tag
+}
+
+// lockedBuffer collects the agent's log.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type testAgent struct {
+	t     *testing.T
+	dir   string
+	srv   *Server
+	hs    *httptest.Server
+	token string
+	log   *lockedBuffer
+	tag   string
+}
+
+// startAgent runs an agent in-process on dir, served by httptest.
+func startAgent(t *testing.T, dir string) *testAgent {
+	t.Helper()
+	a := &testAgent{t: t, dir: dir, log: &lockedBuffer{}}
+	srv, err := New(Config{
+		Dir:       dir,
+		TokenFile: filepath.Join(dir, "token"),
+		Logger:    slog.New(slog.NewTextHandler(a.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.srv = srv
+	// Registered after dir was made: runs before dir is removed.
+	t.Cleanup(func() { agenttest.KillUnder(dir) })
+	a.hs = httptest.NewServer(srv.Handler())
+	b, err := os.ReadFile(filepath.Join(dir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.token = strings.TrimSpace(string(b))
+	t.Cleanup(a.close)
+	return a
+}
+
+func (a *testAgent) close() {
+	a.hs.Close()
+	a.srv.Close()
+	if strings.Contains(a.log.String(), a.token) {
+		a.t.Errorf("the agent logged its token")
+	}
+}
+
+// call makes an API call with the agent's token; body may be nil, a
+// string (sent as is) or a value (sent as JSON).
+func (a *testAgent) call(method, path string, body any) (int, []byte) {
+	return a.callToken(method, path, body, a.token)
+}
+
+func (a *testAgent) callToken(method, path string, body any, token string) (int, []byte) {
+	a.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = strings.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		r = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, a.hs.URL+path, r)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := a.hs.Client().Do(req)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+		a.t.Errorf("%s %s: Content-Type %q", method, path, ct)
+	}
+	return resp.StatusCode, out
+}
+
+// put PUTs a spec and expects 200.
+func (a *testAgent) put(name string, spec MemberSpec) Status {
+	a.t.Helper()
+	code, body := a.call("PUT", "/v1/members/"+name, spec)
+	if code != 200 {
+		a.t.Fatalf("PUT %s: %d %s", name, code, body)
+	}
+	return decodeStatus(a.t, body)
+}
+
+func (a *testAgent) stop(name string, timeoutMS int64) Status {
+	a.t.Helper()
+	var body any
+	if timeoutMS != 0 {
+		body = StopRequest{TimeoutMS: timeoutMS}
+	}
+	code, out := a.call("POST", "/v1/members/"+name+"/stop", body)
+	if code != 200 {
+		a.t.Fatalf("stop %s: %d %s", name, code, out)
+	}
+	return decodeStatus(a.t, out)
+}
+
+func (a *testAgent) get(name string) Status {
+	a.t.Helper()
+	code, out := a.call("GET", "/v1/members/"+name, nil)
+	if code != 200 {
+		a.t.Fatalf("GET %s: %d %s", name, code, out)
+	}
+	return decodeStatus(a.t, out)
+}
+
+func decodeStatus(t *testing.T, b []byte) Status {
+	t.Helper()
+	var st Status
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("status %s: %v", b, err)
+	}
+	return st
+}
+
+func decodeError(t *testing.T, b []byte) ErrorBody {
+	t.Helper()
+	var e ErrorBody
+	if err := json.Unmarshal(b, &e); err != nil || e.Code == "" || e.Message == "" {
+		t.Fatalf("not an error body: %s (%v)", b, err)
+	}
+	return e
+}
+
+// spec returns a PUT body for the member program; extra args follow
+// the standard ones (listen on a free port, write ready.json in the
+// member's directory, carry the test's tag).
+func spec(a agenttest.Artifact, tag string, extra ...string) MemberSpec {
+	args := append([]string{"-addr=127.0.0.1:0", "-ready=ready.json", agenttest.TagArg(tag)}, extra...)
+	return MemberSpec{Version: a.Version, Path: a.Path, SHA256: a.SHA256, Args: args}
+}
+
+// memberInfo is what the member program reports.
+type memberInfo struct {
+	Version  string `json:"version"`
+	PID      int    `json:"pid"`
+	Addr     string `json:"addr"`
+	Cwd      string `json:"cwd"`
+	Greeting string `json:"greeting"`
+}
+
+// waitReady waits until the member process pid has written its
+// ready.json in dir, and returns it.
+func waitReady(t *testing.T, memberDir string, pid int) memberInfo {
+	t.Helper()
+	var info memberInfo
+	if msg := agenttest.WaitFor(10*time.Second, func() (bool, string) {
+		b, err := os.ReadFile(filepath.Join(memberDir, "ready.json"))
+		if err != nil {
+			return false, err.Error()
+		}
+		if err := json.Unmarshal(b, &info); err != nil {
+			return false, err.Error()
+		}
+		return info.PID == pid, fmt.Sprintf("ready.json is from pid %d, want %d", info.PID, pid)
+	}); msg != "" {
+		t.Fatalf("member %d not ready: %s", pid, msg)
+	}
+	return info
+}
+
+// askVersion asks a member for its version over HTTP.
+func askVersion(t *testing.T, addr string) memberInfo {
+	t.Helper()
+	c := &http.Client{Timeout: 5 * time.Second}
+	resp, err := c.Get("http://" + addr + "/version")
+	if err != nil {
+		t.Fatalf("member at %s: %v", addr, err)
+	}
+	defer resp.Body.Close()
+	var info memberInfo
+	if err := json.NewDecoder(resp.Body).Decode(&info); err != nil {
+		t.Fatalf("member at %s: %v", addr, err)
+	}
+	return info
+}
+
+// waitGone waits until pid is no longer a live process.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	if msg := agenttest.WaitFor(10*time.Second, func() (bool, string) {
+		return !agenttest.Alive(pid), fmt.Sprintf("pid %d still alive", pid)
+	}); msg != "" {
+		t.Fatal(msg)
+	}
+}
+
+func processAlive(pid int) bool {
+	return syscall.Kill(pid, 0) == nil && agenttest.Alive(pid)
+}

@@ -1,0 +1,344 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config configures an agent.
+type Config struct {
+	// Dir holds everything the agent keeps: artifacts/, members/,
+	// logs/ and state/. It is created (0700) if it does not exist.
+	Dir string
+	// TokenFile holds the bearer token; it is created with a random
+	// token (mode 0600) if it does not exist. Empty means Dir/token.
+	TokenFile string
+	// Logger receives the agent's log; nil discards it.
+	Logger *slog.Logger
+}
+
+// Server is an agent: it owns the member processes of one host and
+// answers for them over HTTP (see Handler).
+type Server struct {
+	dir       string
+	log       *slog.Logger
+	tokenHash [sha256.Size]byte
+	handler   http.Handler
+
+	mu      sync.Mutex
+	members map[string]*member
+
+	closed atomic.Bool
+	ctx    context.Context // cancelled by Close; stops the watchers
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // watchers
+}
+
+// New opens (or creates) the agent's directory and token, reads the
+// members' state and re-adopts those still running. It starts no
+// process; the only goroutines it starts watch re-adopted members.
+func New(cfg Config) (*Server, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("agent: Dir is required")
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	for sub, mode := range map[string]os.FileMode{
+		"artifacts": 0o755, "members": 0o755, "logs": 0o750, "state": 0o700,
+	} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), mode); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	tokenFile := cfg.TokenFile
+	if tokenFile == "" {
+		tokenFile = filepath.Join(dir, "token")
+	}
+	tok, err := loadToken(tokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	s := &Server{
+		dir:       dir,
+		log:       log,
+		tokenHash: sha256.Sum256([]byte(tok)),
+		members:   make(map[string]*member),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.handler = s.routes()
+
+	recs, err := s.readRecords()
+	if err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("agent: reading state: %w", err)
+	}
+	for _, r := range recs {
+		s.adopt(r)
+	}
+	return s, nil
+}
+
+// Handler returns the agent's HTTP API.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Close stops the agent's goroutines. It does not stop the members:
+// they keep running, and a new agent on the same Dir re-adopts them.
+// The goroutines waiting on children this server started cannot be
+// stopped (only a parent can reap its child); after Close they reap
+// the child when it exits but record nothing.
+func (s *Server) Close() {
+	if s.closed.Swap(true) {
+		return
+	}
+	s.cancel()
+	s.wg.Wait()
+}
+
+// Serve runs an agent on addr until ctx ends, then shuts the HTTP
+// server down (members keep running) and returns nil. It returns an
+// error if the agent cannot start or the listener fails.
+func Serve(ctx context.Context, addr string, cfg Config) error {
+	s, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		// No WriteTimeout: a stop may take its whole stop timeout.
+	}
+	s.log.Info("agent listening", "addr", ln.Addr().String(), "dir", s.dir)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if err := hs.Shutdown(sctx); err != nil {
+			hs.Close()
+		}
+		<-errc
+		s.log.Info("agent stopped; members keep running")
+		return nil
+	case err := <-errc:
+		return fmt.Errorf("agent: %w", err)
+	}
+}
+
+// apiError is an error with its HTTP status and API code.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, Health{OK: true})
+	})
+	mux.HandleFunc("GET /v1/members", s.handleList)
+	mux.HandleFunc("GET /v1/members/{name}", s.handleGet)
+	mux.HandleFunc("PUT /v1/members/{name}", s.handlePut)
+	mux.HandleFunc("POST /v1/members/{name}/stop", s.handleStop)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{http.StatusNotFound, CodeNotFound,
+			fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("panic in handler", "method", r.Method, "path", r.URL.Path, "panic", v)
+				writeError(w, fmt.Errorf("internal error: %v", v))
+			}
+		}()
+		health := r.URL.Path == "/v1/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead)
+		if !health && !tokenOK(r, s.tokenHash) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ferry-agent"`)
+			writeError(w, &apiError{http.StatusUnauthorized, CodeUnauthorized,
+				"missing or wrong bearer token"})
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.List())
+}
+
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if !ValidName(name) {
+		writeError(w, badName(name))
+		return
+	}
+	st, ok := s.Get(name)
+	if !ok {
+		writeError(w, &apiError{http.StatusNotFound, CodeNotFound,
+			fmt.Sprintf("member %s is not known to this agent", name)})
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if !ValidName(name) {
+		writeError(w, badName(name))
+		return
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	spec, err := DecodeMemberSpec(body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	st, err := s.ensure(name, spec)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) handleStop(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if !ValidName(name) {
+		writeError(w, badName(name))
+		return
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	req, err := DecodeStopRequest(body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	st, err := s.stop(name, time.Duration(req.TimeoutMS)*time.Millisecond)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func badName(name string) error {
+	return badRequest("invalid member name %q: want ^[a-z0-9][a-z0-9._-]{0,62}$", truncate(name, 80))
+}
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, badRequest("body larger than %d bytes", maxBodyBytes)
+		}
+		return nil, badRequest("reading body: %v", err)
+	}
+	return b, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b, _ = json.Marshal(ErrorBody{Code: CodeInternal, Message: err.Error()})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+	case isBadRequest(err):
+		ae = &apiError{http.StatusBadRequest, CodeBadRequest, err.Error()}
+	default:
+		ae = &apiError{http.StatusInternalServerError, CodeInternal, err.Error()}
+	}
+	writeJSON(w, ae.status, ErrorBody{Code: ae.code, Message: ae.msg})
+}
+
+// List returns the status of every member the agent knows, by name.
+func (s *Server) List() []Status {
+	s.mu.Lock()
+	ms := make([]*member, 0, len(s.members))
+	for _, m := range s.members {
+		ms = append(ms, m)
+	}
+	s.mu.Unlock()
+	out := make([]Status, 0, len(ms))
+	for _, m := range ms {
+		if st, ok := m.status(); ok {
+			out = append(out, st)
+		}
+	}
+	slices.SortFunc(out, func(a, b Status) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Get returns the status of one member; false if the agent never
+// knew it.
+func (s *Server) Get(name string) (Status, bool) {
+	s.mu.Lock()
+	m := s.members[name]
+	s.mu.Unlock()
+	if m == nil {
+		return Status{}, false
+	}
+	return m.status()
+}

@@ -1,0 +1,145 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// record is what the agent persists of a member in Dir/state/<name>.json
+// after every change, so that a new agent finds its members again.
+type record struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	SHA256  string `json:"sha256"`
+	// Artifact is the agent's copy the process was started from.
+	Artifact string            `json:"artifact"`
+	Args     []string          `json:"args,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	// StopTimeoutMS is the default for stops that give no timeout.
+	StopTimeoutMS int64 `json:"stop_timeout_ms,omitempty"`
+
+	// Starting is written just before a process is started, and
+	// cleared once its pid is recorded: if the agent dies in between, a
+	// new agent looks for that process (see adopt).
+	Starting *pending `json:"starting,omitempty"`
+
+	// Running says whether PID was running at the last write; a new
+	// agent checks PID and StartTime against /proc before trusting it.
+	Running bool `json:"running"`
+	PID     int  `json:"pid"`
+	// StartTime is field 22 of /proc/<pid>/stat (clock ticks since
+	// boot): with PID, it names one process even after pid reuse.
+	StartTime uint64    `json:"start_time"`
+	Since     time.Time `json:"since"`
+	Detail    string    `json:"detail,omitempty"`
+	ExitCode  *int      `json:"exit_code"`
+}
+
+// pending is a start in progress.
+type pending struct {
+	Version       string            `json:"version"`
+	SHA256        string            `json:"sha256"`
+	Artifact      string            `json:"artifact"`
+	Args          []string          `json:"args,omitempty"`
+	Env           map[string]string `json:"env,omitempty"`
+	StopTimeoutMS int64             `json:"stop_timeout_ms,omitempty"`
+	Since         time.Time         `json:"since"`
+}
+
+func (r *record) status() Status {
+	st := Status{
+		Name:     r.Name,
+		Running:  r.Running,
+		Version:  r.Version,
+		SHA256:   r.SHA256,
+		Since:    r.Since,
+		Detail:   r.Detail,
+		ExitCode: r.ExitCode,
+	}
+	if r.Running {
+		st.PID = r.PID
+		st.Detail = ""
+		st.ExitCode = nil
+	}
+	return st
+}
+
+func (s *Server) statePath(name string) string {
+	return filepath.Join(s.dir, "state", name+".json")
+}
+
+// writeRecord writes the record atomically: a temporary file in the
+// same directory, synced, then renamed over the old one.
+func (s *Server) writeRecord(r *record) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(s.dir, "state")
+	f, err := os.CreateTemp(dir, "."+r.Name+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("state of %s: %w", r.Name, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Chmod(0o600)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, s.statePath(r.Name))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("state of %s: %w", r.Name, err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// readRecords reads every state file. Leftover temporary files (from a
+// crash mid-write) are removed; files that are not valid records are
+// reported and skipped, never fatal: one bad file must not keep the
+// agent from answering for the other members.
+func (s *Server) readRecords() ([]*record, error) {
+	dir := filepath.Join(s.dir, "state")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var recs []*record
+	for _, e := range ents {
+		n := e.Name()
+		if strings.HasSuffix(n, ".tmp") {
+			os.Remove(filepath.Join(dir, n))
+			continue
+		}
+		name, ok := strings.CutSuffix(n, ".json")
+		if !ok || !ValidName(name) || !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			return nil, err
+		}
+		var r record
+		if err := json.Unmarshal(b, &r); err != nil || r.Name != name {
+			s.log.Error("ignoring unreadable member state", "file", filepath.Join(dir, n), "err", err)
+			continue
+		}
+		recs = append(recs, &r)
+	}
+	return recs, nil
+}

@@ -1,0 +1,109 @@
+// Command member is the member program of the agent's tests: it serves
+// GET /version on -addr, writes its address and pid to -ready once it
+// listens, and on SIGTERM appends a line to -marker, then exits after
+// -term-delay (or not at all with -ignore-term).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// version is set with -ldflags "-X main.version=1.0.0".
+var version = "dev"
+
+type info struct {
+	Version  string `json:"version"`
+	PID      int    `json:"pid"`
+	Addr     string `json:"addr"`
+	Cwd      string `json:"cwd"`
+	Greeting string `json:"greeting"`
+}
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:0", "listen address")
+	ready := flag.String("ready", "", "file to write {pid,addr,...} to once listening")
+	ver := flag.String("version", "", "version to report (default: built-in, or $MEMBER_VERSION)")
+	marker := flag.String("marker", "", "file to append a line to on SIGTERM")
+	termDelay := flag.Duration("term-delay", 0, "delay between SIGTERM and exit")
+	ignoreTerm := flag.Bool("ignore-term", false, "do not exit on SIGTERM")
+	exitAfter := flag.Duration("exit-after", -1, "exit on its own after this long")
+	exitCode := flag.Int("exit-code", 0, "status for -exit-after")
+	maxLife := flag.Duration("max-life", 2*time.Minute, "exit after this long whatever happens (leak guard)")
+	flag.String("tag", "", "ignored; lets tests find their processes")
+	flag.Parse()
+
+	v := version
+	if e := os.Getenv("MEMBER_VERSION"); e != "" {
+		v = e
+	}
+	if *ver != "" {
+		v = *ver
+	}
+	fmt.Printf("member version %s pid %d\n", v, os.Getpid())
+
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM)
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	cwd, _ := os.Getwd()
+	me := info{Version: v, PID: os.Getpid(), Addr: ln.Addr().String(), Cwd: cwd, Greeting: os.Getenv("GREETING")}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/version", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(me)
+	})
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	if *ready != "" {
+		b, _ := json.Marshal(me)
+		tmp := filepath.Join(filepath.Dir(*ready), fmt.Sprintf(".ready.%d", os.Getpid()))
+		if err := os.WriteFile(tmp, b, 0o644); err == nil {
+			os.Rename(tmp, *ready)
+		}
+	}
+
+	var exitC <-chan time.Time
+	if *exitAfter >= 0 {
+		exitC = time.After(*exitAfter)
+	}
+	life := time.After(*maxLife)
+	for {
+		select {
+		case <-sigs:
+			fmt.Println("got SIGTERM")
+			if *marker != "" {
+				if f, err := os.OpenFile(*marker, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
+					fmt.Fprintf(f, "SIGTERM %d %s\n", os.Getpid(), v)
+					f.Close()
+				}
+			}
+			if *ignoreTerm {
+				continue
+			}
+			time.Sleep(*termDelay)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			srv.Shutdown(ctx)
+			cancel()
+			os.Exit(0)
+		case <-exitC:
+			os.Exit(*exitCode)
+		case <-life:
+			fmt.Println("max-life reached")
+			os.Exit(3)
+		}
+	}
+}

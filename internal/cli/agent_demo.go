@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ferry-upgrade/ferry/internal/agent"
+	"github.com/ferry-upgrade/ferry/internal/demo"
+)
+
+func agentCmd(g *globals) *cobra.Command {
+	var listen, dir, tokenFile string
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "run the per-host agent that owns member processes (start, stop, status, version)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tokenFile == "" {
+				tokenFile = filepath.Join(dir, "token")
+			}
+			log := slog.New(slog.NewTextHandler(g.stderr, nil))
+			log.Info("ferry agent", "listen", listen, "dir", dir)
+			return agent.Serve(cmd.Context(), listen, agent.Config{Dir: dir, TokenFile: tokenFile, Logger: log})
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7101", "address to listen on (loopback by default)")
+	cmd.Flags().StringVar(&dir, "dir", "ferry-agent", "the agent's directory: artifacts, logs, member state")
+	cmd.Flags().StringVar(&tokenFile, "token-file", "", "bearer token file, created 0600 if missing (default DIR/token)")
+	return cmd
+}
+
+func demoCmd(g *globals) *cobra.Command {
+	var o demo.Options
+	var report string
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "start the sample cluster at 1.0.0, drive traffic through it, upgrade it to 2.0.0, report",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			o.Self = self
+			o.Out = g.stdout
+			o.Logger = g.logger()
+			rep, err := demo.Run(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if report != "" {
+				if err := writeJSON(report, rep); err != nil {
+					return err
+				}
+			}
+			printDemo(g, rep, report)
+			if err := rep.Completed(); err != nil {
+				return &exitError{code: 4, err: fmt.Errorf("demo did not meet its promise: %w", err)}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&report, "report", "", "write the JSON report to this file")
+	f.StringVar(&o.Dir, "dir", "", "work directory (default: a new temporary directory)")
+	f.BoolVar(&o.Keep, "keep", false, "keep the work directory")
+	f.StringVar(&o.Artifacts, "artifacts", "", "directory with sample-1.0.0 and sample-2.0.0 (default: build them)")
+	f.Float64Var(&o.Rate, "rate", 500, "client requests per second during the demo")
+	f.IntVar(&o.Concurrency, "concurrency", 8, "concurrent clients")
+	f.Uint64Var(&o.Seed, "seed", 0, "seed of the request mix (0: from the clock; printed)")
+	return cmd
+}
+
+func printDemo(g *globals, r *demo.Report, report string) {
+	fmt.Fprintf(g.stdout, "\nsummary\n")
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "upgrade\t%s: %s → %s, %s in %.1fs\n", r.UpgradeID, r.From, r.To, r.State, r.DurationS)
+	fmt.Fprintf(w, "requests during upgrade\t%d sent, %d failed, p50 %.1fms, p99 %.1fms, max %.1fms\n", r.Requests.Total, r.Requests.Failed, r.Requests.P50MS, r.Requests.P99MS, r.Requests.MaxMS)
+	fmt.Fprintf(w, "baseline (before)\t%d sent, %d failed, p50 %.1fms, p99 %.1fms\n", r.Baseline.Total, r.Baseline.Failed, r.Baseline.P50MS, r.Baseline.P99MS)
+	fmt.Fprintf(w, "acknowledged writes\t%d, %d read back, %d lost\n", r.Writes.Acknowledged, r.Writes.Verified, r.Writes.Lost)
+	fmt.Fprintf(w, "engine overhead per step\tp50 %.2fms, max %.2fms over %d steps\n", r.Overhead.P50MS, r.Overhead.MaxMS, r.Overhead.Steps)
+	fmt.Fprintf(w, "events recorded\t%d\n", r.Events)
+	fmt.Fprintf(w, "demo wall time\t%.1fs\n", r.TotalS)
+	w.Flush()
+	w = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "MEMBER\tCOMPONENT\tVERSION")
+	for _, m := range r.Members {
+		fmt.Fprintf(w, "%s\t%s\t%s\n", m.Name, m.Component, m.Version)
+	}
+	w.Flush()
+	if report != "" {
+		fmt.Fprintf(g.stdout, "report written to %s\n", report)
+	}
+}
+
+func writeJSON(path string, v any) error {
+	b, err := jsonIndent(v)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}

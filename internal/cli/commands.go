@@ -1,0 +1,256 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/engine"
+	"github.com/ferry-upgrade/ferry/internal/plan"
+	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/upgrade"
+)
+
+func (g *globals) table() *tabwriter.Writer {
+	return tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+}
+
+func validateCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "validate",
+		Short: "check a cluster description and report every problem with its file and line",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.load()
+			if err != nil {
+				var perr *config.Errors
+				if errors.As(err, &perr) {
+					fmt.Fprintln(g.stderr, err)
+					return &exitError{code: 2, err: fmt.Errorf("%s: %d problem(s)", g.file, len(perr.Problems))}
+				}
+				return &exitError{code: 2, err: err}
+			}
+			n := 0
+			for _, comp := range c.Components {
+				n += len(comp.Members)
+			}
+			if g.json() {
+				return g.printJSON(map[string]any{"file": g.file, "valid": true, "components": len(c.Components), "members": n, "releases": len(c.Releases)})
+			}
+			fmt.Fprintf(g.stdout, "%s: valid (%d components, %d members, %d releases)\n", g.file, len(c.Components), n, len(c.Releases))
+			return nil
+		},
+	}
+}
+
+func planCmd(g *globals) *cobra.Command {
+	var to string
+	cmd := &cobra.Command{
+		Use:   "plan --to VERSION",
+		Short: "print the ordered plan (phases and batches) to reach a version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.load()
+			if err != nil {
+				return err
+			}
+			if to == "" {
+				return errors.New("--to VERSION is required")
+			}
+			e, _, err := g.engineFor(c, nil)
+			if err != nil {
+				return err
+			}
+			p, _, err := e.Plan(cmd.Context(), to)
+			if err != nil {
+				return err
+			}
+			if g.json() {
+				return g.printJSON(p)
+			}
+			printPlan(g, p)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "target release version")
+	return cmd
+}
+
+func printPlan(g *globals, p plan.Plan) {
+	fmt.Fprintf(g.stdout, "plan: %s → %s\n", strings.Join(p.From, ","), p.To)
+	w := g.table()
+	fmt.Fprintln(w, "PHASE\tCOMPONENT\tSTRATEGY\tBATCH\tMEMBERS")
+	for i, ph := range p.Phases {
+		strategy := fmt.Sprintf("%s, max_unavailable %d", ph.Strategy, ph.MaxUnavailable)
+		if ph.Quorum > 0 {
+			strategy += fmt.Sprintf(", quorum %d", ph.Quorum)
+		}
+		for j, b := range ph.Batches {
+			fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\n", i+1, ph.Component, strategy, j+1, strings.Join(b.Members, ", "))
+			strategy = ""
+		}
+		for _, s := range ph.Skipped {
+			fmt.Fprintf(w, "%d\t%s\t%s\t-\t%s (skipped: %s)\n", i+1, ph.Component, strategy, s.Member, s.Reason)
+			strategy = ""
+		}
+		if ph.Note != "" {
+			fmt.Fprintf(w, "\t\tnote: %s\t\t\n", ph.Note)
+		}
+	}
+	w.Flush()
+}
+
+func versionsCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "versions",
+		Short: "count running members per component per version (like ceph versions)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.load()
+			if err != nil {
+				return err
+			}
+			e, _, err := g.engineFor(c, nil)
+			if err != nil {
+				return err
+			}
+			snap, err := e.Observe(cmd.Context())
+			if err != nil {
+				return err
+			}
+			vv := e.VersionsView(snap)
+			if g.json() {
+				return g.printJSON(vv)
+			}
+			w := g.table()
+			fmt.Fprintln(w, "COMPONENT\tVERSION\tMEMBERS")
+			for _, cv := range vv {
+				for _, v := range engine.SortedVersions(cv.Versions) {
+					fmt.Fprintf(w, "%s\t%s\t%d\n", cv.Component, v, cv.Versions[v])
+				}
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func membersCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "members",
+		Short: "list members with target version, running version and status",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.load()
+			if err != nil {
+				return err
+			}
+			e, st, err := g.engineFor(c, nil)
+			if err != nil {
+				return err
+			}
+			snap, err := e.Observe(cmd.Context())
+			if err != nil {
+				return err
+			}
+			var up *upgrade.Upgrade
+			if u, ok, err := st.Current(); err != nil {
+				return err
+			} else if ok {
+				up = &u
+			}
+			rows := e.MembersView(snap, up)
+			if g.json() {
+				return g.printJSON(rows)
+			}
+			printMembers(g, rows)
+			return nil
+		},
+	}
+}
+
+func printMembers(g *globals, rows []engine.MemberView) {
+	w := g.table()
+	fmt.Fprintln(w, "MEMBER\tCOMPONENT\tHOST\tTARGET\tRUNNING\tSTATUS\tSTEP")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Component, r.Host, dash(r.Target), dash(r.Running), r.Status, dash(r.Step))
+	}
+	w.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func eventsCmd(g *globals) *cobra.Command {
+	var all, follow bool
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "list the events of the current upgrade (every action and health result)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := g.checkOutput(); err != nil {
+				return err
+			}
+			st, err := store.Open(g.dataDir)
+			if err != nil {
+				return err
+			}
+			id := ""
+			if !all {
+				u, ok, err := st.Current()
+				if err != nil {
+					return err
+				}
+				if !ok {
+					return errors.New("no upgrade yet; --all lists every event")
+				}
+				id = u.ID
+			}
+			var after uint64
+			for {
+				evs, err := st.Events(id, after, limit)
+				if err != nil {
+					return err
+				}
+				for _, ev := range evs {
+					after = ev.Seq
+					if g.json() {
+						if err := g.printJSON(ev); err != nil {
+							return err
+						}
+						continue
+					}
+					printEvent(g, ev)
+				}
+				if !follow {
+					return nil
+				}
+				if u, ok, _ := st.Current(); ok && u.State.Terminal() && len(evs) == 0 {
+					return nil
+				}
+				select {
+				case <-cmd.Context().Done():
+					return nil
+				case <-time.After(250 * time.Millisecond):
+				}
+			}
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "events of every upgrade, not only the current one")
+	cmd.Flags().BoolVar(&follow, "follow", false, "keep printing new events until the upgrade ends")
+	cmd.Flags().IntVar(&limit, "limit", 0, "at most this many events (0: all)")
+	return cmd
+}
+
+func printEvent(g *globals, ev store.Event) {
+	fmt.Fprintf(g.stdout, "%s  %-8s %s\n", ev.Time.Local().Format("15:04:05.000"), ev.Kind, ev.Message)
+}

@@ -1,0 +1,161 @@
+// Package cli is ferry's command line: cobra commands that parse flags,
+// build the parts (config, driver, store, engine) and print results.
+// Every listing takes -o json, so that scripts never parse tables.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/driver"
+	"github.com/ferry-upgrade/ferry/internal/driver/process"
+	"github.com/ferry-upgrade/ferry/internal/engine"
+	"github.com/ferry-upgrade/ferry/internal/store"
+)
+
+// Version is ferry's own version, set at build time.
+var Version = "dev"
+
+// exitError carries an exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// globals are the flags every command shares.
+type globals struct {
+	file    string
+	dataDir string
+	output  string
+	verbose bool
+	stdout  io.Writer
+	stderr  io.Writer
+}
+
+// Main runs the CLI and returns the process exit code.
+func Main(args []string, stdout, stderr io.Writer) int {
+	g := &globals{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:           "ferry",
+		Short:         "ferry moves a live cluster from release N to N+1: planned, health-gated, resumable",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       Version,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetArgs(args)
+	pf := root.PersistentFlags()
+	pf.StringVarP(&g.file, "file", "f", envOr("FERRY_FILE", "cluster.yaml"), "cluster description (env FERRY_FILE)")
+	pf.StringVar(&g.dataDir, "data-dir", envOr("FERRY_DATA_DIR", ".ferry"), "ferry's data directory: the embedded store (env FERRY_DATA_DIR)")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	pf.BoolVarP(&g.verbose, "verbose", "v", false, "log every step to stderr")
+
+	root.AddCommand(
+		validateCmd(g), planCmd(g), upgradeCmd(g), versionsCmd(g), membersCmd(g), eventsCmd(g),
+		agentCmd(g), demoCmd(g),
+	)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(stderr, "ferry:", err)
+		var ee *exitError
+		if errors.As(err, &ee) {
+			return ee.code
+		}
+		return 1
+	}
+	return 0
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func (g *globals) logger() *slog.Logger {
+	if !g.verbose {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(g.stderr, nil))
+}
+
+func (g *globals) json() bool {
+	return g.output == "json"
+}
+
+func (g *globals) checkOutput() error {
+	if g.output != "table" && g.output != "json" {
+		return fmt.Errorf("--output %q: want table or json", g.output)
+	}
+	return nil
+}
+
+func (g *globals) printJSON(v any) error {
+	enc := json.NewEncoder(g.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// load reads and validates the description named by -f.
+func (g *globals) load() (*config.Cluster, error) {
+	if err := g.checkOutput(); err != nil {
+		return nil, err
+	}
+	return config.Load(g.file)
+}
+
+// newDriver builds the driver for the description's substrate.
+func newDriver(c *config.Cluster) (driver.Driver, error) {
+	switch c.Substrate {
+	case "", "process":
+		var hosts []process.Host
+		for _, h := range c.Hosts {
+			tok := ""
+			if h.TokenFile != "" {
+				b, err := os.ReadFile(c.ResolvePath(h.TokenFile))
+				if err != nil {
+					return nil, fmt.Errorf("host %s: token_file: %w", h.Name, err)
+				}
+				tok = strings.TrimSpace(string(b))
+			}
+			hosts = append(hosts, process.Host{Name: h.Name, Addr: h.Agent, Token: tok})
+		}
+		return process.New(hosts), nil
+	default:
+		return nil, fmt.Errorf("substrate %q is not supported by this build yet", c.Substrate)
+	}
+}
+
+// engineFor builds an engine over the description, its driver and the store.
+func (g *globals) engineFor(c *config.Cluster, onEvent func(store.Event)) (*engine.Engine, *store.Store, error) {
+	d, err := newDriver(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := store.Open(g.dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := engine.New(engine.Config{Cluster: c, Driver: d, Store: st, Logger: g.logger(), OnEvent: onEvent})
+	if err != nil {
+		return nil, nil, err
+	}
+	return e, st, nil
+}

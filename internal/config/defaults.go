@@ -1,0 +1,154 @@
+package config
+
+import (
+	"strings"
+	"time"
+)
+
+// The defaults, all in one place. A field left out of the description,
+// or written as zero, takes its default; Parse applies them before
+// Validate, and a Cluster built in Go gets them from ApplyDefaults.
+//
+//	field                                  default
+//	substrate                              process
+//	components[].strategy.type             one-at-a-time
+//	components[].strategy.max_unavailable  1
+//	components[].strategy.max_batch        canary: max_unavailable; one-at-a-time: 1
+//	components[].strategy.quorum           0, kept: a majority (see Strategy.QuorumOf)
+//	components[].soak                      0s (no soak)
+//	components[].deadline                  60s
+//	components[].gate_deadline             60s
+//	components[].run.stop_timeout          10s
+//	checks (health.member, health.cluster):
+//	  interval                             250ms
+//	  timeout                              2s
+//	  success_threshold                    1
+//	  failure_threshold                    1
+//	hooks (pre_stop, post_start):
+//	  timeout                              5s
+//	method of an http check or hook        POST if it has a body, else GET
+//	expect_status                          0, kept: any 2xx
+//	policy.on_failure                      rollback
+//	policy.tick                            100ms
+//
+// ApplyDefaults also normalises: a method is upper-cased, an http
+// value written as "POST http://..." is split into method and URL (when
+// no method is set), and sha256 checksums are lower-cased.
+const (
+	DefaultSubstrate       = "process"
+	DefaultStrategy        = OneAtATime
+	DefaultMaxUnavailable  = 1
+	DefaultDeadline        = Duration(60 * time.Second)
+	DefaultGateDeadline    = Duration(60 * time.Second)
+	DefaultStopTimeout     = Duration(10 * time.Second)
+	DefaultCheckInterval   = Duration(250 * time.Millisecond)
+	DefaultCheckTimeout    = Duration(2 * time.Second)
+	DefaultHookTimeout     = Duration(5 * time.Second)
+	DefaultThreshold       = 1
+	DefaultOnFailure       = "rollback"
+	DefaultTick            = Duration(100 * time.Millisecond)
+	defaultMethod          = "GET"
+	defaultMethodWithABody = "POST"
+	defaultOneAtATimeBatch = 1
+)
+
+// ApplyDefaults fills every zero field that has a default (the table
+// above). Parse calls it; it is idempotent.
+func (c *Cluster) ApplyDefaults() {
+	if c.Substrate == "" {
+		c.Substrate = DefaultSubstrate
+	}
+	for i := range c.Components {
+		comp := &c.Components[i]
+		comp.Strategy.applyDefaults()
+		if comp.Deadline == 0 {
+			comp.Deadline = DefaultDeadline
+		}
+		if comp.GateDeadline == 0 {
+			comp.GateDeadline = DefaultGateDeadline
+		}
+		if comp.Run.StopTimeout == 0 {
+			comp.Run.StopTimeout = DefaultStopTimeout
+		}
+		for _, ch := range []*Check{comp.Health.Member, comp.Health.Cluster} {
+			if ch != nil {
+				ch.applyDefaults()
+			}
+		}
+		for _, hooks := range [][]Call{comp.Hooks.PreStop, comp.Hooks.PostStart} {
+			for j := range hooks {
+				hooks[j].applyDefaults(DefaultHookTimeout)
+			}
+		}
+	}
+	for i := range c.Releases {
+		for name, a := range c.Releases[i].Artifacts {
+			if low := strings.ToLower(a.SHA256); low != a.SHA256 {
+				a.SHA256 = low
+				c.Releases[i].Artifacts[name] = a
+			}
+		}
+	}
+	if c.Policy.OnFailure == "" {
+		c.Policy.OnFailure = DefaultOnFailure
+	}
+	if c.Policy.Tick == 0 {
+		c.Policy.Tick = DefaultTick
+	}
+}
+
+func (s *Strategy) applyDefaults() {
+	if s.Type == "" {
+		s.Type = DefaultStrategy
+	}
+	if s.MaxUnavailable == 0 {
+		s.MaxUnavailable = DefaultMaxUnavailable
+	}
+	if s.MaxBatch == 0 {
+		switch s.Type {
+		case Canary:
+			s.MaxBatch = s.MaxUnavailable
+		case OneAtATime:
+			s.MaxBatch = defaultOneAtATimeBatch
+		}
+	}
+}
+
+func (ch *Check) applyDefaults() {
+	ch.Call.applyDefaults(DefaultCheckTimeout)
+	if ch.Interval == 0 {
+		ch.Interval = DefaultCheckInterval
+	}
+	if ch.SuccessThreshold == 0 {
+		ch.SuccessThreshold = DefaultThreshold
+	}
+	if ch.FailureThreshold == 0 {
+		ch.FailureThreshold = DefaultThreshold
+	}
+}
+
+func (c *Call) applyDefaults(timeout Duration) {
+	if c.Timeout == 0 {
+		c.Timeout = timeout
+	}
+	if c.HTTP == "" {
+		return
+	}
+	if c.Method == "" {
+		if m, url, ok := strings.Cut(strings.TrimSpace(c.HTTP), " "); ok && httpMethods[strings.ToUpper(m)] {
+			c.Method, c.HTTP = m, strings.TrimSpace(url)
+		}
+	}
+	c.Method = strings.ToUpper(c.Method)
+	if c.Method == "" {
+		c.Method = defaultMethod
+		if c.Body != "" {
+			c.Method = defaultMethodWithABody
+		}
+	}
+}
+
+// httpMethods are the methods a call may use.
+var httpMethods = map[string]bool{
+	"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "OPTIONS": true,
+}

@@ -1,0 +1,135 @@
+package config
+
+import (
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// ComponentsInOrder returns the components in the order they are
+// upgraded: by Order, then by name. The pointers are into c.
+func (c *Cluster) ComponentsInOrder() []*Component {
+	out := make([]*Component, len(c.Components))
+	for i := range c.Components {
+		out[i] = &c.Components[i]
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Order != out[j].Order {
+			return out[i].Order < out[j].Order
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// Component returns the component with that name, or nil.
+func (c *Cluster) Component(name string) *Component {
+	for i := range c.Components {
+		if c.Components[i].Name == name {
+			return &c.Components[i]
+		}
+	}
+	return nil
+}
+
+// Release returns the release with exactly that version, or nil.
+func (c *Cluster) Release(version string) *Release {
+	for i := range c.Releases {
+		if c.Releases[i].Version == version {
+			return &c.Releases[i]
+		}
+	}
+	return nil
+}
+
+// Host returns the host with that name, or nil.
+func (c *Cluster) Host(name string) *Host {
+	for i := range c.Hosts {
+		if c.Hosts[i].Name == name {
+			return &c.Hosts[i]
+		}
+	}
+	return nil
+}
+
+// MemberOf returns the member with that name and its component, or
+// nil, nil. Member names are unique across a valid cluster.
+func (c *Cluster) MemberOf(name string) (*Component, *Member) {
+	for i := range c.Components {
+		comp := &c.Components[i]
+		for j := range comp.Members {
+			if comp.Members[j].Name == name {
+				return comp, &comp.Members[j]
+			}
+		}
+	}
+	return nil, nil
+}
+
+// AnyComponent is the artifacts key that serves every component
+// without an entry of its own.
+const AnyComponent = "*"
+
+// ArtifactFor returns the component's artifact in this release: its
+// own entry, else the "*" entry.
+func (r *Release) ArtifactFor(component string) (Artifact, bool) {
+	if a, ok := r.Artifacts[component]; ok {
+		return a, true
+	}
+	a, ok := r.Artifacts[AnyComponent]
+	return a, ok
+}
+
+// QuorumOf returns how many of n members must stay healthy while one
+// is stopped: Quorum, or a majority (n/2+1) when Quorum is 0.
+func (s Strategy) QuorumOf(n int) int {
+	if s.Quorum == 0 {
+		return n/2 + 1
+	}
+	return s.Quorum
+}
+
+// ResolvePath returns p, a path written in the description (artifact
+// paths, token files), relative to the directory of the description
+// file when it is relative. Empty stays empty.
+func (c *Cluster) ResolvePath(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	dir := c.dir
+	if dir == "" {
+		dir = filepath.Dir(c.File) // "." when File is empty
+	}
+	return filepath.Join(dir, p)
+}
+
+var (
+	versionRE = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z][0-9A-Za-z.-]*)?$`)
+	rangeRE   = regexp.MustCompile(`^(\*|(0|[1-9][0-9]*)\.x|(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.x)$`)
+)
+
+// IsVersion reports whether v looks like MAJOR.MINOR.PATCH with an
+// optional -suffix (1.2.3, 2.0.0-rc1).
+func IsVersion(v string) bool { return versionRE.MatchString(v) }
+
+// IsVersionPattern reports whether p is a version or an x-range that
+// MatchVersion understands: 1.2.3, 1.2.x, 1.x, *.
+func IsVersionPattern(p string) bool { return IsVersion(p) || rangeRE.MatchString(p) }
+
+// MatchVersion reports whether version is in pattern: "*" matches any
+// version, "1.x" any 1.*.*, "1.0.x" any 1.0.*, suffixed ones included
+// (1.0.x matches 1.0.3-rc1); any other pattern matches only itself.
+func MatchVersion(pattern, version string) bool {
+	if pattern == "*" {
+		return version != ""
+	}
+	prefix, ok := strings.CutSuffix(pattern, ".x")
+	if !ok {
+		return pattern == version
+	}
+	if !rangeRE.MatchString(pattern) || !IsVersion(version) {
+		return false
+	}
+	return strings.HasPrefix(version, prefix+".")
+}

@@ -1,0 +1,780 @@
+package config
+
+import (
+	"bytes"
+	"encoding"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+)
+
+const (
+	// MaxFileSize is the largest description Parse and Load accept.
+	MaxFileSize = 8 << 20
+	// MaxNodes bounds the YAML nodes of a description, counted after
+	// alias expansion, so that an alias bomb is refused, not expanded.
+	MaxNodes = 100_000
+	// maxDepth bounds nesting; a description needs less than ten.
+	maxDepth = 64
+)
+
+// Load reads the description at path and parses it (see Parse).
+// Relative paths in it (artifacts, token files) are resolved against
+// the directory of path by ResolvePath.
+func Load(path string) (*Cluster, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: reading %s: %w", path, err)
+	}
+	c, err := Parse(data, path)
+	if err != nil {
+		return nil, err
+	}
+	if abs, err := filepath.Abs(filepath.Dir(path)); err == nil {
+		c.dir = abs
+	}
+	return c, nil
+}
+
+// Parse decodes a description, applies the defaults (defaults.go) and
+// validates it. file names the description in problems and anchors
+// relative paths (ResolvePath); it is not opened. On any problem Parse
+// returns nil and an *Errors with all the problems found.
+func Parse(data []byte, file string) (*Cluster, error) {
+	fail := func(line int, path, format string, args ...any) (*Cluster, error) {
+		return nil, &Errors{Problems: []Problem{{File: file, Line: line, Path: path, Reason: fmt.Sprintf(format, args...)}}}
+	}
+	if len(data) > MaxFileSize {
+		return fail(0, "", "the file is larger than %d bytes: not a cluster description", MaxFileSize)
+	}
+	root, err := parseYAML(data)
+	if err != nil {
+		line, reason := yamlErrorLine(err)
+		if line == 0 && strings.Contains(reason, "control characters") {
+			line = controlCharLine(data)
+		}
+		if m := unknownAnchorRE.FindStringSubmatch(reason); line == 0 && m != nil {
+			line = lineOf(data, "*"+m[1])
+		}
+		return fail(line, "", "%s", reason)
+	}
+	if root == nil {
+		return fail(0, "", "the file is empty: a description starts with cluster: and components:")
+	}
+	body := root
+	if body.Kind == yaml.DocumentNode {
+		if len(body.Content) == 0 {
+			return fail(0, "", "the file is empty: a description starts with cluster: and components:")
+		}
+		body = body.Content[0]
+	}
+	if body.Kind == yaml.ScalarNode && body.ShortTag() == "!!null" {
+		return fail(body.Line, "", "the document is empty: a description starts with cluster: and components:")
+	}
+	if body.Kind != yaml.MappingNode && body.Kind != yaml.AliasNode {
+		return fail(body.Line, "", "the description must be a mapping (cluster: ..., components: ...), not %s", describe(body))
+	}
+
+	d := &decoder{file: file}
+	c := &Cluster{}
+	d.decode(body, reflect.ValueOf(c).Elem(), "", nil, "", 0)
+	if d.stop {
+		return nil, &Errors{Problems: d.probs}
+	}
+	c.File = file
+	c.ApplyDefaults()
+	probs := d.probs
+	if err := c.Validate(); err != nil {
+		var errs *Errors
+		if !errors.As(err, &errs) {
+			return nil, err
+		}
+		// A value that failed to decode is left zero; leave out what
+		// Validate says of it, which would only repeat the problem.
+		for _, p := range errs.Problems {
+			if !d.follows(p.Path) {
+				probs = append(probs, p)
+			}
+		}
+	}
+	if len(probs) > 0 {
+		sortProblems(probs)
+		return nil, &Errors{Problems: probs}
+	}
+	return c, nil
+}
+
+// parseYAML parses data into a node tree; nil when there is no
+// document. It turns a panic of the YAML parser into an error.
+func parseYAML(data []byte) (root *yaml.Node, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			root, err = nil, fmt.Errorf("not valid YAML (the parser failed: %v)", r)
+		}
+	}()
+	if !utf8.Valid(data) && !hasBOM16(data) {
+		return nil, lineError(data, "not valid UTF-8: a description is a YAML text file")
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var n yaml.Node
+	if err := dec.Decode(&n); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, fmt.Errorf("yaml: line %d: a second document: a description is one YAML document", extra.Line)
+	} else if !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return &n, nil
+}
+
+func hasBOM16(b []byte) bool {
+	return len(b) >= 2 && (b[0] == 0xfe && b[1] == 0xff || b[0] == 0xff && b[1] == 0xfe)
+}
+
+// lineError names the line of the first invalid UTF-8 sequence.
+func lineError(data []byte, reason string) error {
+	line := 1
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size == 1 {
+			break
+		}
+		if data[i] == '\n' {
+			line++
+		}
+		i += size
+	}
+	return fmt.Errorf("yaml: line %d: %s", line, reason)
+}
+
+// controlCharLine returns the line of the first control character
+// YAML does not allow, or 0.
+func controlCharLine(data []byte) int {
+	line := 1
+	for _, r := range string(data) {
+		switch {
+		case r == '\n':
+			line++
+		case r == '\t' || r == '\r':
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0xfffe || r == 0xffff:
+			return line
+		}
+	}
+	return 0
+}
+
+var unknownAnchorRE = regexp.MustCompile(`unknown anchor '([^']*)' referenced`)
+
+// lineOf returns the line of the first s in data, or 0.
+func lineOf(data []byte, s string) int {
+	i := bytes.Index(data, []byte(s))
+	if i < 0 {
+		return 0
+	}
+	return bytes.Count(data[:i], []byte("\n")) + 1
+}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: (?:line (\d+): )?`)
+
+// yamlErrorLine takes the line out of a yaml.v3 error message.
+func yamlErrorLine(err error) (int, string) {
+	msg := err.Error()
+	m := yamlLineRE.FindStringSubmatch(msg)
+	if m == nil {
+		return 0, msg
+	}
+	line, _ := strconv.Atoi(m[1])
+	reason := msg[len(m[0]):]
+	if reason == "" {
+		reason = "not valid YAML"
+	} else if !strings.HasPrefix(reason, "not valid") && !strings.HasPrefix(reason, "a second document") {
+		reason = "not valid YAML: " + reason
+	}
+	return line, reason
+}
+
+// posSetter is implemented by the types with positions.
+type posSetter interface{ setPos(positions) }
+
+func (x *Cluster) setPos(p positions)   { x.pos = p }
+func (x *Host) setPos(p positions)      { x.pos = p }
+func (x *Component) setPos(p positions) { x.pos = p }
+func (x *Strategy) setPos(p positions)  { x.pos = p }
+func (x *Member) setPos(p positions)    { x.pos = p }
+func (x *Run) setPos(p positions)       { x.pos = p }
+func (x *Health) setPos(p positions)    { x.pos = p }
+func (x *Call) setPos(p positions)      { x.pos = p } // and Check, which embeds Call
+func (x *Release) setPos(p positions)   { x.pos = p }
+
+// decoder turns a yaml.Node tree into the description's structs,
+// collecting problems instead of stopping at the first.
+type decoder struct {
+	file  string
+	probs []Problem
+	// failed are the paths of values that failed to decode, and
+	// siblings the mappings they are in: what Validate says of a failed
+	// value or of its siblings follows from the failure and is left out.
+	failed, siblings []string
+	nodes            int  // nodes visited, aliases expanded
+	stop             bool // the document is refused as a whole
+	// alias is the outermost alias being expanded, to name it when
+	// the expansion is too large.
+	alias struct {
+		line int
+		path string
+	}
+}
+
+// enter notes that decoding at path follows the alias n; the returned
+// func undoes it.
+func (d *decoder) enter(n *yaml.Node, path string) func() {
+	if n.Kind != yaml.AliasNode || d.alias.line != 0 {
+		return func() {}
+	}
+	d.alias.line, d.alias.path = n.Line, path
+	return func() { d.alias.line, d.alias.path = 0, "" }
+}
+
+func (d *decoder) problem(line int, path, format string, args ...any) {
+	d.probs = append(d.probs, Problem{File: d.file, Line: line, Path: path, Reason: fmt.Sprintf(format, args...)})
+}
+
+// badValue is a problem with a value: the value is left zero, and the
+// checks of the mapping it is in would only repeat it.
+func (d *decoder) badValue(line int, path, format string, args ...any) {
+	d.problem(line, path, format, args...)
+	d.failed = append(d.failed, path)
+	if p := parent(path); p != "" {
+		d.siblings = append(d.siblings, p)
+	}
+}
+
+// follows reports whether a problem Validate found at path follows
+// from a value that failed to decode.
+func (d *decoder) follows(path string) bool {
+	for _, f := range d.failed {
+		if f != "" && under(path, f) {
+			return true
+		}
+	}
+	for _, p := range d.siblings {
+		if path == p || strings.HasPrefix(path, p+".") && !strings.ContainsAny(path[len(p)+1:], ".[") {
+			return true
+		}
+	}
+	return false
+}
+
+// parent strips the last field or index of a path.
+func parent(path string) string {
+	if strings.HasSuffix(path, "]") {
+		if i := strings.LastIndex(path, "["); i >= 0 {
+			return path[:i]
+		}
+	}
+	if i := strings.LastIndex(path, "."); i >= 0 {
+		return path[:i]
+	}
+	return ""
+}
+
+// count charges n nodes to the budget; false once it is spent.
+func (d *decoder) count(n int, line int) bool {
+	if d.stop {
+		return false
+	}
+	d.nodes += n
+	if d.nodes > MaxNodes {
+		d.probs = nil
+		path := ""
+		if d.alias.line > 0 {
+			line, path = d.alias.line, d.alias.path
+		}
+		d.problem(line, path, "the document expands to more than %d nodes (through anchors and aliases?): refused", MaxNodes)
+		d.stop = true
+		return false
+	}
+	return true
+}
+
+// resolve follows aliases to the node they stand for.
+func (d *decoder) resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode; i++ {
+		if n.Alias == nil || i > 100 {
+			return nil
+		}
+		n = n.Alias
+	}
+	return n
+}
+
+// owner collects the positions of one struct that has them, and the
+// lines of the nodes below it that have none of their own.
+type owner struct{ pos *positions }
+
+func (o *owner) record(rel string, line int) {
+	if o == nil || o.pos == nil || rel == "" {
+		return
+	}
+	if !strings.ContainsAny(rel, ".[") {
+		o.pos.keys[rel] = line
+		return
+	}
+	if o.pos.sub == nil {
+		o.pos.sub = map[string]int{}
+	}
+	o.pos.sub[rel] = line
+}
+
+// isIdent reports whether a key can be written after a dot in a path
+// ([A-Za-z_][A-Za-z0-9_-]*).
+func isIdent(s string) bool {
+	for i, r := range s {
+		switch {
+		case r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z':
+		case i > 0 && (r == '-' || '0' <= r && r <= '9'):
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+// join appends a field or map key to a path: a.b, a["*"].
+func join(path, key string) string {
+	if !isIdent(key) {
+		return path + "[" + strconv.Quote(key) + "]"
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+
+var textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// decode decodes n into v. path is the field path for problems; rel is
+// the path relative to own, the nearest struct with positions.
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, own *owner, rel string, depth int) {
+	if d.stop {
+		return
+	}
+	line := n.Line
+	defer d.enter(n, path)()
+	n = d.resolve(n)
+	if n == nil {
+		d.badValue(line, path, "an alias to nothing")
+		return
+	}
+	if !d.count(1, line) {
+		return
+	}
+	if depth > maxDepth {
+		d.problem(line, path, "nested more than %d levels deep", maxDepth)
+		return
+	}
+	t := v.Type()
+	isNull := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+	if isNull {
+		if t.Kind() == reflect.Struct {
+			if ps, ok := v.Addr().Interface().(posSetter); ok {
+				ps.setPos(positions{line: line})
+			}
+		}
+		v.SetZero()
+		return
+	}
+
+	if reflect.PointerTo(t).Implements(textUnmarshaler) {
+		if n.Kind != yaml.ScalarNode {
+			d.badValue(line, path, "must be %s, not %s", typeName(t), describe(n))
+			return
+		}
+		if err := v.Addr().Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(n.Value)); err != nil {
+			d.badValue(line, path, "%v", err)
+		}
+		return
+	}
+
+	switch t.Kind() {
+	case reflect.String:
+		if n.Kind != yaml.ScalarNode {
+			d.badValue(line, path, "must be a string, not %s", describe(n))
+			return
+		}
+		v.SetString(n.Value)
+
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+			d.badValue(line, path, "must be an integer, not %s", describe(n))
+			return
+		}
+		i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+		if err != nil || v.OverflowInt(i) {
+			d.badValue(line, path, "the integer %s is out of range", n.Value)
+			return
+		}
+		v.SetInt(i)
+
+	case reflect.Bool:
+		b, ok := yamlBool(n)
+		if !ok {
+			d.badValue(line, path, "must be true or false, not %s", describe(n))
+			return
+		}
+		v.SetBool(b)
+
+	case reflect.Interface:
+		if x := d.anyValue(n, path, depth); x != nil {
+			v.Set(reflect.ValueOf(x))
+		}
+
+	case reflect.Pointer:
+		e := reflect.New(t.Elem())
+		d.decode(n, e.Elem(), path, own, rel, depth)
+		v.Set(e)
+
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			d.badValue(line, path, "must be a list, not %s", describe(n))
+			return
+		}
+		if !d.count(len(n.Content), line) {
+			return
+		}
+		s := reflect.MakeSlice(t, len(n.Content), len(n.Content))
+		for i, item := range n.Content {
+			own.record(index(rel, i), item.Line)
+			d.decode(item, s.Index(i), index(path, i), own, index(rel, i), depth+1)
+		}
+		v.Set(s)
+
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			d.badValue(line, path, "must be a mapping, not %s", describe(n))
+			return
+		}
+		m := reflect.MakeMap(t)
+		for _, p := range d.pairs(n, path, depth) {
+			e := reflect.New(t.Elem()).Elem()
+			own.record(join(rel, p.name), p.key.Line)
+			d.decode(p.val, e, join(path, p.name), own, join(rel, p.name), depth+1)
+			m.SetMapIndex(reflect.ValueOf(p.name).Convert(t.Key()), e)
+		}
+		v.Set(m)
+
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			d.badValue(line, path, "must be a mapping, not %s", describe(n))
+			return
+		}
+		info := structInfoOf(t)
+		ps, hasPos := v.Addr().Interface().(posSetter)
+		var p positions
+		if hasPos {
+			p = positions{line: line, keys: map[string]int{}}
+			own, rel = &owner{pos: &p}, ""
+		}
+		for _, kv := range d.pairs(n, path, depth) {
+			f, ok := info.fields[kv.name]
+			if !ok {
+				d.problem(kv.key.Line, join(path, kv.name), "unknown key%s; known keys: %s",
+					suggest(kv.name, info.known), strings.Join(info.known, ", "))
+				continue
+			}
+			own.record(join(rel, kv.name), kv.key.Line)
+			d.decode(kv.val, v.FieldByIndex(f), join(path, kv.name), own, join(rel, kv.name), depth+1)
+		}
+		if hasPos {
+			ps.setPos(p)
+		}
+
+	default:
+		d.problem(line, path, "cannot hold a value (a %s field)", t)
+	}
+}
+
+// pair is one key and value of a mapping, merges (<<) applied.
+type pair struct {
+	name     string
+	key, val *yaml.Node
+}
+
+// pairs returns the entries of a mapping: its own keys first, then
+// keys merged in with "<<" that it does not have itself. Duplicate and
+// non-string keys are problems.
+func (d *decoder) pairs(n *yaml.Node, path string, depth int) []pair {
+	if depth > maxDepth {
+		d.problem(n.Line, path, "nested more than %d levels deep", maxDepth)
+		return nil
+	}
+	if !d.count(len(n.Content), n.Line) {
+		return nil
+	}
+	var out []pair
+	var merges []*yaml.Node
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := d.resolve(n.Content[i])
+		if k == nil || k.Kind != yaml.ScalarNode {
+			d.problem(n.Content[i].Line, path, "a key must be a plain string, not %s", describe(k))
+			continue
+		}
+		if k.ShortTag() == "!!merge" {
+			merges = append(merges, n.Content[i+1])
+			continue
+		}
+		if first, dup := seen[k.Value]; dup {
+			d.problem(n.Content[i].Line, join(path, k.Value), "duplicate key (first on line %d)", first)
+			continue
+		}
+		seen[k.Value] = n.Content[i].Line
+		out = append(out, pair{name: k.Value, key: n.Content[i], val: n.Content[i+1]})
+	}
+	for _, m := range merges {
+		line := m.Line
+		leave := d.enter(m, path)
+		m = d.resolve(m)
+		var sources []*yaml.Node
+		switch {
+		case m != nil && m.Kind == yaml.MappingNode:
+			sources = []*yaml.Node{m}
+		case m != nil && m.Kind == yaml.SequenceNode:
+			for _, s := range m.Content {
+				s := d.resolve(s)
+				if s == nil || s.Kind != yaml.MappingNode {
+					d.problem(line, path, "<< merges mappings, not %s", describe(s))
+					continue
+				}
+				sources = append(sources, s)
+			}
+		default:
+			d.problem(line, path, "<< merges a mapping or a list of mappings, not %s", describe(m))
+		}
+		for _, s := range sources {
+			for _, p := range d.pairs(s, path, depth+1) {
+				if _, dup := seen[p.name]; !dup {
+					seen[p.name] = p.key.Line
+					out = append(out, p)
+				}
+			}
+		}
+		leave()
+		if d.stop {
+			return nil
+		}
+	}
+	return out
+}
+
+// anyValue decodes a node as encoding/json would hold it.
+func (d *decoder) anyValue(n *yaml.Node, path string, depth int) any {
+	line := n.Line
+	defer d.enter(n, path)()
+	n = d.resolve(n)
+	switch {
+	case n == nil:
+		d.problem(line, path, "an alias to nothing")
+		return nil
+	case d.stop || !d.count(1, line):
+		return nil
+	case depth > maxDepth:
+		d.problem(line, path, "nested more than %d levels deep", maxDepth)
+		return nil
+	}
+	switch n.Kind {
+	case yaml.SequenceNode:
+		out := make([]any, 0, len(n.Content))
+		for i, c := range n.Content {
+			out = append(out, d.anyValue(c, index(path, i), depth+1))
+		}
+		return out
+	case yaml.MappingNode:
+		out := map[string]any{}
+		for _, p := range d.pairs(n, path, depth) {
+			out[p.name] = d.anyValue(p.val, join(path, p.name), depth+1)
+		}
+		return out
+	}
+	switch n.ShortTag() {
+	case "!!null":
+		return nil
+	case "!!bool":
+		b, _ := yamlBool(n)
+		return b
+	case "!!int", "!!float":
+		var f float64
+		if err := n.Decode(&f); err != nil {
+			d.problem(line, path, "the number %s is out of range", n.Value)
+			return nil
+		}
+		return f
+	}
+	return n.Value
+}
+
+func yamlBool(n *yaml.Node) (bool, bool) {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+		return false, false
+	}
+	switch strings.ToLower(n.Value) {
+	case "true", "yes", "on", "y":
+		return true, true
+	}
+	return false, true
+}
+
+// describe names what a node is, for "must be X, not Y" messages.
+func describe(n *yaml.Node) string {
+	if n == nil {
+		return "nothing"
+	}
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.AliasNode:
+		return "an alias"
+	case yaml.DocumentNode:
+		return "a document"
+	}
+	v := n.Value
+	if len(v) > 40 {
+		v = v[:37] + "..."
+	}
+	switch n.ShortTag() {
+	case "!!null":
+		return "null"
+	case "!!bool":
+		return "the boolean " + v
+	case "!!int":
+		return "the integer " + v
+	case "!!float":
+		return "the number " + v
+	case "!!str":
+		return "the string " + strconv.Quote(v)
+	}
+	return fmt.Sprintf("%s %s", n.ShortTag(), strconv.Quote(v))
+}
+
+func typeName(t reflect.Type) string {
+	if t == reflect.TypeFor[Duration]() {
+		return "a duration (like 2s or 150ms)"
+	}
+	return "a " + t.String()
+}
+
+// structInfo is the YAML keys of a struct type, inline fields
+// flattened, in declaration order.
+type structInfo struct {
+	fields map[string][]int
+	known  []string
+}
+
+var structInfos sync.Map // reflect.Type -> *structInfo
+
+func structInfoOf(t reflect.Type) *structInfo {
+	if si, ok := structInfos.Load(t); ok {
+		return si.(*structInfo)
+	}
+	si := &structInfo{fields: map[string][]int{}}
+	var walk func(t reflect.Type, prefix []int)
+	walk = func(t reflect.Type, prefix []int) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			tag := f.Tag.Get("yaml")
+			name, opts, _ := strings.Cut(tag, ",")
+			if name == "-" {
+				continue
+			}
+			idx := append(append([]int(nil), prefix...), i)
+			if opts == "inline" && f.Type.Kind() == reflect.Struct {
+				walk(f.Type, idx)
+				continue
+			}
+			if name == "" {
+				name = strings.ToLower(f.Name)
+			}
+			si.fields[name] = idx
+			si.known = append(si.known, name)
+		}
+	}
+	walk(t, nil)
+	structInfos.Store(t, si)
+	return si
+}
+
+// suggest returns "; did you mean x?" for the known key closest to an
+// unknown one, if one is close.
+func suggest(key string, known []string) string {
+	best, bestD := "", 3
+	for _, k := range known {
+		if d := editDistance(strings.ToLower(key), k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s?)", best)
+}
+
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return 99
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// sortedKeys returns the keys of a map in order.
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

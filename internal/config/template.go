@@ -1,0 +1,184 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strings"
+	"sync"
+	"text/template"
+)
+
+// TemplateData is what the strings of runs, checks and hooks are
+// rendered with: {{.Name}}, {{.Address}}, {{.Vars.raft}},
+// {{range $i, $m := .Members}}{{$m.Address}}{{end}}.
+type TemplateData struct {
+	Name      string // the member's name
+	Component string // the component's name
+	Host      string // the member's host
+	Address   string // the member's address, host:port
+	// Version is the version being started or checked; DataFor leaves
+	// it empty for the caller to set.
+	Version string
+	// Any is the address of a member of the component to ask about the
+	// whole component (cluster checks). DataFor sets the member's own
+	// address, or the first member's when there is no member; a prober
+	// sets one that answers.
+	Any     string
+	Vars    map[string]string // the member's vars
+	Members []MemberRef       // every member of the component, in order
+}
+
+// MemberRef is one member of the component, as TemplateData.Members
+// lists it.
+type MemberRef struct {
+	Name    string
+	Address string
+	Host    string
+	Vars    map[string]string
+}
+
+// DataFor returns the template data for member m of comp; m may be nil
+// for what is rendered once per component (cluster checks), and then
+// Name, Host, Address and Vars are empty.
+func (c *Cluster) DataFor(comp *Component, m *Member) TemplateData {
+	return dataFor(comp, m, memberRefs(comp))
+}
+
+func memberRefs(comp *Component) []MemberRef {
+	refs := make([]MemberRef, len(comp.Members))
+	for i, m := range comp.Members {
+		refs[i] = MemberRef{Name: m.Name, Address: m.Address, Host: m.Host, Vars: m.Vars}
+	}
+	return refs
+}
+
+func dataFor(comp *Component, m *Member, refs []MemberRef) TemplateData {
+	d := TemplateData{Component: comp.Name, Members: refs, Vars: map[string]string{}}
+	if m != nil {
+		d.Name, d.Host, d.Address, d.Any = m.Name, m.Host, m.Address, m.Address
+		if m.Vars != nil {
+			d.Vars = m.Vars
+		}
+	} else if len(refs) > 0 {
+		d.Any = refs[0].Address
+	}
+	return d
+}
+
+// IsTemplate reports whether s is rendered as a template (it has "{{").
+func IsTemplate(s string) bool { return strings.Contains(s, "{{") }
+
+// maxRendered bounds what one template may render to.
+const maxRendered = 1 << 20
+
+// Render executes tmpl, a text/template, over d. A key missing from
+// Vars is an error (missingkey=error), and so is a field TemplateData
+// does not have, with the list of those it has. Strings without "{{"
+// are returned as they are.
+func Render(tmpl string, d TemplateData) (string, error) {
+	if !IsTemplate(tmpl) {
+		return tmpl, nil
+	}
+	t, err := parseTemplate(tmpl)
+	if err != nil {
+		return "", err
+	}
+	var b limitedBuilder
+	if err := t.Execute(&b, d); err != nil {
+		if errors.Is(err, errTooLong) {
+			return "", fmt.Errorf("template renders to more than %d bytes", maxRendered)
+		}
+		return "", explainExec(err)
+	}
+	return b.String(), nil
+}
+
+var (
+	templates   sync.Map // string -> *template.Template or error
+	templatesN  int
+	templatesMu sync.Mutex
+)
+
+// parseTemplate parses once per distinct string (the cache is
+// dropped when it grows past a few thousand entries).
+func parseTemplate(s string) (*template.Template, error) {
+	if v, ok := templates.Load(s); ok {
+		if t, ok := v.(*template.Template); ok {
+			return t, nil
+		}
+		return nil, v.(error)
+	}
+	var v any
+	t, err := template.New("t").Option("missingkey=error").Parse(s)
+	if err != nil {
+		msg := strings.TrimPrefix(err.Error(), "template: t:")
+		if rest, ok := strings.CutPrefix(msg, "1: "); ok {
+			msg = rest
+		} else if line, rest, ok := strings.Cut(msg, ": "); ok {
+			msg = "line " + line + ": " + rest
+		}
+		err = fmt.Errorf("not a valid template: %s", msg)
+		v = err
+	} else {
+		v = t
+	}
+	templatesMu.Lock()
+	if templatesN >= 4096 {
+		templates.Clear()
+		templatesN = 0
+	}
+	templatesN++
+	templatesMu.Unlock()
+	templates.Store(s, v)
+	return t, err
+}
+
+var (
+	noFieldRE = regexp.MustCompile(`can't evaluate field (\w+) in type (\*?[\w.]+)`)
+	execRE    = regexp.MustCompile(`^template: t:\d+:\d+: executing "t" at (<[^>]*>): `)
+)
+
+// explainExec rewrites text/template's execution errors: an unknown
+// field is named with the fields there are.
+func explainExec(err error) error {
+	msg := err.Error()
+	if m := noFieldRE.FindStringSubmatch(msg); m != nil {
+		var fields []string
+		switch {
+		case strings.HasSuffix(m[2], "TemplateData"):
+			fields = fieldNames(reflect.TypeFor[TemplateData](), ".")
+		case strings.HasSuffix(m[2], "MemberRef"):
+			fields = fieldNames(reflect.TypeFor[MemberRef](), ".")
+		}
+		if fields != nil {
+			return fmt.Errorf("template: no field %s (there are %s)", m[1], strings.Join(fields, ", "))
+		}
+	}
+	if m := execRE.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("template: at %s: %s", m[1], msg[len(m[0]):])
+	}
+	return fmt.Errorf("template: %s", strings.TrimPrefix(msg, "template: "))
+}
+
+func fieldNames(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := range t.NumField() {
+		out = append(out, prefix+t.Field(i).Name)
+	}
+	return out
+}
+
+var errTooLong = errors.New("too long")
+
+// limitedBuilder is a strings.Builder that refuses to grow past
+// maxRendered, so that a runaway template stops.
+type limitedBuilder struct{ strings.Builder }
+
+func (b *limitedBuilder) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > maxRendered {
+		return 0, errTooLong
+	}
+	return b.Builder.Write(p)
+}

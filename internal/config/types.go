@@ -1,0 +1,228 @@
+package config
+
+import (
+	"fmt"
+	"time"
+)
+
+// Cluster is one cluster description: everything one upgrade covers.
+// It is read from YAML by Parse and checked by Validate; nothing else
+// in ferry reads the file.
+type Cluster struct {
+	Name       string      `yaml:"cluster"`
+	Substrate  string      `yaml:"substrate"` // process (default) | kubernetes | ssh
+	Hosts      []Host      `yaml:"hosts"`
+	Components []Component `yaml:"components"`
+	Releases   []Release   `yaml:"releases"`
+	Policy     Policy      `yaml:"policy"`
+
+	// File is the path the description was read from, for messages.
+	File string `yaml:"-"`
+	pos  positions
+	dir  string // absolute directory of File, set by Load
+}
+
+// Host is where members run; the unit an agent (or, later, SSH or a
+// Kubernetes node) answers for.
+type Host struct {
+	Name string `yaml:"name"`
+	// Agent is the host:port of the host's ferry agent (process substrate).
+	Agent string `yaml:"agent"`
+	// TokenFile holds the agent's bearer token (mode 0600); relative
+	// paths are relative to the description file.
+	TokenFile string `yaml:"token_file"`
+	pos       positions
+}
+
+// Component is a kind of member with one upgrade strategy.
+type Component struct {
+	Name     string   `yaml:"name"`
+	Order    int      `yaml:"order"`
+	Strategy Strategy `yaml:"strategy"`
+	Members  []Member `yaml:"members"`
+	Health   Health   `yaml:"health"`
+	// Run says how a member process is started (process substrate).
+	Run Run `yaml:"run"`
+	// Soak is min_healthy_time: how long a member must stay healthy
+	// after its restart before its step is done.
+	Soak Duration `yaml:"soak"`
+	// Deadline is healthy_deadline: how long a member has, from the
+	// start of its replacement, to become healthy and finish its soak.
+	Deadline Duration `yaml:"deadline"`
+	// GateDeadline bounds how long the cluster gate after a batch may
+	// stay red before the step fails.
+	GateDeadline Duration `yaml:"gate_deadline"`
+	Hooks        Hooks    `yaml:"hooks"`
+	pos          positions
+}
+
+// Strategy names how members of a component are batched.
+type Strategy struct {
+	Type StrategyType `yaml:"type"`
+	// Quorum is the number of healthy members that must remain while
+	// one is stopped (one-at-a-time); 0 means a majority of the members.
+	Quorum int `yaml:"quorum"`
+	// MaxBatch caps canary growth (1, 2, 4, ... MaxBatch).
+	MaxBatch int `yaml:"max_batch"`
+	// MaxUnavailable bounds members of the component down at once,
+	// counting those already down for any reason. 0 means 1.
+	MaxUnavailable int `yaml:"max_unavailable"`
+	pos            positions
+}
+
+// StrategyType is one of the batching strategies.
+type StrategyType string
+
+const (
+	OneAtATime StrategyType = "one-at-a-time"
+	Canary     StrategyType = "canary"
+)
+
+// Member is one running instance of a component on one host.
+type Member struct {
+	Name    string            `yaml:"name"`
+	Host    string            `yaml:"host"`
+	Address string            `yaml:"address"`
+	Vars    map[string]string `yaml:"vars"`
+	pos     positions
+}
+
+// Run is how the agent starts a member: argv and environment, each a
+// Go template over the member (.Name, .Address, .Host, .Component,
+// .Vars, .Members). There is no shell: every arg is passed as is.
+type Run struct {
+	Args []string          `yaml:"args"`
+	Env  map[string]string `yaml:"env"`
+	// StopTimeout is how long a graceful stop may take before SIGKILL.
+	StopTimeout Duration `yaml:"stop_timeout"`
+	pos         positions
+}
+
+// Health holds the checks that gate a component.
+type Health struct {
+	// Member is probed on each member: it must pass after a restart.
+	Member *Check `yaml:"member"`
+	// Cluster is probed once for the whole component (on any member
+	// that answers) before each batch and between components.
+	Cluster *Check `yaml:"cluster"`
+	pos     positions
+}
+
+// Check is a probe with its cadence and thresholds.
+type Check struct {
+	Call `yaml:",inline"`
+	// Interval between probes; Timeout of one probe.
+	Interval Duration `yaml:"interval"`
+	// SuccessThreshold consecutive passes make it healthy;
+	// FailureThreshold consecutive failures make it unhealthy.
+	SuccessThreshold int `yaml:"success_threshold"`
+	FailureThreshold int `yaml:"failure_threshold"`
+}
+
+// Call is one HTTP request, TCP dial or command. Exactly one of HTTP,
+// TCP and Exec is set. Strings are Go templates over the member.
+type Call struct {
+	HTTP         string            `yaml:"http"`   // URL
+	Method       string            `yaml:"method"` // default GET
+	Body         string            `yaml:"body"`
+	Headers      map[string]string `yaml:"headers"`
+	ExpectStatus int               `yaml:"expect_status"` // default: any 2xx
+	JSON         *JSONMatch        `yaml:"json"`
+	TCP          string            `yaml:"tcp"`  // host:port
+	Exec         []string          `yaml:"exec"` // argv, no shell
+	Timeout      Duration          `yaml:"timeout"`
+	pos          positions
+}
+
+// JSONMatch requires a field of the JSON response (dotted path) to
+// equal a value.
+type JSONMatch struct {
+	Path string `yaml:"path"`
+	// Equals is held as encoding/json would decode it: nil, bool,
+	// float64, string, []any or map[string]any, so that it compares
+	// with a decoded response by reflect.DeepEqual.
+	Equals any `yaml:"equals"`
+}
+
+// Hooks are calls made around a member's restart.
+type Hooks struct {
+	// PreStop runs before the member is stopped: out of rotation,
+	// leadership moved away.
+	PreStop []Call `yaml:"pre_stop"`
+	// PostStart runs after the member has soaked: back into rotation.
+	PostStart []Call `yaml:"post_start"`
+}
+
+// Release is one version in the catalog, with its artifacts.
+type Release struct {
+	Version string `yaml:"version"`
+	// UpgradeFrom lists versions (or x-ranges like "1.0.x") that may
+	// upgrade to this release.
+	UpgradeFrom []string `yaml:"upgrade_from"`
+	// DowngradeTo lists versions this release may go back to.
+	DowngradeTo []string `yaml:"downgrade_to"`
+	// Artifacts maps a component name to its artifact; "*" serves any
+	// component without its own.
+	Artifacts map[string]Artifact `yaml:"artifacts"`
+	pos       positions
+}
+
+// Artifact is a binary (process substrate) or image (Kubernetes) and
+// the checksum it must have before it is used.
+type Artifact struct {
+	Path   string `yaml:"path"`
+	Image  string `yaml:"image"`
+	SHA256 string `yaml:"sha256"`
+}
+
+// Policy is what the engine does around the steps.
+type Policy struct {
+	// OnFailure: rollback (default) or pause.
+	OnFailure string `yaml:"on_failure"`
+	// Tick is the engine's observation interval (default 100ms).
+	Tick Duration `yaml:"tick"`
+}
+
+// Duration is a time.Duration written as "2s" or "150ms" in YAML.
+type Duration time.Duration
+
+// D returns the duration as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalText writes the duration as "2s".
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText reads "2s", "150ms".
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("not a duration (like 2s or 150ms): %q", string(b))
+	}
+	if v < 0 {
+		return fmt.Errorf("negative duration %q", string(b))
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// positions maps a field's YAML key to the line it was written on, so
+// that Validate can point at the line of a bad value.
+type positions struct {
+	line int            // the line of the node itself
+	keys map[string]int // key -> line
+	// sub holds the lines of nodes below this one that have no
+	// positions of their own (list items, map entries, fields of
+	// Policy, Hooks, Artifact, JSONMatch), by their path relative to
+	// this node: "args[2]", "vars.raft", `artifacts["*"].sha256`.
+	sub map[string]int
+}
+
+// Line returns the line of key in this node, or of the node itself.
+func (p positions) Line(key string) int {
+	if l, ok := p.keys[key]; ok {
+		return l
+	}
+	return p.line
+}

@@ -1,0 +1,659 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Substrates ferry knows.
+var substrates = []string{"process", "kubernetes", "ssh"}
+
+// Failure policies.
+var onFailures = []string{"rollback", "pause"}
+
+var (
+	componentNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
+	memberNameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+	envNameRE       = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	headerNameRE    = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+	sha256RE        = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+	// memberFieldRE finds the fields a cluster check has no value for.
+	memberFieldRE = regexp.MustCompile(`\.(Name|Address|Host|Vars)\b`)
+)
+
+// Validate checks the cluster and returns an *Errors with every
+// problem found, or nil. It expects the defaults applied (Parse does;
+// a Cluster built in Go calls ApplyDefaults first). The rules are
+// listed, one by one, in validate_test.go.
+func (c *Cluster) Validate() error {
+	v := &validator{c: c}
+	v.cluster()
+	if len(v.probs) == 0 {
+		return nil
+	}
+	sortProblems(v.probs)
+	return &Errors{Problems: v.probs}
+}
+
+type validator struct {
+	c     *Cluster
+	probs []Problem
+}
+
+func (v *validator) add(line int, path, format string, args ...any) {
+	v.probs = append(v.probs, Problem{File: v.c.File, Line: line, Path: path, Reason: fmt.Sprintf(format, args...)})
+}
+
+// at returns the line of rel (a key, or a path below the node such as
+// "args[2]" or "policy.tick") in p: the closest line known, falling
+// back to the enclosing key and then to the node; then to the lines
+// given, for a node that was never written.
+func (p positions) at(rel string, fallback ...int) int {
+	for rel != "" {
+		if l := p.sub[rel]; l > 0 {
+			return l
+		}
+		if l := p.keys[rel]; l > 0 {
+			return l
+		}
+		i := strings.LastIndexAny(rel, ".[")
+		if i < 0 {
+			break
+		}
+		rel = rel[:i]
+	}
+	if p.line > 0 {
+		return p.line
+	}
+	for _, l := range fallback {
+		if l > 0 {
+			return l
+		}
+	}
+	return 0
+}
+
+func (v *validator) cluster() {
+	c := v.c
+	if strings.TrimSpace(c.Name) == "" {
+		v.add(c.pos.at("cluster"), "cluster", "must be set: the name of the cluster")
+	}
+	if !contains(substrates, c.Substrate) {
+		v.add(c.pos.at("substrate"), "substrate", "unknown substrate %q; known: %s", c.Substrate, strings.Join(substrates, ", "))
+	}
+	v.hosts()
+	v.components()
+	v.releases()
+	v.policy()
+}
+
+func (v *validator) hosts() {
+	c := v.c
+	seen := map[string]int{}
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		path := index("hosts", i)
+		line := h.pos.at("", c.pos.at(index("hosts", i)))
+		if h.Name == "" {
+			v.add(h.pos.at("name", line), path+".name", "must be set")
+		} else if first, dup := seen[h.Name]; dup {
+			v.add(h.pos.at("name", line), path+".name", "duplicate host %q (also hosts[%d])", h.Name, first)
+		} else {
+			seen[h.Name] = i
+		}
+		switch {
+		case h.Agent == "" && c.Substrate == "process":
+			v.add(h.pos.at("agent", line), path+".agent", "must be set for the process substrate: the host:port of the host's ferry agent")
+		case h.Agent != "":
+			if err := checkHostPort(h.Agent); err != nil {
+				v.add(h.pos.at("agent", line), path+".agent", "%v", err)
+			}
+		}
+	}
+}
+
+func (v *validator) components() {
+	c := v.c
+	if len(c.Components) == 0 {
+		v.add(c.pos.at("components"), "components", "at least one component is needed")
+		return
+	}
+	names := map[string]int{}
+	orders := map[int]int{}
+	members := map[string]string{} // member name -> path of its first use
+	for i := range c.Components {
+		comp := &c.Components[i]
+		path := index("components", i)
+		line := comp.pos.at("", c.pos.at(path))
+		at := func(rel string) int { return comp.pos.at(rel, line) }
+		switch {
+		case comp.Name == "":
+			v.add(at("name"), path+".name", "must be set")
+		case !componentNameRE.MatchString(comp.Name):
+			v.add(at("name"), path+".name", "%q is not a component name: a lower-case letter, then up to 30 lower-case letters, digits or '-'", comp.Name)
+		default:
+			if first, dup := names[comp.Name]; dup {
+				v.add(at("name"), path+".name", "duplicate component %q (also components[%d])", comp.Name, first)
+			} else {
+				names[comp.Name] = i
+			}
+		}
+		if first, dup := orders[comp.Order]; dup {
+			v.add(at("order"), path+".order", "order %d is also the order of components[%d] (%s): components take turns, never two components at once",
+				comp.Order, first, c.Components[first].Name)
+		} else {
+			orders[comp.Order] = i
+		}
+
+		if len(comp.Members) == 0 {
+			v.add(at("members"), path+".members", "at least one member is needed")
+		}
+		for j := range comp.Members {
+			v.member(comp, j, path, line, members)
+		}
+		v.strategy(comp, path, line)
+		v.component(comp, path, line)
+	}
+}
+
+func (v *validator) member(comp *Component, j int, cpath string, cline int, seen map[string]string) {
+	c := v.c
+	m := &comp.Members[j]
+	path := index(cpath+".members", j)
+	line := m.pos.at("", comp.pos.at(index("members", j), cline))
+	at := func(rel string) int { return m.pos.at(rel, line) }
+	switch {
+	case m.Name == "":
+		v.add(at("name"), path+".name", "must be set")
+	case !memberNameRE.MatchString(m.Name):
+		v.add(at("name"), path+".name", "%q is not a member name: a lower-case letter or digit, then up to 62 lower-case letters, digits, '.', '_' or '-'", m.Name)
+	default:
+		if first, dup := seen[m.Name]; dup {
+			v.add(at("name"), path+".name", "duplicate member %q (also %s): member names are unique across the cluster", m.Name, first)
+		} else {
+			seen[m.Name] = path
+		}
+	}
+	switch {
+	case m.Host == "":
+		v.add(at("host"), path+".host", "must be set: the name of one of the hosts")
+	case c.Host(m.Host) == nil:
+		v.add(at("host"), path+".host", "no host %q in hosts%s", m.Host, knownList(hostNames(c)))
+	}
+	if m.Address == "" {
+		v.add(at("address"), path+".address", "must be set: the member's host:port")
+	} else if err := checkHostPort(m.Address); err != nil {
+		v.add(at("address"), path+".address", "%v", err)
+	}
+}
+
+func (v *validator) strategy(comp *Component, cpath string, cline int) {
+	s := &comp.Strategy
+	path := cpath + ".strategy"
+	line := s.pos.at("", comp.pos.at("strategy", cline))
+	at := func(rel string) int { return s.pos.at(rel, line) }
+	n := len(comp.Members)
+	switch s.Type {
+	case OneAtATime, Canary:
+	default:
+		v.add(at("type"), path+".type", "unknown strategy %q; known: %s, %s", s.Type, OneAtATime, Canary)
+		return
+	}
+	switch {
+	case s.Quorum < 0:
+		v.add(at("quorum"), path+".quorum", "must not be negative (0 means a majority)")
+	case s.Quorum > 0 && s.Type != OneAtATime:
+		v.add(at("quorum"), path+".quorum", "applies to one-at-a-time only; %s is bounded by max_unavailable", s.Type)
+	case n == 0:
+	case s.Quorum > n:
+		v.add(at("quorum"), path+".quorum", "quorum %d is more than the %s", s.Quorum, plural(n, "member"))
+	case s.Quorum > 0 && s.Quorum >= n:
+		v.add(at("quorum"), path+".quorum", "quorum %d of %s leaves no member free to stop: it must be less than the number of members",
+			s.Quorum, plural(n, "member"))
+	case s.Quorum == 0 && s.Type == OneAtATime && s.QuorumOf(n) >= n:
+		hint := "set quorum: 1, or use type: canary"
+		if n == 1 {
+			hint = "use type: canary to allow stopping it"
+		}
+		v.add(at("type"), path, "one-at-a-time keeps a majority up (quorum %d of %s), so no member can ever stop: %s",
+			s.QuorumOf(n), plural(n, "member"), hint)
+	}
+	switch {
+	case s.MaxUnavailable < 1:
+		v.add(at("max_unavailable"), path+".max_unavailable", "must be at least 1")
+	case n > 0 && s.MaxUnavailable > n:
+		v.add(at("max_unavailable"), path+".max_unavailable", "max_unavailable %d is more than the %s", s.MaxUnavailable, plural(n, "member"))
+	}
+	switch {
+	case s.MaxBatch < 1:
+		v.add(at("max_batch"), path+".max_batch", "must be at least 1")
+	case s.Type == OneAtATime && s.MaxBatch != 1:
+		v.add(at("max_batch"), path+".max_batch", "applies to canary only: one-at-a-time moves one member at a time")
+	case s.Type == Canary && s.MaxUnavailable >= 1 && s.MaxBatch > s.MaxUnavailable:
+		v.add(at("max_batch"), path+".max_batch", "max_batch %d is more than max_unavailable %d: a batch that large could never move",
+			s.MaxBatch, s.MaxUnavailable)
+	}
+}
+
+// component checks the run, health checks, hooks and durations, and
+// renders every template with the data of the members.
+func (v *validator) component(comp *Component, cpath string, cline int) {
+	at := func(rel string) int { return comp.pos.at(rel, cline) }
+	samples := v.samples(comp)
+
+	r := &comp.Run
+	rline := r.pos.at("", at("run"))
+	for i, a := range r.Args {
+		v.render(r.pos.at(index("args", i), rline), index(cpath+".run.args", i), a, samples)
+	}
+	for _, k := range sortedKeys(r.Env) {
+		p := join(cpath+".run.env", k)
+		if !envNameRE.MatchString(k) {
+			v.add(r.pos.at(join("env", k), rline), p, "%q is not an environment variable name", k)
+		}
+		v.render(r.pos.at(join("env", k), rline), p, r.Env[k], samples)
+	}
+	if r.StopTimeout <= 0 {
+		v.add(r.pos.at("stop_timeout", rline), cpath+".run.stop_timeout", "must be more than 0s")
+	}
+
+	h := &comp.Health
+	hline := h.pos.at("", at("health"))
+	if h.Member != nil {
+		v.check(h.Member, cpath+".health.member", h.pos.at("member", hline), samples, false)
+	}
+	if h.Cluster != nil {
+		v.check(h.Cluster, cpath+".health.cluster", h.pos.at("cluster", hline), v.clusterSample(comp), true)
+	}
+
+	for _, hooks := range []struct {
+		key   string
+		calls []Call
+	}{{"pre_stop", comp.Hooks.PreStop}, {"post_start", comp.Hooks.PostStart}} {
+		for i := range hooks.calls {
+			rel := index("hooks."+hooks.key, i)
+			v.call(&hooks.calls[i], cpath+"."+rel, at(rel), samples, false)
+		}
+	}
+
+	if comp.Deadline <= 0 {
+		v.add(at("deadline"), cpath+".deadline", "must be more than 0s")
+	} else if comp.Soak >= comp.Deadline {
+		v.add(at("soak"), cpath+".soak", "soak %s is not shorter than deadline %s: no member could finish its step in time", comp.Soak, comp.Deadline)
+	}
+	if comp.Soak < 0 {
+		v.add(at("soak"), cpath+".soak", "must not be negative")
+	}
+	if comp.GateDeadline <= 0 {
+		v.add(at("gate_deadline"), cpath+".gate_deadline", "must be more than 0s")
+	}
+}
+
+// maxSamples bounds the members a template is rendered for.
+const maxSamples = 32
+
+// samples is the template data a per-member string is checked with:
+// one member of each distinct set of vars, so that {{.Vars.x}} is
+// checked against every member without rendering for all of them.
+func (v *validator) samples(comp *Component) []TemplateData {
+	refs := memberRefs(comp)
+	version := "0.0.0"
+	if len(v.c.Releases) > 0 && v.c.Releases[0].Version != "" {
+		version = v.c.Releases[0].Version
+	}
+	var out []TemplateData
+	seen := map[string]bool{}
+	for j := range comp.Members {
+		m := &comp.Members[j]
+		sig := strings.Join(sortedKeys(m.Vars), "\x00")
+		if seen[sig] {
+			continue
+		}
+		seen[sig] = true
+		d := dataFor(comp, m, refs)
+		d.Version = version
+		out = append(out, d)
+		if len(out) == maxSamples {
+			break
+		}
+	}
+	return out
+}
+
+// clusterSample is the data a cluster check is checked with.
+func (v *validator) clusterSample(comp *Component) []TemplateData {
+	if len(comp.Members) == 0 {
+		return nil
+	}
+	d := dataFor(comp, nil, memberRefs(comp))
+	if len(v.c.Releases) > 0 {
+		d.Version = v.c.Releases[0].Version
+	}
+	return []TemplateData{d}
+}
+
+// render checks that s renders for every sample and returns what it
+// renders to for each; nil after a problem.
+func (v *validator) render(line int, path, s string, samples []TemplateData) []string {
+	if len(samples) == 0 && IsTemplate(s) {
+		if _, err := parseTemplate(s); err != nil {
+			v.add(line, path, "%v", err)
+		}
+		return nil
+	}
+	out := make([]string, 0, len(samples))
+	for _, d := range samples {
+		r, err := Render(s, d)
+		if err != nil {
+			reason := err.Error()
+			if d.Name != "" && len(samples) > 1 {
+				reason += " (for member " + d.Name + ")"
+			}
+			v.add(line, path, "%s", reason)
+			return nil
+		}
+		out = append(out, r)
+		if !IsTemplate(s) {
+			break
+		}
+	}
+	return out
+}
+
+func (v *validator) check(ch *Check, path string, line int, samples []TemplateData, cluster bool) {
+	v.call(&ch.Call, path, line, samples, cluster)
+	at := func(rel string) int { return ch.pos.at(rel, line) }
+	if ch.Interval <= 0 {
+		v.add(at("interval"), path+".interval", "must be more than 0s")
+	}
+	if ch.SuccessThreshold < 1 {
+		v.add(at("success_threshold"), path+".success_threshold", "must be at least 1")
+	}
+	if ch.FailureThreshold < 1 {
+		v.add(at("failure_threshold"), path+".failure_threshold", "must be at least 1")
+	}
+}
+
+// call checks one http request, tcp dial or command.
+func (v *validator) call(c *Call, path string, line int, samples []TemplateData, cluster bool) {
+	line = c.pos.at("", line)
+	at := func(rel string) int { return c.pos.at(rel, line) }
+	var kinds []string
+	if c.HTTP != "" {
+		kinds = append(kinds, "http")
+	}
+	if c.TCP != "" {
+		kinds = append(kinds, "tcp")
+	}
+	if len(c.Exec) > 0 {
+		kinds = append(kinds, "exec")
+	}
+	switch len(kinds) {
+	case 0:
+		if _, written := c.pos.keys["exec"]; written {
+			v.add(at("exec"), path+".exec", "must not be empty: the program, then its arguments")
+		} else {
+			v.add(line, path, "needs one of http, tcp or exec")
+		}
+	case 1:
+	default:
+		v.add(at(kinds[1]), path, "has both %s and %s: a call is exactly one of http, tcp or exec", kinds[0], kinds[1])
+	}
+	hint := ""
+	if cluster && memberFieldRE.MatchString(c.HTTP+c.TCP) {
+		hint = " (a cluster check has no member of its own: .Any is the address of one that answers)"
+	}
+
+	if c.HTTP != "" {
+		for _, u := range v.render(at("http"), path+".http", c.HTTP, samples) {
+			if err := checkURL(u); err != nil {
+				v.add(at("http"), path+".http", "%v%s", err, hint)
+				break
+			}
+		}
+		if !httpMethods[c.Method] {
+			v.add(at("method"), path+".method", "unknown method %q; known: %s", c.Method, strings.Join(sortedKeys(httpMethods), ", "))
+		}
+		for _, k := range sortedKeys(c.Headers) {
+			p := join(path+".headers", k)
+			if !headerNameRE.MatchString(k) {
+				v.add(at(join("headers", k)), p, "%q is not a header name", k)
+			}
+			for _, r := range v.render(at(join("headers", k)), p, c.Headers[k], samples) {
+				if strings.ContainsAny(r, "\r\n") {
+					v.add(at(join("headers", k)), p, "a header value cannot hold a line break")
+					break
+				}
+			}
+		}
+		v.render(at("body"), path+".body", c.Body, samples)
+		if c.ExpectStatus != 0 && (c.ExpectStatus < 100 || c.ExpectStatus > 599) {
+			v.add(at("expect_status"), path+".expect_status", "%d is not an HTTP status (100 to 599)", c.ExpectStatus)
+		}
+		if c.JSON != nil && c.JSON.Path == "" {
+			v.add(at("json.path"), path+".json.path", "must be set: the dotted path of the field to compare")
+		}
+	} else {
+		for _, k := range []struct {
+			key string
+			set bool
+		}{{"method", c.Method != ""}, {"body", c.Body != ""}, {"headers", len(c.Headers) > 0},
+			{"expect_status", c.ExpectStatus != 0}, {"json", c.JSON != nil}} {
+			if k.set {
+				v.add(at(k.key), path+"."+k.key, "applies to http calls only")
+			}
+		}
+	}
+
+	if c.TCP != "" {
+		for _, r := range v.render(at("tcp"), path+".tcp", c.TCP, samples) {
+			if err := checkHostPort(r); err != nil {
+				v.add(at("tcp"), path+".tcp", "%v%s", err, hint)
+				break
+			}
+		}
+	}
+
+	for i, a := range c.Exec {
+		rs := v.render(at(index("exec", i)), index(path+".exec", i), a, samples)
+		if i == 0 {
+			for _, r := range rs {
+				if strings.TrimSpace(r) == "" {
+					v.add(at(index("exec", i)), index(path+".exec", i), "must name the program to run")
+					break
+				}
+			}
+		}
+	}
+
+	if c.Timeout <= 0 {
+		v.add(at("timeout"), path+".timeout", "must be more than 0s")
+	}
+}
+
+func (v *validator) releases() {
+	c := v.c
+	if len(c.Releases) == 0 {
+		v.add(c.pos.at("releases"), "releases", "at least one release is needed")
+		return
+	}
+	seen := map[string]int{}
+	for i := range c.Releases {
+		r := &c.Releases[i]
+		path := index("releases", i)
+		line := r.pos.at("", c.pos.at(path))
+		at := func(rel string) int { return r.pos.at(rel, line) }
+		switch {
+		case r.Version == "":
+			v.add(at("version"), path+".version", "must be set")
+		case !IsVersion(r.Version):
+			v.add(at("version"), path+".version", "%q is not a version: MAJOR.MINOR.PATCH with an optional -suffix, like 1.2.3 or 2.0.0-rc1", r.Version)
+		default:
+			if first, dup := seen[r.Version]; dup {
+				v.add(at("version"), path+".version", "duplicate release %q (also releases[%d])", r.Version, first)
+			} else {
+				seen[r.Version] = i
+			}
+		}
+		for j, p := range r.UpgradeFrom {
+			if !IsVersionPattern(p) {
+				v.add(at(index("upgrade_from", j)), index(path+".upgrade_from", j),
+					"%q is not a version (1.2.3) or an x-range (1.2.x, 1.x, *)", p)
+			}
+		}
+		for j, p := range r.DowngradeTo {
+			switch {
+			case !IsVersionPattern(p):
+				v.add(at(index("downgrade_to", j)), index(path+".downgrade_to", j),
+					"%q is not a version (1.2.3) or an x-range (1.2.x, 1.x, *)", p)
+			case IsVersion(p) && c.Release(p) == nil:
+				v.add(at(index("downgrade_to", j)), index(path+".downgrade_to", j),
+					"no release %q in releases: there would be nothing to downgrade to", p)
+			}
+		}
+		v.artifacts(r, path, at)
+	}
+}
+
+func (v *validator) artifacts(r *Release, path string, at func(string) int) {
+	c := v.c
+	for _, name := range sortedKeys(r.Artifacts) {
+		a := r.Artifacts[name]
+		p := join(path+".artifacts", name)
+		rel := join("artifacts", name)
+		if name != AnyComponent && c.Component(name) == nil {
+			v.add(at(rel), p, "no component %q%s, and not \"*\" (any component)", name, knownList(componentNames(c)))
+		}
+		switch {
+		case a.Path == "" && a.Image == "":
+			v.add(at(rel), p, "needs a path (a binary) or an image")
+		case a.Path == "" && (c.Substrate == "process" || c.Substrate == "ssh"):
+			v.add(at(rel), p+".path", "must be set: the %s substrate runs binaries", c.Substrate)
+		case a.Image == "" && c.Substrate == "kubernetes":
+			v.add(at(rel), p+".image", "must be set: the kubernetes substrate runs images")
+		}
+		switch {
+		case a.SHA256 == "":
+			v.add(at(rel+".sha256"), p+".sha256", "must be set: the artifact's SHA-256, 64 hex digits, checked before it is used")
+		case !sha256RE.MatchString(a.SHA256):
+			v.add(at(rel+".sha256"), p+".sha256", "must be 64 hex digits (a SHA-256), not %d characters %q", len(a.SHA256), truncate(a.SHA256, 70))
+		}
+	}
+	var missing []string
+	for i := range c.Components {
+		if n := c.Components[i].Name; n != "" {
+			if _, ok := r.ArtifactFor(n); !ok {
+				missing = append(missing, strconv.Quote(n))
+			}
+		}
+	}
+	if len(missing) > 0 {
+		noun := "component"
+		if len(missing) > 1 {
+			noun = "components"
+		}
+		v.add(at("artifacts"), path+".artifacts", "no artifact for %s %s: add one, or a \"*\" entry for any component",
+			noun, strings.Join(missing, ", "))
+	}
+}
+
+func (v *validator) policy() {
+	c := v.c
+	if !contains(onFailures, c.Policy.OnFailure) {
+		v.add(c.pos.at("policy.on_failure"), "policy.on_failure", "unknown policy %q; known: %s", c.Policy.OnFailure, strings.Join(onFailures, ", "))
+	}
+	if c.Policy.Tick <= 0 {
+		v.add(c.pos.at("policy.tick"), "policy.tick", "must be more than 0s")
+	}
+}
+
+// checkHostPort checks a host:port with a host and a numeric port.
+func checkHostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", s)
+	}
+	if host == "" {
+		return fmt.Errorf("%q has no host: write host:port", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: the port must be a number from 1 to 65535", s)
+	}
+	return nil
+}
+
+// checkURL checks a rendered http URL.
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err == nil && (u.Scheme == "http" || u.Scheme == "https"):
+	case err != nil && strings.Contains(s, "://"):
+		return fmt.Errorf("%q is not a URL", s)
+	default:
+		return fmt.Errorf("%q is not an http:// or https:// URL", s)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("%q has no host", s)
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func hostNames(c *Cluster) []string {
+	var out []string
+	for _, h := range c.Hosts {
+		out = append(out, h.Name)
+	}
+	return out
+}
+
+func componentNames(c *Cluster) []string {
+	var out []string
+	for _, comp := range c.Components {
+		out = append(out, comp.Name)
+	}
+	return out
+}
+
+// knownList formats " (known: a, b)", or "" for an empty list; long
+// lists are cut.
+func knownList(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	names = append([]string(nil), names...)
+	sort.Strings(names)
+	names = slices.Compact(names)
+	if len(names) > 10 {
+		names = append(names[:10], "...")
+	}
+	return " (known: " + strings.Join(names, ", ") + ")"
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,574 @@
+// Package demo is ferry's embedded default, end to end on one machine:
+// it starts the sample cluster (a raft key-value store, an api tier and
+// a load balancer) at release 1.0.0 under a local ferry agent, drives
+// client traffic through the load balancer, upgrades the cluster to
+// 2.0.0 with ferry's engine, and reports what the clients saw.
+package demo
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/driver"
+	"github.com/ferry-upgrade/ferry/internal/driver/process"
+	"github.com/ferry-upgrade/ferry/internal/engine"
+	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/traffic"
+	"github.com/ferry-upgrade/ferry/internal/upgrade"
+)
+
+//go:embed cluster.yaml.tmpl
+var clusterTemplate string
+
+// Options configure a demo run.
+type Options struct {
+	// Dir is the work directory (binaries, agent, data, store); empty
+	// means a new temporary directory, removed afterwards unless Keep.
+	Dir  string
+	Keep bool
+	// Artifacts is a directory holding sample-1.0.0 and sample-2.0.0;
+	// when empty they are built from ./examples/sample/cmd/sample.
+	Artifacts string
+	// Self is the ferry binary that runs the agent (os.Executable).
+	Self        string
+	From, To    string
+	Rate        float64
+	Concurrency int
+	Seed        uint64
+	Out         io.Writer // the live view
+	Logger      *slog.Logger
+}
+
+// Report is the demo's result, written as JSON by 'ferry demo --report'.
+type Report struct {
+	UpgradeID string        `json:"upgrade_id"`
+	From      string        `json:"from"`
+	To        string        `json:"to"`
+	State     string        `json:"state"`
+	Reason    string        `json:"reason,omitempty"`
+	Requests  traffic.Stats `json:"requests"` // during the upgrade
+	Baseline  traffic.Stats `json:"baseline"` // before the first member was touched
+	Writes    Writes        `json:"writes"`
+	Members   []Member      `json:"members"`
+	DurationS float64       `json:"duration_s"` // the upgrade, start to end
+	TotalS    float64       `json:"total_s"`    // the whole demo
+	Overhead  Overhead      `json:"engine_overhead"`
+	Events    int           `json:"events"`
+	Seed      uint64        `json:"seed"`
+}
+
+// Writes is the acknowledged-write check.
+type Writes struct {
+	Acknowledged int      `json:"acknowledged"`
+	Verified     int      `json:"verified"`
+	Lost         int      `json:"lost"`
+	LostKeys     []string `json:"lost_keys,omitempty"`
+}
+
+// Member is one member's version at the end.
+type Member struct {
+	Name      string `json:"name"`
+	Component string `json:"component"`
+	Version   string `json:"version"`
+}
+
+// Overhead is the engine's own delay per step: from a member passing
+// its health gate to the next action.
+type Overhead struct {
+	Steps int     `json:"steps"`
+	P50MS float64 `json:"p50_ms"`
+	MaxMS float64 `json:"max_ms"`
+}
+
+// Run runs the demo and returns its report. The report is returned
+// even when the upgrade did not complete; err is for the demo itself
+// failing to run.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	t0 := time.Now()
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.From == "" {
+		o.From = "1.0.0"
+	}
+	if o.To == "" {
+		o.To = "2.0.0"
+	}
+	if o.Seed == 0 {
+		o.Seed = uint64(time.Now().UnixNano())
+	}
+	dir := o.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "ferry-demo-")
+		if err != nil {
+			return nil, err
+		}
+		dir = d
+		if !o.Keep {
+			defer os.RemoveAll(dir)
+		}
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	say := func(format string, args ...any) {
+		fmt.Fprintf(o.Out, "%6.2fs  demo    %s\n", time.Since(t0).Seconds(), fmt.Sprintf(format, args...))
+	}
+	say("work directory %s (seed %d)", dir, o.Seed)
+
+	bins, err := artifacts(ctx, o, dir, say)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(13)
+	if err != nil {
+		return nil, err
+	}
+	names := []string{"AGENT", "KV1", "KV2", "KV3", "KV1R", "KV2R", "KV3R", "API1", "API2", "API3", "API4", "LB", "LBADMIN"}
+	vars := map[string]string{"DIR": dir}
+	for i, n := range names {
+		vars[n] = strconv.Itoa(ports[i])
+	}
+	for i, v := range []string{o.From, o.To} {
+		sum, err := fileSHA256(bins[v])
+		if err != nil {
+			return nil, err
+		}
+		vars["BIN"+strconv.Itoa(i+1)] = bins[v]
+		vars["SUM"+strconv.Itoa(i+1)] = sum
+	}
+	// Only ${NAME} placeholders are filled in: os.Expand would also eat
+	// the $i and $m of the Go templates inside the description.
+	desc := placeholder.ReplaceAllStringFunc(clusterTemplate, func(m string) string {
+		if v, ok := vars[m[2:len(m)-1]]; ok {
+			return v
+		}
+		return m
+	})
+	descPath := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(descPath, []byte(desc), 0o644); err != nil {
+		return nil, err
+	}
+
+	agentDir := filepath.Join(dir, "agent")
+	agentAddr := "127.0.0.1:" + vars["AGENT"]
+	stopAgent, err := startAgent(ctx, o.Self, agentAddr, agentDir)
+	if err != nil {
+		return nil, err
+	}
+	defer stopAgent()
+	say("agent listening on %s", agentAddr)
+
+	c, err := config.Load(descPath)
+	if err != nil {
+		return nil, fmt.Errorf("demo: the generated description is invalid: %w", err)
+	}
+	tok, err := os.ReadFile(filepath.Join(agentDir, "token"))
+	if err != nil {
+		return nil, err
+	}
+	drv := process.New([]process.Host{{Name: "host-1", Addr: agentAddr, Token: strings.TrimSpace(string(tok))}})
+	st, err := store.Open(filepath.Join(dir, "store"))
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	eng, err := engine.New(engine.Config{Cluster: c, Driver: drv, Store: st, Logger: o.Logger,
+		OnEvent: func(ev store.Event) { live(o.Out, t0, ev) }})
+	if err != nil {
+		return nil, err
+	}
+	lb := driver.Member{Name: "lb", Component: "lb", Host: "host-1", Address: "127.0.0.1:" + vars["LB"],
+		Args: []string{"lb", "--http", "127.0.0.1:" + vars["LB"], "--admin", "127.0.0.1:" + vars["LBADMIN"]}, StopTimeout: 10 * time.Second}
+	for _, n := range []string{"API1", "API2", "API3", "API4"} {
+		lb.Args = append(lb.Args, "--backend", fmt.Sprintf("api-%s=127.0.0.1:%s", n[3:], vars[n]))
+	}
+	members := append(eng.Members(), lb)
+	defer func() {
+		// Stop the cluster whatever happened; the agent stops after.
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		for _, m := range members {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = drv.Stop(sctx, m) }()
+		}
+		wg.Wait()
+	}()
+
+	say("starting the sample cluster at %s: kv×3 (raft), api×4, lb", o.From)
+	for _, m := range members {
+		comp := m.Component
+		if comp == "lb" {
+			comp = "api"
+		}
+		art, err := eng.Artifact(comp, o.From)
+		if err != nil {
+			return nil, err
+		}
+		if err := drv.Start(ctx, m, art); err != nil {
+			return nil, fmt.Errorf("demo: start %s: %w", m.Name, err)
+		}
+	}
+	if err := waitHealthy(ctx, eng, "http://127.0.0.1:"+vars["LBADMIN"], 60*time.Second); err != nil {
+		return nil, err
+	}
+	say("cluster healthy after %s", time.Since(start).Round(time.Millisecond))
+
+	// Traffic runs from before the first member is touched to after the last.
+	tctx, stopTraffic := context.WithCancel(ctx)
+	var rec *traffic.Recorder
+	done := make(chan struct{})
+	lbURL := "http://127.0.0.1:" + vars["LB"]
+	go func() {
+		defer close(done)
+		rec = traffic.Run(tctx, traffic.Config{BaseURL: lbURL, Concurrency: o.Concurrency, Rate: o.Rate, WriteShare: 0.5, Seed: o.Seed})
+	}()
+	stopT := func() { stopTraffic(); <-done }
+	baseStart := time.Now()
+	if !sleepCtx(ctx, 2*time.Second) {
+		stopT()
+		return nil, ctx.Err()
+	}
+	say("baseline traffic for %s; upgrading %s → %s", time.Since(baseStart).Round(time.Millisecond), o.From, o.To)
+
+	upStart := time.Now()
+	u, err := eng.Begin(ctx, o.To)
+	if err != nil {
+		stopT()
+		return nil, err
+	}
+	u, runErr := eng.Run(ctx)
+	upEnd := time.Now()
+	sleepCtx(ctx, time.Second)
+	stopT()
+	if runErr != nil {
+		return nil, runErr
+	}
+
+	rep := &Report{UpgradeID: u.ID, From: o.From, To: o.To, State: string(u.State), Reason: u.Reason,
+		DurationS: upEnd.Sub(upStart).Seconds(), Seed: o.Seed}
+	samples := rec.Samples()
+	rep.Requests = traffic.Summarize(samples, upStart, upEnd)
+	rep.Baseline = traffic.Summarize(samples, baseStart, upStart)
+	rep.Writes = verify(lbURL, rec.Acked())
+	snap, err := eng.Observe(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, mv := range eng.MembersView(snap, &u) {
+		rep.Members = append(rep.Members, Member{Name: mv.Name, Component: mv.Component, Version: mv.Running})
+	}
+	evs, err := st.Events(u.ID, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	rep.Events = len(evs)
+	rep.Overhead = overhead(evs)
+	rep.TotalS = time.Since(t0).Seconds()
+	failures(o.Out, samples, upStart, upEnd)
+	return rep, nil
+}
+
+// failures prints the first few failed requests, if any.
+func failures(w io.Writer, samples []traffic.Sample, from, to time.Time) {
+	n := 0
+	for _, s := range samples {
+		if !s.OK && !s.Start.Before(from) && s.Start.Before(to) {
+			if n < 5 {
+				fmt.Fprintf(w, "          failed request at +%s: %s\n", s.Start.Sub(from).Round(time.Millisecond), s.Err)
+			}
+			n++
+		}
+	}
+}
+
+func live(w io.Writer, t0 time.Time, ev store.Event) {
+	switch ev.Kind {
+	case "overhead":
+		return
+	case "action":
+		if strings.HasSuffix(ev.Message, ": started") {
+			return
+		}
+	}
+	fmt.Fprintf(w, "%6.2fs  %-7s %s\n", time.Since(t0).Seconds(), ev.Kind, ev.Message)
+}
+
+// artifacts returns the paths of the two releases' binaries, building
+// them from the repository when no directory was given.
+func artifacts(ctx context.Context, o Options, dir string, say func(string, ...any)) (map[string]string, error) {
+	out := map[string]string{}
+	if o.Artifacts != "" {
+		for _, v := range []string{o.From, o.To} {
+			p, err := filepath.Abs(filepath.Join(o.Artifacts, "sample-"+v))
+			if err != nil {
+				return nil, err
+			}
+			if _, err := os.Stat(p); err != nil {
+				return nil, fmt.Errorf("demo: artifact for %s: %w", v, err)
+			}
+			out[v] = p
+		}
+		return out, nil
+	}
+	if _, err := os.Stat(filepath.Join("examples", "sample", "cmd", "sample")); err != nil {
+		return nil, errors.New("demo: no --artifacts directory and no ./examples/sample to build from; run from the repository or pass --artifacts")
+	}
+	for _, v := range []string{o.From, o.To} {
+		p := filepath.Join(dir, "bin", "sample-"+v)
+		say("building sample %s", v)
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-X main.version="+v, "-o", p, "./examples/sample/cmd/sample")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("demo: build sample %s: %w\n%s", v, err, b)
+		}
+		out[v] = p
+	}
+	return out, nil
+}
+
+// placeholder is a ${NAME} in the demo's description template.
+var placeholder = regexp.MustCompile(`\$\{[A-Z0-9]+\}`)
+
+func fileSHA256(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// freePorts asks the kernel for n distinct free loopback ports.
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// startAgent runs 'ferry agent' as its own process (its own session, so
+// that the members it owns outlive any ferry process) and waits for it.
+func startAgent(ctx context.Context, self, addr, dir string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, "agent.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, "agent", "--listen", addr, "--dir", dir, "--token-file", filepath.Join(dir, "token"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("demo: start agent: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
+	stop := func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/v1/health")
+		if err == nil {
+			resp.Body.Close()
+			if _, err := os.Stat(filepath.Join(dir, "token")); err == nil && resp.StatusCode == 200 {
+				return stop, nil
+			}
+		}
+		select {
+		case <-exited:
+			return nil, fmt.Errorf("demo: the agent exited at start; see %s", filepath.Join(dir, "agent.log"))
+		case <-ctx.Done():
+			stop()
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, fmt.Errorf("demo: the agent did not answer on %s within 15s", addr)
+		}
+	}
+}
+
+// waitHealthy waits until every member is healthy, every gate green
+// and the load balancer sees every backend healthy.
+func waitHealthy(ctx context.Context, eng *engine.Engine, lbAdmin string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	why := ""
+	for time.Now().Before(deadline) {
+		snap, err := eng.Observe(ctx)
+		if err == nil {
+			why = sick(snap)
+			if why == "" {
+				why = lbSick(lbAdmin)
+			}
+			if why == "" {
+				return nil
+			}
+		} else {
+			why = err.Error()
+		}
+		if !sleepCtx(ctx, 100*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("demo: the cluster did not become healthy within %s: %s", limit, why)
+}
+
+func sick(snap engine.Snapshot) string {
+	var out []string
+	for n, m := range snap.Obs.Members {
+		if !m.Healthy {
+			out = append(out, n+": "+m.Detail)
+		}
+	}
+	for n, g := range snap.Obs.Gates {
+		if !g.Healthy {
+			out = append(out, "gate "+n+": "+g.Detail)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "; ")
+}
+
+func lbSick(admin string) string {
+	resp, err := http.Get(admin + "/admin/backends")
+	if err != nil {
+		return "lb: " + err.Error()
+	}
+	defer resp.Body.Close()
+	var bs []struct {
+		Name    string `json:"name"`
+		Healthy bool   `json:"healthy"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&bs); err != nil {
+		return "lb: " + err.Error()
+	}
+	for _, b := range bs {
+		if !b.Healthy {
+			return "lb: backend " + b.Name + " not healthy yet"
+		}
+	}
+	return ""
+}
+
+// verify reads back every acknowledged write through the load balancer.
+func verify(base string, acked map[string]string) Writes {
+	w := Writes{Acknowledged: len(acked)}
+	c := &http.Client{Timeout: 5 * time.Second}
+	keys := make([]string, 0, len(acked))
+	for k := range acked {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		got, status, err := traffic.Read(c, base, k)
+		if err == nil && status == http.StatusOK && got == acked[k] {
+			w.Verified++
+			continue
+		}
+		w.Lost++
+		if len(w.LostKeys) < 20 {
+			w.LostKeys = append(w.LostKeys, k)
+		}
+	}
+	return w
+}
+
+func overhead(evs []store.Event) Overhead {
+	var ds []float64
+	for _, e := range evs {
+		if e.Kind == "overhead" {
+			ds = append(ds, e.DurationMS)
+		}
+	}
+	o := Overhead{Steps: len(ds)}
+	if len(ds) == 0 {
+		return o
+	}
+	sort.Float64s(ds)
+	o.P50MS = ds[len(ds)/2]
+	o.MaxMS = ds[len(ds)-1]
+	return o
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// Completed reports whether the report meets the demo's promise.
+func (r *Report) Completed() error {
+	var bad []string
+	if r.State != string(upgrade.StateCompleted) {
+		bad = append(bad, "state "+r.State)
+	}
+	for _, m := range r.Members {
+		if m.Version != r.To {
+			bad = append(bad, m.Name+" runs "+m.Version)
+		}
+	}
+	if r.Requests.Failed > 0 {
+		bad = append(bad, fmt.Sprintf("%d failed requests", r.Requests.Failed))
+	}
+	if r.Writes.Lost > 0 {
+		bad = append(bad, fmt.Sprintf("%d acknowledged writes lost", r.Writes.Lost))
+	}
+	if len(bad) > 0 {
+		return errors.New(strings.Join(bad, ", "))
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package demo
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// repoRoot is the module root, two levels up from this package.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// buildAll builds ferry (which runs the agent) and both sample releases.
+func buildAll(t *testing.T) (self, artifacts string) {
+	t.Helper()
+	dir := t.TempDir()
+	root := repoRoot(t)
+	builds := [][]string{
+		{"build", "-o", filepath.Join(dir, "ferry"), "./cmd/ferry"},
+		{"build", "-ldflags", "-X main.version=1.0.0", "-o", filepath.Join(dir, "sample-1.0.0"), "./examples/sample/cmd/sample"},
+		{"build", "-ldflags", "-X main.version=2.0.0", "-o", filepath.Join(dir, "sample-2.0.0"), "./examples/sample/cmd/sample"},
+	}
+	for _, b := range builds {
+		cmd := exec.Command("go", b...)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(b, " "), err, out)
+		}
+	}
+	return filepath.Join(dir, "ferry"), dir
+}
+
+// TestDemo runs the embedded default end to end with real processes: the
+// agent, a raft kv of three, four api members, the load balancer, and
+// client traffic; it checks the promise of the demo.
+func TestDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: builds binaries and runs a real cluster")
+	}
+	self, arts := buildAll(t)
+	var out strings.Builder
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rep, err := Run(ctx, Options{Dir: t.TempDir(), Artifacts: arts, Self: self, Rate: 400, Concurrency: 8, Seed: seed, Out: &out})
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	t.Logf("report: state %s, %d requests (%d failed) p50 %.1fms p99 %.1fms, %d writes (%d lost), %.1fs upgrade, overhead p50 %.2fms",
+		rep.State, rep.Requests.Total, rep.Requests.Failed, rep.Requests.P50MS, rep.Requests.P99MS,
+		rep.Writes.Acknowledged, rep.Writes.Lost, rep.DurationS, rep.Overhead.P50MS)
+	if err := rep.Completed(); err != nil {
+		t.Fatalf("demo promise broken: %v\n%s", err, out.String())
+	}
+	if len(rep.Members) != 7 {
+		t.Errorf("members in report = %d, want 7", len(rep.Members))
+	}
+	if rep.Requests.Total < 1000 || rep.Writes.Acknowledged < 500 {
+		t.Errorf("too little traffic to prove anything: %d requests, %d writes", rep.Requests.Total, rep.Writes.Acknowledged)
+	}
+	for _, want := range []string{"upgrading-kv", "upgraded-kv", "upgrading-api", "completed", "drain"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("live view never showed %q", want)
+		}
+	}
+	if _, err := os.Stat(self); err != nil {
+		t.Fatal(err)
+	}
+}

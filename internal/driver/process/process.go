@@ -1,0 +1,370 @@
+// Package process is the driver for members that run as local
+// processes: it is the client of the ferry agent (internal/agent) on
+// each host, which owns the processes. Killing ferry does not disturb
+// the members; a new ferry finds them through the agents.
+package process
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/agent"
+	"github.com/ferry-upgrade/ferry/internal/driver"
+)
+
+// Host is one host's agent.
+type Host struct {
+	// Name is the host name members refer to (driver.Member.Host).
+	Name string
+	// Addr is the agent's host:port (or a http:// or https:// URL).
+	Addr string
+	// Token is the agent's bearer token.
+	Token string
+}
+
+// Defaults for the Driver's timeouts.
+const (
+	// DefaultRequestTimeout bounds calls that do not wait on a
+	// process: Observe and Health.
+	DefaultRequestTimeout = 10 * time.Second
+	// DefaultOpTimeout is added to a member's stop timeout to bound
+	// Start and Stop, which may wait for a graceful stop and copy an
+	// artifact.
+	DefaultOpTimeout = time.Minute
+)
+
+// Driver drives members through their hosts' agents.
+type Driver struct {
+	hosts          map[string]Host
+	client         *http.Client
+	requestTimeout time.Duration
+	opTimeout      time.Duration
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// Option configures a Driver.
+type Option func(*Driver)
+
+// WithHTTPClient makes the driver use c. Its timeouts apply on top of
+// the driver's own.
+func WithHTTPClient(c *http.Client) Option { return func(d *Driver) { d.client = c } }
+
+// WithRequestTimeout bounds Observe and Health calls (per host).
+func WithRequestTimeout(t time.Duration) Option { return func(d *Driver) { d.requestTimeout = t } }
+
+// WithOpTimeout sets what is added to a member's stop timeout to bound
+// a Start or Stop call.
+func WithOpTimeout(t time.Duration) Option { return func(d *Driver) { d.opTimeout = t } }
+
+// New returns a driver for the agents of hosts. Host names are
+// unique; a later host of the same name replaces an earlier one.
+func New(hosts []Host, opts ...Option) *Driver {
+	d := &Driver{
+		hosts:          make(map[string]Host, len(hosts)),
+		requestTimeout: DefaultRequestTimeout,
+		opTimeout:      DefaultOpTimeout,
+	}
+	for _, h := range hosts {
+		d.hosts[h.Name] = h
+	}
+	for _, o := range opts {
+		o(d)
+	}
+	if d.client == nil {
+		d.client = &http.Client{
+			Transport: &http.Transport{
+				Proxy: nil, // agents are addressed directly
+				DialContext: (&net.Dialer{
+					Timeout:   5 * time.Second,
+					KeepAlive: 30 * time.Second,
+				}).DialContext,
+				TLSHandshakeTimeout: 5 * time.Second,
+				MaxIdleConnsPerHost: 4,
+				IdleConnTimeout:     90 * time.Second,
+			},
+			// Every call also has a context deadline (see above); this
+			// is a last bound for a call that somehow has none.
+			Timeout: time.Hour + DefaultOpTimeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error {
+				return http.ErrUseLastResponse
+			},
+		}
+	}
+	return d
+}
+
+// APIError is an error answer of an agent.
+type APIError struct {
+	Host, Addr string
+	// Status is the HTTP status.
+	Status int
+	// Code is the agent's error code (agent.CodeChecksumMismatch...).
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("agent of host %s (%s): %s (%d): %s", e.Host, e.Addr, e.Code, e.Status, e.Message)
+}
+
+// Is makes errors.Is(err, ErrChecksumMismatch) (and the other Err
+// values below) match an APIError of that code. An answer of a proxy
+// in front of an agent that could not reach it (502, 503, 504 without
+// an agent error body) is driver.ErrUnreachable.
+func (e *APIError) Is(target error) bool {
+	if t, ok := target.(*APIError); ok {
+		return t.Code != "" && t.Code == e.Code && t.Host == "" && t.Status == 0
+	}
+	return target == driver.ErrUnreachable && e.Code == "" &&
+		(e.Status == http.StatusBadGateway || e.Status == http.StatusServiceUnavailable || e.Status == http.StatusGatewayTimeout)
+}
+
+// Values to match API errors by code with errors.Is.
+var (
+	ErrBadRequest       = &APIError{Code: agent.CodeBadRequest}
+	ErrUnauthorized     = &APIError{Code: agent.CodeUnauthorized}
+	ErrNotFound         = &APIError{Code: agent.CodeNotFound}
+	ErrChecksumMismatch = &APIError{Code: agent.CodeChecksumMismatch}
+	ErrStartFailed      = &APIError{Code: agent.CodeStartFailed}
+	ErrInternal         = &APIError{Code: agent.CodeInternal}
+)
+
+// apiError turns a non-2xx answer into an *APIError. A body that is
+// not an agent error (a proxy's page) leaves Code empty and is kept,
+// shortened, as the message.
+func apiError(host Host, status int, body []byte) *APIError {
+	e := &APIError{Host: host.Name, Addr: host.Addr, Status: status}
+	var eb agent.ErrorBody
+	if err := json.Unmarshal(body, &eb); err == nil && eb.Code != "" {
+		e.Code, e.Message = eb.Code, eb.Message
+		return e
+	}
+	msg := strings.TrimSpace(string(body))
+	if len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	if msg == "" {
+		msg = http.StatusText(status)
+	}
+	e.Message = msg
+	return e
+}
+
+func (d *Driver) host(name string) (Host, error) {
+	h, ok := d.hosts[name]
+	if !ok {
+		return Host{}, fmt.Errorf("process driver: unknown host %q", name)
+	}
+	return h, nil
+}
+
+func baseURL(addr string) string {
+	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
+		return strings.TrimSuffix(addr, "/")
+	}
+	return "http://" + addr
+}
+
+// call makes one API call to a host's agent and decodes a 2xx answer
+// into out. Transport failures wrap driver.ErrUnreachable; error
+// answers are *APIError.
+func (d *Driver) call(ctx context.Context, h Host, timeout time.Duration, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("process driver: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, method, baseURL(h.Addr)+path, body)
+	if err != nil {
+		return fmt.Errorf("process driver: host %s: bad agent address %q: %w", h.Name, h.Addr, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", "application/json")
+	if h.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.Token)
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return d.transportError(ctx, h, method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return d.transportError(ctx, h, method, path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return apiError(h, resp.StatusCode, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("process driver: agent of host %s (%s): %s %s: bad answer: %w", h.Name, h.Addr, method, path, err)
+		}
+	}
+	return nil
+}
+
+func (d *Driver) transportError(ctx context.Context, h Host, method, path string, err error) error {
+	if ctx.Err() != nil {
+		// The caller gave up; that says nothing about the agent.
+		return fmt.Errorf("process driver: agent of host %s (%s): %w", h.Name, h.Addr, ctx.Err())
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // the URL is in the message already
+	}
+	return fmt.Errorf("%w: agent of host %s at %s: %s %s: %w", driver.ErrUnreachable, h.Name, h.Addr, method, path, err)
+}
+
+// Observe asks each host's agent once (concurrently) for all its
+// members, and returns the members' statuses in order. A member its
+// agent does not know is down with no version.
+func (d *Driver) Observe(ctx context.Context, members []driver.Member) ([]driver.Status, error) {
+	var order []string
+	seen := map[string]bool{}
+	for _, m := range members {
+		if _, err := d.host(m.Host); err != nil {
+			return nil, fmt.Errorf("process driver: member %s: unknown host %q", m.Name, m.Host)
+		}
+		if !seen[m.Host] {
+			seen[m.Host] = true
+			order = append(order, m.Host)
+		}
+	}
+	lists := make([]map[string]agent.Status, len(order))
+	errs := make([]error, len(order))
+	var wg sync.WaitGroup
+	for i, name := range order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := d.hosts[name]
+			var sts []agent.Status
+			if err := d.call(ctx, h, d.requestTimeout, http.MethodGet, "/v1/members", nil, &sts); err != nil {
+				errs[i] = err
+				return
+			}
+			byName := make(map[string]agent.Status, len(sts))
+			for _, s := range sts {
+				byName[s.Name] = s
+			}
+			lists[i] = byName
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	index := make(map[string]int, len(order))
+	for i, name := range order {
+		index[name] = i
+	}
+	out := make([]driver.Status, len(members))
+	for i, m := range members {
+		s, ok := lists[index[m.Host]][m.Name]
+		if !ok {
+			out[i] = driver.Status{Name: m.Name}
+			continue
+		}
+		out[i] = driver.Status{
+			Name:    m.Name,
+			Running: s.Running,
+			Version: s.Version,
+			Since:   s.Since,
+			Detail:  s.Detail,
+		}
+	}
+	return out, nil
+}
+
+func (d *Driver) opTimeoutFor(stop time.Duration) time.Duration {
+	if stop <= 0 {
+		stop = agent.DefaultStopTimeout
+	}
+	return stop + d.opTimeout
+}
+
+// Start makes the member run the artifact (PUT): a no-op if it runs
+// that version and checksum, a graceful swap if it runs another. The
+// artifact's checksum is checked by the agent before anything is
+// stopped: errors.Is(err, ErrChecksumMismatch) then, and the old
+// process still runs.
+func (d *Driver) Start(ctx context.Context, m driver.Member, a driver.Artifact) error {
+	h, err := d.host(m.Host)
+	if err != nil {
+		return fmt.Errorf("process driver: member %s: %w", m.Name, err)
+	}
+	if a.Path == "" {
+		return fmt.Errorf("process driver: member %s: artifact of version %s has no path (the process substrate runs binaries, not images)", m.Name, a.Version)
+	}
+	spec := agent.MemberSpec{
+		Version:       a.Version,
+		Path:          a.Path,
+		SHA256:        a.SHA256,
+		Args:          m.Args,
+		Env:           m.Env,
+		StopTimeoutMS: m.StopTimeout.Milliseconds(),
+	}
+	var st agent.Status
+	if err := d.call(ctx, h, d.opTimeoutFor(m.StopTimeout), http.MethodPut, memberPath(m.Name), spec, &st); err != nil {
+		return fmt.Errorf("process driver: start %s on %s: %w", m.Name, a.Version, err)
+	}
+	return nil
+}
+
+// Stop stops the member gracefully (SIGTERM, SIGKILL after its
+// StopTimeout); stopping a stopped member is not an error.
+func (d *Driver) Stop(ctx context.Context, m driver.Member) error {
+	h, err := d.host(m.Host)
+	if err != nil {
+		return fmt.Errorf("process driver: member %s: %w", m.Name, err)
+	}
+	req := agent.StopRequest{TimeoutMS: m.StopTimeout.Milliseconds()}
+	var st agent.Status
+	if err := d.call(ctx, h, d.opTimeoutFor(m.StopTimeout), http.MethodPost, memberPath(m.Name)+"/stop", req, &st); err != nil {
+		return fmt.Errorf("process driver: stop %s: %w", m.Name, err)
+	}
+	return nil
+}
+
+// Health checks, for preflight, that the host's agent answers and
+// accepts the driver's token.
+func (d *Driver) Health(ctx context.Context, host string) error {
+	h, err := d.host(host)
+	if err != nil {
+		return err
+	}
+	var hb agent.Health
+	if err := d.call(ctx, h, d.requestTimeout, http.MethodGet, "/v1/health", nil, &hb); err != nil {
+		return fmt.Errorf("process driver: health: %w", err)
+	}
+	if !hb.OK {
+		return fmt.Errorf("process driver: agent of host %s (%s) says it is not healthy", h.Name, h.Addr)
+	}
+	// Health needs no token; the member list does.
+	if err := d.call(ctx, h, d.requestTimeout, http.MethodGet, "/v1/members", nil, nil); err != nil {
+		return fmt.Errorf("process driver: health: %w", err)
+	}
+	return nil
+}
+
+func memberPath(name string) string {
+	return "/v1/members/" + url.PathEscape(name)
+}

@@ -1,0 +1,343 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/driver"
+	"github.com/ferry-upgrade/ferry/internal/health"
+	"github.com/ferry-upgrade/ferry/internal/plan"
+	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/upgrade"
+)
+
+// Config is what an engine works with.
+type Config struct {
+	Cluster *config.Cluster
+	Driver  driver.Driver
+	Store   *store.Store
+	Logger  *slog.Logger
+	// Now is the clock (default time.Now); tests may pass their own.
+	Now func() time.Time
+	// OnEvent, if set, is called with every event once it is stored
+	// (the CLI's live view). It must not block for long.
+	OnEvent func(store.Event)
+}
+
+// Engine drives upgrades of one cluster.
+type Engine struct {
+	cfg     Config
+	c       *config.Cluster
+	members map[string]memberInfo // by member name
+	order   []string              // member names in description order
+	tracker *health.Tracker
+
+	mu        sync.Mutex
+	lastProbe map[string]time.Time
+	lastState map[string]health.State
+}
+
+type memberInfo struct {
+	comp   *config.Component
+	member *config.Member
+	spec   driver.Member
+	data   config.TemplateData
+}
+
+// New checks the configuration and renders every member's run spec.
+func New(cfg Config) (*Engine, error) {
+	if cfg.Cluster == nil || cfg.Driver == nil || cfg.Store == nil {
+		return nil, errors.New("engine: cluster, driver and store are required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{cfg: cfg, c: cfg.Cluster, members: map[string]memberInfo{}, tracker: &health.Tracker{},
+		lastProbe: map[string]time.Time{}, lastState: map[string]health.State{}}
+	for _, comp := range cfg.Cluster.ComponentsInOrder() {
+		for i := range comp.Members {
+			m := &comp.Members[i]
+			data := cfg.Cluster.DataFor(comp, m)
+			spec, err := renderSpec(comp, m, data)
+			if err != nil {
+				return nil, err
+			}
+			e.members[m.Name] = memberInfo{comp: comp, member: m, spec: spec, data: data}
+			e.order = append(e.order, m.Name)
+		}
+	}
+	return e, nil
+}
+
+func renderSpec(comp *config.Component, m *config.Member, data config.TemplateData) (driver.Member, error) {
+	spec := driver.Member{Name: m.Name, Component: comp.Name, Host: m.Host, Address: m.Address,
+		StopTimeout: comp.Run.StopTimeout.D(), Env: map[string]string{}}
+	for i, a := range comp.Run.Args {
+		v, err := config.Render(a, data)
+		if err != nil {
+			return spec, fmt.Errorf("engine: %s: run.args[%d]: %w", m.Name, i, err)
+		}
+		spec.Args = append(spec.Args, v)
+	}
+	for k, a := range comp.Run.Env {
+		v, err := config.Render(a, data)
+		if err != nil {
+			return spec, fmt.Errorf("engine: %s: run.env[%s]: %w", m.Name, k, err)
+		}
+		spec.Env[k] = v
+	}
+	return spec, nil
+}
+
+// Members returns the rendered driver view of every member, in
+// description order.
+func (e *Engine) Members() []driver.Member {
+	out := make([]driver.Member, 0, len(e.order))
+	for _, n := range e.order {
+		out = append(out, e.members[n].spec)
+	}
+	return out
+}
+
+// Snapshot is one observation of the cluster.
+type Snapshot struct {
+	Time     time.Time
+	Statuses map[string]driver.Status
+	Obs      upgrade.Observation
+}
+
+// Versions maps each member to the version it runs ("" if never started).
+func (s Snapshot) Versions() map[string]string {
+	v := make(map[string]string, len(s.Statuses))
+	for n, st := range s.Statuses {
+		v[n] = st.Version
+	}
+	return v
+}
+
+// Down lists the members that are not running healthy.
+func (s Snapshot) Down() map[string]bool {
+	d := map[string]bool{}
+	for n, mh := range s.Obs.Members {
+		if !mh.Healthy {
+			d[n] = true
+		}
+	}
+	return d
+}
+
+// Observe asks the driver what runs and probes every member's check
+// and every component's cluster gate, thresholds applied.
+func (e *Engine) Observe(ctx context.Context) (Snapshot, error) {
+	now := e.cfg.Now()
+	sts, err := e.cfg.Driver.Observe(ctx, e.Members())
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("engine: observe: %w", err)
+	}
+	snap := Snapshot{Time: now, Statuses: map[string]driver.Status{},
+		Obs: upgrade.Observation{Members: map[string]upgrade.MemberHealth{}, Gates: map[string]upgrade.Gate{}}}
+	for _, st := range sts {
+		snap.Statuses[st.Name] = st
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, name := range e.order {
+		info, st := e.members[name], snap.Statuses[name]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mh := e.probeMember(ctx, info, st, now)
+			mu.Lock()
+			snap.Obs.Members[name] = mh
+			mu.Unlock()
+		}()
+	}
+	for _, comp := range e.c.ComponentsInOrder() {
+		if comp.Health.Cluster == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g := e.probeGate(ctx, comp, snap.Statuses, now)
+			mu.Lock()
+			snap.Obs.Gates[comp.Name] = g
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return snap, nil
+}
+
+// due reports whether key's check should be probed again now, and
+// returns the last verdict otherwise.
+func (e *Engine) due(key string, interval time.Duration, now time.Time) (health.State, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	last, ok := e.lastProbe[key]
+	if ok && now.Sub(last) < interval {
+		return e.lastState[key], false
+	}
+	return health.State{}, true
+}
+
+func (e *Engine) record(key string, st health.State, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.lastProbe[key] = now
+	e.lastState[key] = st
+}
+
+func (e *Engine) probeMember(ctx context.Context, info memberInfo, st driver.Status, now time.Time) upgrade.MemberHealth {
+	mh := upgrade.MemberHealth{Running: st.Running, Version: st.Version}
+	chk := info.comp.Health.Member
+	var res health.Result
+	switch {
+	case !st.Running:
+		res = health.Result{OK: false, Detail: "not running" + suffix(st.Detail)}
+	case chk == nil:
+		res = health.Result{OK: true, Detail: "running (no member check)"}
+	default:
+		if hs, ok := e.due(info.member.Name, chk.Interval.D(), now); !ok && hs.Last.Detail != "" {
+			return e.memberHealth(mh, hs, st)
+		}
+		res = health.Do(ctx, chk.Call, info.data)
+	}
+	succ, fail := 1, 1
+	if chk != nil {
+		succ, fail = chk.SuccessThreshold, chk.FailureThreshold
+	}
+	if !st.Running {
+		fail = 1 // a process that is not running is down now
+	}
+	hs := e.tracker.Observe(info.member.Name, res, now, succ, fail)
+	e.record(info.member.Name, hs, now)
+	return e.memberHealth(mh, hs, st)
+}
+
+func (e *Engine) memberHealth(mh upgrade.MemberHealth, hs health.State, st driver.Status) upgrade.MemberHealth {
+	mh.Healthy = hs.Healthy && st.Running
+	mh.HealthySince = hs.Since
+	// A verdict that began before the process did belongs to the
+	// process before it.
+	if st.Since.After(mh.HealthySince) {
+		mh.HealthySince = st.Since
+	}
+	mh.Detail = hs.Last.Detail
+	return mh
+}
+
+func (e *Engine) probeGate(ctx context.Context, comp *config.Component, sts map[string]driver.Status, now time.Time) upgrade.Gate {
+	chk := comp.Health.Cluster
+	key := "cluster:" + comp.Name
+	if hs, ok := e.due(key, chk.Interval.D(), now); !ok && hs.Last.Detail != "" {
+		return upgrade.Gate{Healthy: hs.Healthy, Detail: hs.Last.Detail}
+	}
+	res := health.Result{Detail: "no member of " + comp.Name + " is running"}
+	for i := range comp.Members {
+		m := &comp.Members[i]
+		if !sts[m.Name].Running {
+			continue
+		}
+		data := e.members[m.Name].data
+		data.Any = m.Address
+		res = health.Do(ctx, chk.Call, data)
+		if res.OK {
+			break
+		}
+	}
+	hs := e.tracker.Observe(key, res, now, chk.SuccessThreshold, chk.FailureThreshold)
+	e.record(key, hs, now)
+	return upgrade.Gate{Healthy: hs.Healthy, Detail: hs.Last.Detail}
+}
+
+func suffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}
+
+// Plan computes the plan to version to from a fresh observation.
+func (e *Engine) Plan(ctx context.Context, to string) (plan.Plan, Snapshot, error) {
+	snap, err := e.Observe(ctx)
+	if err != nil {
+		return plan.Plan{}, snap, err
+	}
+	p, err := plan.Compute(e.c, plan.Observed{Version: snap.Versions(), Down: snap.Down()}, to)
+	return p, snap, err
+}
+
+// Begin plans an upgrade to version to and records it as the current
+// upgrade; it refuses (store.ErrActive) while another one is running.
+func (e *Engine) Begin(ctx context.Context, to string) (upgrade.Upgrade, error) {
+	if cur, ok, err := e.cfg.Store.Current(); err != nil {
+		return upgrade.Upgrade{}, err
+	} else if ok && !cur.State.Terminal() {
+		return cur, fmt.Errorf("%w: %s (%s, %s → %s); follow it with 'ferry upgrade status'", store.ErrActive, cur.ID, cur.State, cur.From, cur.To)
+	}
+	p, snap, err := e.Plan(ctx, to)
+	if err != nil {
+		return upgrade.Upgrade{}, err
+	}
+	now := e.cfg.Now()
+	u := upgrade.New(newID(now), p, snap.Versions(), nil, now)
+	if err := e.cfg.Store.Create(u); err != nil {
+		return upgrade.Upgrade{}, err
+	}
+	e.emit(now, u, store.Event{Kind: "state", Message: fmt.Sprintf("upgrade %s created: %s → %s", u.ID, u.From, u.To)})
+	return u, nil
+}
+
+func newID(now time.Time) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return "upg-" + now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
+}
+
+// emit stores events and hands them to OnEvent; a store error is
+// logged, not fatal: the record is what resumes an upgrade.
+func (e *Engine) emit(now time.Time, u upgrade.Upgrade, evs ...store.Event) {
+	for i := range evs {
+		if evs[i].Time.IsZero() {
+			evs[i].Time = now
+		}
+		evs[i].Upgrade = u.ID
+	}
+	stored, err := e.cfg.Store.Append(evs...)
+	if err != nil {
+		e.cfg.Logger.Error("store events", "err", err)
+		stored = evs
+	}
+	e.publish(stored)
+}
+
+func (e *Engine) publish(evs []store.Event) {
+	for _, ev := range evs {
+		e.cfg.Logger.Info(ev.Message, "kind", ev.Kind, "member", ev.Member)
+		if e.cfg.OnEvent != nil {
+			e.cfg.OnEvent(ev)
+		}
+	}
+}
+
+// sortedKeys returns the keys of m in order.
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -1,0 +1,281 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/health"
+	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/upgrade"
+)
+
+// Run drives the current upgrade until it ends (completed, failed) or
+// ctx is cancelled. It may be called by a new process after a crash:
+// it starts from the stored record and what it observes.
+func (e *Engine) Run(ctx context.Context) (upgrade.Upgrade, error) {
+	u, ok, err := e.cfg.Store.Current()
+	if err != nil {
+		return u, err
+	}
+	if !ok {
+		return u, errors.New("engine: no upgrade to run; start one with 'ferry upgrade start'")
+	}
+	tick := e.c.Policy.Tick.D()
+	if tick <= 0 {
+		tick = 100 * time.Millisecond
+	}
+	var lastObsErr string
+	health := map[string]bool{} // last reported verdicts, for events
+	for !u.State.Terminal() {
+		if err := ctx.Err(); err != nil {
+			return u, err
+		}
+		snap, err := e.Observe(ctx)
+		now := e.cfg.Now()
+		if err != nil {
+			if msg := err.Error(); msg != lastObsErr {
+				lastObsErr = msg
+				e.emit(now, u, store.Event{Kind: "error", Message: msg})
+			}
+			if !sleep(ctx, tick) {
+				return u, ctx.Err()
+			}
+			continue
+		}
+		lastObsErr = ""
+		evs := e.healthEvents(snap, health)
+		d := upgrade.Step(e.c, u, snap.Obs, now)
+		evs = append(evs, changes(u, d.Upgrade)...)
+		evs = append(evs, e.overheads(u, d, now)...)
+		for _, a := range d.Actions {
+			evs = append(evs, store.Event{Kind: "action", Member: a.Member, Component: e.members[a.Member].comp.Name,
+				Message: describe(a) + ": started"})
+		}
+		// Write before acting: the record names what is about to happen.
+		if err := e.save(now, d.Upgrade, evs); err != nil {
+			return u, err
+		}
+		u = d.Upgrade
+		if len(d.Actions) > 0 {
+			u, err = e.act(ctx, u, d.Actions)
+			if err != nil {
+				return u, err
+			}
+			continue
+		}
+		wait := tick
+		if d.After > 0 && d.After < wait {
+			wait = d.After
+		}
+		if !sleep(ctx, wait) {
+			return u, ctx.Err()
+		}
+	}
+	return u, nil
+}
+
+func (e *Engine) save(now time.Time, u upgrade.Upgrade, evs []store.Event) error {
+	for i := range evs {
+		evs[i].Time = now
+		evs[i].Upgrade = u.ID
+	}
+	stored, err := e.cfg.Store.SaveWithEvents(u, evs)
+	if err != nil {
+		return fmt.Errorf("engine: save upgrade %s: %w", u.ID, err)
+	}
+	e.publish(stored)
+	return nil
+}
+
+// act runs the actions of one decision, concurrently (they are for
+// distinct members of one batch), folds their outcomes into the
+// record and saves it.
+func (e *Engine) act(ctx context.Context, u upgrade.Upgrade, actions []upgrade.Action) (upgrade.Upgrade, error) {
+	type outcome struct {
+		a   upgrade.Action
+		err error
+		dur time.Duration
+	}
+	outs := make([]outcome, len(actions))
+	var wg sync.WaitGroup
+	for i, a := range actions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			err := e.do(ctx, u, a)
+			outs[i] = outcome{a: a, err: err, dur: time.Since(start)}
+		}()
+	}
+	wg.Wait()
+	now := e.cfg.Now()
+	var evs []store.Event
+	before := u
+	for _, o := range outs {
+		u = upgrade.Finished(u, o.a, o.err, now)
+		ev := store.Event{Kind: "action", Member: o.a.Member, Component: e.members[o.a.Member].comp.Name,
+			DurationMS: float64(o.dur.Microseconds()) / 1000}
+		if o.err != nil {
+			ev.Kind = "error"
+			ev.Message = fmt.Sprintf("%s: failed after %s: %v", describe(o.a), o.dur.Round(time.Millisecond), o.err)
+		} else {
+			ev.Message = fmt.Sprintf("%s: done in %s", describe(o.a), o.dur.Round(time.Millisecond))
+		}
+		evs = append(evs, ev)
+	}
+	evs = append(evs, changes(before, u)...)
+	if err := e.save(now, u, evs); err != nil {
+		return u, err
+	}
+	return u, nil
+}
+
+// do performs one action.
+func (e *Engine) do(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) error {
+	info, ok := e.members[a.Member]
+	if !ok {
+		return fmt.Errorf("unknown member %q", a.Member)
+	}
+	switch a.Kind {
+	case upgrade.ActPreStop, upgrade.ActPostStart:
+		calls := info.comp.Hooks.PreStop
+		if a.Kind == upgrade.ActPostStart {
+			calls = info.comp.Hooks.PostStart
+		}
+		data := info.data
+		data.Version = u.Members[a.Member].Target
+		for i, c := range calls {
+			if r := health.Do(ctx, c, data); !r.OK {
+				return fmt.Errorf("%s hook %d: %s", a.Kind, i+1, r.Detail)
+			}
+		}
+		return nil
+	case upgrade.ActStop:
+		return e.cfg.Driver.Stop(ctx, info.spec)
+	case upgrade.ActStart:
+		art, err := e.artifact(info.comp.Name, a.Version)
+		if err != nil {
+			return err
+		}
+		return e.cfg.Driver.Start(ctx, info.spec, art)
+	}
+	return fmt.Errorf("unknown action %q", a.Kind)
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func describe(a upgrade.Action) string {
+	switch a.Kind {
+	case upgrade.ActStart:
+		return fmt.Sprintf("start %s on %s", a.Member, a.Version)
+	case upgrade.ActStop:
+		return "stop " + a.Member
+	default:
+		return fmt.Sprintf("%s hooks of %s", a.Kind, a.Member)
+	}
+}
+
+// changes describes, as events, how record b differs from record a:
+// the upgrade's state, each member's step, what it waits on.
+func changes(a, b upgrade.Upgrade) []store.Event {
+	var evs []store.Event
+	if a.State != b.State {
+		msg := fmt.Sprintf("state %s → %s", a.State, b.State)
+		if b.Reason != "" && b.State == upgrade.StateFailed {
+			msg += ": " + b.Reason
+		}
+		evs = append(evs, store.Event{Kind: "state", Message: msg})
+	}
+	for _, n := range sortedKeys(b.Members) {
+		mb := b.Members[n]
+		ma := a.Members[n]
+		if ma == nil || ma.Step != mb.Step {
+			from := upgrade.MemberStep("")
+			if ma != nil {
+				from = ma.Step
+			}
+			msg := fmt.Sprintf("%s: %s → %s", n, from, mb.Step)
+			if mb.Step == upgrade.StepFailed || mb.Step == upgrade.StepDone && mb.Detail != "" {
+				msg += " (" + mb.Detail + ")"
+			}
+			evs = append(evs, store.Event{Kind: "step", Member: n, Component: mb.Component, Message: msg})
+		}
+	}
+	if a.Waiting != b.Waiting && b.Waiting != "" {
+		evs = append(evs, store.Event{Kind: "wait", Message: "waiting: " + b.Waiting})
+	}
+	return evs
+}
+
+// healthEvents reports members and gates whose verdict changed.
+func (e *Engine) healthEvents(snap Snapshot, last map[string]bool) []store.Event {
+	var evs []store.Event
+	for _, n := range e.order {
+		mh := snap.Obs.Members[n]
+		if prev, ok := last[n]; !ok || prev != mh.Healthy {
+			last[n] = mh.Healthy
+			verdict := "healthy"
+			if !mh.Healthy {
+				verdict = "unhealthy"
+			}
+			evs = append(evs, store.Event{Kind: "health", Member: n, Component: e.members[n].comp.Name,
+				Message: fmt.Sprintf("%s %s on %s: %s", n, verdict, orDash(mh.Version), orDash(mh.Detail))})
+		}
+	}
+	for _, c := range sortedKeys(snap.Obs.Gates) {
+		g := snap.Obs.Gates[c]
+		key := "cluster:" + c
+		if prev, ok := last[key]; !ok || prev != g.Healthy {
+			last[key] = g.Healthy
+			verdict := "green"
+			if !g.Healthy {
+				verdict = "red"
+			}
+			evs = append(evs, store.Event{Kind: "health", Component: c,
+				Message: fmt.Sprintf("cluster gate %s %s: %s", c, verdict, orDash(g.Detail))})
+		}
+	}
+	return evs
+}
+
+// overheads measures the engine's own delay: for each member whose
+// soak ended before this decision, the time from the end of its soak
+// (its health gate passing) to this decision's action.
+func (e *Engine) overheads(a upgrade.Upgrade, d upgrade.Decision, now time.Time) []store.Event {
+	if len(d.Actions) == 0 {
+		return nil
+	}
+	var evs []store.Event
+	for _, n := range sortedKeys(d.Upgrade.Members) {
+		ma, mb := a.Members[n], d.Upgrade.Members[n]
+		if ma == nil || ma.Step != upgrade.StepSoaking || mb.Step == upgrade.StepSoaking || mb.Step == upgrade.StepStarting {
+			continue
+		}
+		passed := ma.HealthySince.Add(e.members[n].comp.Soak.D())
+		if over := now.Sub(passed); over >= 0 {
+			evs = append(evs, store.Event{Kind: "overhead", Member: n, Component: mb.Component,
+				DurationMS: float64(over.Microseconds()) / 1000,
+				Message:    fmt.Sprintf("%s passed its gate; next action %s later", n, over.Round(time.Microsecond))})
+		}
+	}
+	return evs
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

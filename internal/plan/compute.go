@@ -1,0 +1,295 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/ferry-upgrade/ferry/internal/config"
+)
+
+// The errors Compute wraps; test for them with errors.Is.
+var (
+	// ErrUnknownRelease: the target version is not in the catalog.
+	ErrUnknownRelease = errors.New("plan: unknown release")
+	// ErrNoArtifact: the target release has nothing to run for a
+	// component.
+	ErrNoArtifact = errors.New("plan: no artifact")
+	// ErrNotUpgradable: a member runs a version the target release does
+	// not upgrade from.
+	ErrNotUpgradable = errors.New("plan: cannot upgrade from this version")
+	// ErrUnknownStrategy: a component's strategy is not one the planner
+	// knows (Validate refuses it first; a Cluster built in Go may not).
+	ErrUnknownStrategy = errors.New("plan: unknown strategy")
+)
+
+// maxNamed is how many member names a note or an error lists before it
+// says "and N more".
+const maxNamed = 5
+
+// Compute returns the plan that takes cluster c, observed as obs, to
+// version to. See the package documentation for the contract. When the
+// upgrade is not possible it returns every reason at once (joined), each
+// wrapping one of the Err sentinels.
+func Compute(c *config.Cluster, obs Observed, to string) (Plan, error) {
+	rel := c.Release(to)
+	if rel == nil {
+		known := make([]string, 0, len(c.Releases))
+		for _, r := range c.Releases {
+			known = append(known, r.Version)
+		}
+		sortVersions(known)
+		return Plan{}, fmt.Errorf("%w: %q is not in the catalog of cluster %s (releases: %s)",
+			ErrUnknownRelease, to, c.Name, orNone(strings.Join(known, ", ")))
+	}
+	p := Plan{From: observedVersions(c, obs), To: to}
+	from := newUpgradeFrom(rel)
+	var errs []error
+	for _, comp := range c.ComponentsInOrder() {
+		if _, ok := rel.ArtifactFor(comp.Name); !ok {
+			errs = append(errs, fmt.Errorf("%w: release %s has no artifact for component %s (and no %q entry)",
+				ErrNoArtifact, to, comp.Name, config.AnyComponent))
+		}
+		ph, err := phaseOf(comp, obs, to, from)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		p.Phases = append(p.Phases, ph)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Plan{}, err
+	}
+	return p, nil
+}
+
+// phaseOf plans one component.
+func phaseOf(comp *config.Component, obs Observed, to string, from *upgradeFrom) (Phase, error) {
+	s := comp.Strategy
+	typ := s.Type
+	if typ == "" {
+		typ = config.DefaultStrategy
+	}
+	maxU := max(1, s.MaxUnavailable) // 0 means 1
+	ph := Phase{Component: comp.Name, Strategy: string(typ), MaxUnavailable: maxU}
+
+	var (
+		downFirst    []string // down, need the upgrade: they go first
+		others       []string // up, need the upgrade
+		downAtTarget []string // down, not in the plan: they use the budget
+		bad          = map[string][]string{}
+		badVersions  []string // keys of bad in order of appearance
+	)
+	for i := range comp.Members {
+		name := comp.Members[i].Name
+		v, down := obs.Version[name], obs.Down[name]
+		switch {
+		case v == to:
+			reason := "already at " + to
+			if down {
+				reason += " (down)"
+				downAtTarget = append(downAtTarget, name)
+			}
+			ph.Skipped = append(ph.Skipped, Skipped{Member: name, Reason: reason})
+		case v == "" && down, v != "" && from.allows(v):
+			if down {
+				downFirst = append(downFirst, name)
+			} else {
+				others = append(others, name)
+			}
+		default:
+			if _, seen := bad[v]; !seen {
+				badVersions = append(badVersions, v)
+			}
+			bad[v] = append(bad[v], name)
+		}
+	}
+
+	var errs []error
+	for _, v := range badVersions {
+		ms := bad[v]
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%w: %s (component %s) %s running but %s no version: only a member that is down may be installed from nothing",
+				ErrNotUpgradable, named(ms), comp.Name, isAre(ms), reportsReport(ms)))
+			continue
+		}
+		errs = append(errs, fmt.Errorf("%w: %s (component %s) %s %s; release %s upgrades from %s",
+			ErrNotUpgradable, named(ms), comp.Name, runRuns(ms), v, to, from))
+	}
+
+	order := append(downFirst, others...)
+	budget := maxU - len(downAtTarget)
+	switch typ {
+	case config.OneAtATime:
+		ph.Quorum = s.QuorumOf(len(comp.Members))
+		ph.Batches = batches(order, func(int) int { return 1 })
+	case config.Canary:
+		maxBatch := s.MaxBatch
+		if maxBatch < 1 {
+			maxBatch = maxU // the config default
+		}
+		limit := max(1, min(maxBatch, budget))
+		ph.Batches = batches(order, func(prev int) int {
+			if prev == 0 {
+				return 1
+			}
+			return min(2*prev, limit)
+		})
+	default:
+		errs = append(errs, fmt.Errorf("%w: component %s has strategy %q (known: %s, %s)",
+			ErrUnknownStrategy, comp.Name, typ, config.OneAtATime, config.Canary))
+	}
+
+	var notes []string
+	if len(downFirst) > 0 {
+		notes = append(notes, fmt.Sprintf("%s %s down: upgraded first, replacing a member that is down costs no availability",
+			named(downFirst), isAre(downFirst)))
+	}
+	if len(downAtTarget) > 0 && len(order) > 0 {
+		n := fmt.Sprintf("%s %s down (already at %s): %d of max_unavailable %d already used",
+			named(downAtTarget), isAre(downAtTarget), to, len(downAtTarget), maxU)
+		healthy := len(comp.Members) - len(downAtTarget)
+		switch {
+		case budget < 1 && typ == config.Canary:
+			n += "; batches of 1, each waits until one of them recovers"
+		case budget < 1:
+			n += "; each member waits until one of them recovers"
+		case ph.Quorum > 0 && len(others) > 0 && healthy-1 < ph.Quorum:
+			n += fmt.Sprintf("; stopping a member would leave %d healthy of quorum %d, so each waits until one of them recovers",
+				healthy-1, ph.Quorum)
+		}
+		notes = append(notes, n)
+	}
+	ph.Note = strings.Join(notes, "; ")
+	return ph, errors.Join(errs...)
+}
+
+// batches cuts order into batches; size(prev) is the size of the batch
+// after one of size prev (0 for the first).
+func batches(order []string, size func(prev int) int) []Batch {
+	var out []Batch
+	prev := 0
+	for len(order) > 0 {
+		n := min(max(1, size(prev)), len(order))
+		out = append(out, Batch{Members: order[:n:n]})
+		order, prev = order[n:], n
+	}
+	return out
+}
+
+// upgradeFrom is a release's upgrade_from, with the verdict for each
+// version remembered: a thousand members run only a few versions.
+type upgradeFrom struct {
+	patterns []string
+	seen     map[string]bool
+}
+
+func newUpgradeFrom(r *config.Release) *upgradeFrom {
+	return &upgradeFrom{patterns: r.UpgradeFrom, seen: map[string]bool{}}
+}
+
+func (u *upgradeFrom) allows(v string) bool {
+	if ok, seen := u.seen[v]; seen {
+		return ok
+	}
+	ok := false
+	for _, p := range u.patterns {
+		if config.MatchVersion(p, v) {
+			ok = true
+			break
+		}
+	}
+	u.seen[v] = ok
+	return ok
+}
+
+func (u *upgradeFrom) String() string {
+	if len(u.patterns) == 0 {
+		return "nothing (its upgrade_from is empty)"
+	}
+	return "[" + strings.Join(u.patterns, ", ") + "]"
+}
+
+// observedVersions returns the distinct versions the cluster's members
+// run, in version order; unknown ("") is not a version.
+func observedVersions(c *config.Cluster, obs Observed) []string {
+	seen := map[string]bool{}
+	var out []string
+	for i := range c.Components {
+		for _, m := range c.Components[i].Members {
+			if v := obs.Version[m.Name]; v != "" && !seen[v] {
+				seen[v] = true
+				out = append(out, v)
+			}
+		}
+	}
+	sortVersions(out)
+	return out
+}
+
+var versionRE = regexp.MustCompile(`^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(?:-(.+))?$`)
+
+// sortVersions orders versions as versions (1.9.0 before 1.10.0, 2.0.0-rc1
+// before 2.0.0); strings that are not versions come after, as strings.
+func sortVersions(vs []string) {
+	sort.SliceStable(vs, func(i, j int) bool { return compareVersions(vs[i], vs[j]) < 0 })
+}
+
+func compareVersions(a, b string) int {
+	ma, mb := versionRE.FindStringSubmatch(a), versionRE.FindStringSubmatch(b)
+	switch {
+	case ma == nil && mb == nil:
+		return strings.Compare(a, b)
+	case ma == nil:
+		return 1
+	case mb == nil:
+		return -1
+	}
+	for k := 1; k <= 3; k++ {
+		// No leading zeros: the longer number is the larger.
+		if c := len(ma[k]) - len(mb[k]); c != 0 {
+			return c
+		}
+		if c := strings.Compare(ma[k], mb[k]); c != 0 {
+			return c
+		}
+	}
+	switch {
+	case ma[4] == mb[4]:
+		return 0
+	case ma[4] == "": // a release comes after its pre-releases
+		return 1
+	case mb[4] == "":
+		return -1
+	}
+	return strings.Compare(ma[4], mb[4])
+}
+
+// named lists member names, the first few of them when there are many.
+func named(ms []string) string {
+	if len(ms) <= maxNamed {
+		return strings.Join(ms, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ms[:maxNamed], ", "), len(ms)-maxNamed)
+}
+
+func isAre(ms []string) string { return plural(ms, "is", "are") }
+
+func runRuns(ms []string) string { return plural(ms, "runs", "run") }
+
+func reportsReport(ms []string) string { return plural(ms, "reports", "report") }
+
+func plural(ms []string, one, many string) string {
+	if len(ms) == 1 {
+		return one
+	}
+	return many
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}

@@ -1,0 +1,256 @@
+// Package store keeps ferry's progress on disk in a bbolt file: the
+// upgrade records, the lock that allows one upgrade at a time, and the
+// event log. The engine writes a record here before every action, so
+// that a new ferry process can pick the upgrade up after a crash.
+//
+// The file is opened for each operation and closed after it, so that
+// read-only commands (status, events) in other processes can read it
+// while an upgrade runs: bbolt allows one process at a time, and each
+// operation holds the file for milliseconds.
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/ferry-upgrade/ferry/internal/upgrade"
+)
+
+var (
+	bucketUpgrades = []byte("upgrades")
+	bucketEvents   = []byte("events")
+	bucketMeta     = []byte("meta")
+	keyCurrent     = []byte("current")
+)
+
+// ErrNotFound is returned when there is no such upgrade.
+var ErrNotFound = errors.New("store: not found")
+
+// ErrActive is returned when an upgrade is already in progress.
+var ErrActive = errors.New("store: an upgrade is already in progress")
+
+// Store is the embedded store under one data directory.
+type Store struct {
+	path    string
+	timeout time.Duration
+}
+
+// Open prepares the store in dir (created 0700 if missing) and checks
+// that its file can be opened.
+func Open(dir string) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("store: data directory %s: %w", dir, err)
+	}
+	s := &Store{path: filepath.Join(dir, "ferry.db"), timeout: 10 * time.Second}
+	err := s.update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketUpgrades, bucketEvents, bucketMeta} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Path is the store's file.
+func (s *Store) Path() string { return s.path }
+
+func (s *Store) open(readOnly bool) (*bolt.DB, error) {
+	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: s.timeout, ReadOnly: readOnly})
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", s.path, err)
+	}
+	return db, nil
+}
+
+func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	db, err := s.open(false)
+	if err != nil {
+		return err
+	}
+	err = db.Update(fn)
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	db, err := s.open(true)
+	if err != nil {
+		return err
+	}
+	err = db.View(fn)
+	db.Close()
+	return err
+}
+
+// Create saves a new upgrade and makes it the current one; it refuses
+// with ErrActive while the current upgrade has not ended.
+func (s *Store) Create(u upgrade.Upgrade) error {
+	return s.update(func(tx *bolt.Tx) error {
+		if cur, ok, err := current(tx); err != nil {
+			return err
+		} else if ok && !cur.State.Terminal() {
+			return fmt.Errorf("%w: %s (%s, %s → %s)", ErrActive, cur.ID, cur.State, cur.From, cur.To)
+		}
+		if err := put(tx, u); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keyCurrent, []byte(u.ID))
+	})
+}
+
+// Save writes the upgrade record (which must exist).
+func (s *Store) Save(u upgrade.Upgrade) error {
+	return s.update(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketUpgrades).Get([]byte(u.ID)) == nil {
+			return fmt.Errorf("%w: upgrade %s", ErrNotFound, u.ID)
+		}
+		return put(tx, u)
+	})
+}
+
+// SaveWithEvents writes the record and appends events in one
+// transaction: the record and what it says happened never disagree.
+func (s *Store) SaveWithEvents(u upgrade.Upgrade, evs []Event) ([]Event, error) {
+	err := s.update(func(tx *bolt.Tx) error {
+		if err := put(tx, u); err != nil {
+			return err
+		}
+		var err error
+		evs, err = appendEvents(tx, evs)
+		return err
+	})
+	return evs, err
+}
+
+// Current returns the current (latest) upgrade; ok is false if there
+// has never been one.
+func (s *Store) Current() (u upgrade.Upgrade, ok bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		u, ok, err = current(tx)
+		return err
+	})
+	return u, ok, err
+}
+
+// Get returns the upgrade with the given id.
+func (s *Store) Get(id string) (u upgrade.Upgrade, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketUpgrades).Get([]byte(id))
+		if b == nil {
+			return fmt.Errorf("%w: upgrade %s", ErrNotFound, id)
+		}
+		return json.Unmarshal(b, &u)
+	})
+	return u, err
+}
+
+func current(tx *bolt.Tx) (upgrade.Upgrade, bool, error) {
+	var u upgrade.Upgrade
+	id := tx.Bucket(bucketMeta).Get(keyCurrent)
+	if id == nil {
+		return u, false, nil
+	}
+	b := tx.Bucket(bucketUpgrades).Get(id)
+	if b == nil {
+		return u, false, fmt.Errorf("%w: current upgrade %s", ErrNotFound, id)
+	}
+	if err := json.Unmarshal(b, &u); err != nil {
+		return u, false, fmt.Errorf("store: upgrade %s: %w", id, err)
+	}
+	return u, true, nil
+}
+
+func put(tx *bolt.Tx, u upgrade.Upgrade) error {
+	b, err := json.Marshal(u)
+	if err != nil {
+		return fmt.Errorf("store: encode upgrade %s: %w", u.ID, err)
+	}
+	return tx.Bucket(bucketUpgrades).Put([]byte(u.ID), b)
+}
+
+// Event is one thing that happened: a state change, an action and its
+// outcome, a health result. Seq orders events across upgrades.
+type Event struct {
+	Seq       uint64    `json:"seq"`
+	Time      time.Time `json:"time"`
+	Upgrade   string    `json:"upgrade,omitempty"`
+	Kind      string    `json:"kind"` // state, step, action, health, wait, error
+	Component string    `json:"component,omitempty"`
+	Member    string    `json:"member,omitempty"`
+	Message   string    `json:"message"`
+	// Duration of an action, for the overhead and step figures.
+	DurationMS float64 `json:"duration_ms,omitempty"`
+}
+
+// Append adds events to the log and returns them with their Seq set.
+func (s *Store) Append(evs ...Event) ([]Event, error) {
+	err := s.update(func(tx *bolt.Tx) error {
+		var err error
+		evs, err = appendEvents(tx, evs)
+		return err
+	})
+	return evs, err
+}
+
+func appendEvents(tx *bolt.Tx, evs []Event) ([]Event, error) {
+	b := tx.Bucket(bucketEvents)
+	for i := range evs {
+		seq, err := b.NextSequence()
+		if err != nil {
+			return nil, err
+		}
+		evs[i].Seq = seq
+		v, err := json.Marshal(evs[i])
+		if err != nil {
+			return nil, err
+		}
+		if err := b.Put(seqKey(seq), v); err != nil {
+			return nil, err
+		}
+	}
+	return evs, nil
+}
+
+// Events returns events with Seq > after, of the given upgrade (all
+// upgrades when upgradeID is ""), at most limit (0: no limit).
+func (s *Store) Events(upgradeID string, after uint64, limit int) ([]Event, error) {
+	var out []Event
+	err := s.view(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketEvents).Cursor()
+		for k, v := c.Seek(seqKey(after + 1)); k != nil; k, v = c.Next() {
+			var e Event
+			if err := json.Unmarshal(v, &e); err != nil {
+				return fmt.Errorf("store: event %d: %w", binary.BigEndian.Uint64(k), err)
+			}
+			if upgradeID != "" && e.Upgrade != upgradeID {
+				continue
+			}
+			out = append(out, e)
+			if limit > 0 && len(out) >= limit {
+				break
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func seqKey(n uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], n)
+	return b[:]
+}

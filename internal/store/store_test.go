@@ -1,0 +1,142 @@
+package store
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/upgrade"
+)
+
+func rec(id string, st upgrade.State) upgrade.Upgrade {
+	return upgrade.Upgrade{ID: id, From: "1.0.0", To: "2.0.0", State: st,
+		Members: map[string]*upgrade.Member{"kv-1": {Name: "kv-1", Step: upgrade.StepPending}}}
+}
+
+func TestCreateRefusesWhileActive(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(rec("a", upgrade.StateStarted)); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Create(rec("b", upgrade.StateStarted))
+	if !errors.Is(err, ErrActive) {
+		t.Fatalf("second Create = %v, want ErrActive", err)
+	}
+	cur, ok, err := s.Current()
+	if err != nil || !ok || cur.ID != "a" {
+		t.Fatalf("current = %v %v %v, want a: the refused create changed nothing", cur.ID, ok, err)
+	}
+	if _, err := s.Get("b"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("refused upgrade b was stored: %v", err)
+	}
+	done := rec("a", upgrade.StateCompleted)
+	if err := s.Save(done); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Create(rec("b", upgrade.StateStarted)); err != nil {
+		t.Fatalf("Create after the first ended: %v", err)
+	}
+}
+
+func TestRecordSurvivesReopen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := rec("a", upgrade.Upgrading("kv"))
+	u.Members["kv-1"].Step = upgrade.StepStopping
+	if err := s.Create(u); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.SaveWithEvents(u, []Event{{Kind: "step", Message: "kv-1: draining → stopping"}})
+	if err != nil || len(evs) != 1 || evs[0].Seq != 1 {
+		t.Fatalf("SaveWithEvents = %+v, %v", evs, err)
+	}
+	s2, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s2.Current()
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	if got.State != upgrade.Upgrading("kv") || got.Members["kv-1"].Step != upgrade.StepStopping {
+		t.Fatalf("reopened record = %s %s", got.State, got.Members["kv-1"].Step)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "ferry.db")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("store file mode = %v, %v; want 0600", st.Mode().Perm(), err)
+	}
+}
+
+func TestEventsFilterAndOrder(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for i, up := range []string{"a", "b", "a", "a"} {
+		if _, err := s.Append(Event{Time: now, Upgrade: up, Kind: "action", Message: string(rune('0' + i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs, err := s.Events("a", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 3 || evs[0].Message != "0" || evs[2].Message != "3" {
+		t.Fatalf("events of a = %+v", evs)
+	}
+	evs, _ = s.Events("", evs[1].Seq, 1)
+	if len(evs) != 1 || evs[0].Message != "3" {
+		t.Fatalf("after seq 3, limit 1 = %+v", evs)
+	}
+}
+
+func TestEngineLockIsExclusive(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := s.LockEngine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.LockEngine(); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second lock = %v, want ErrLocked", err)
+	}
+	unlock()
+	unlock2, err := s.LockEngine()
+	if err != nil {
+		t.Fatalf("lock after release: %v", err)
+	}
+	unlock2()
+}
+
+// BenchmarkSaveWithEvents is the write-before-act cost of one engine
+// step: one record and two events in one fsynced transaction.
+func BenchmarkSaveWithEvents(b *testing.B) {
+	s, err := Open(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	u := rec("a", upgrade.Upgrading("kv"))
+	for i := 0; i < 40; i++ {
+		n := "m" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		u.Members[n] = &upgrade.Member{Name: n, Step: upgrade.StepPending}
+	}
+	if err := s.Create(u); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := s.SaveWithEvents(u, []Event{{Kind: "step", Message: "x"}, {Kind: "action", Message: "y"}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

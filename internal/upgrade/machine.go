@@ -1,0 +1,512 @@
+package upgrade
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/plan"
+)
+
+// retryBackoff is how long a failed action waits before it is tried
+// again (times the number of tries, capped at maxBackoff).
+const (
+	retryBackoff = 500 * time.Millisecond
+	maxBackoff   = 5 * time.Second
+)
+
+// New returns the record of an upgrade that has not taken any step:
+// every planned member pending, every skipped member done.
+func New(id string, p plan.Plan, versions map[string]string, components map[string]string, now time.Time) Upgrade {
+	u := Upgrade{
+		ID:      id,
+		From:    majority(versions),
+		To:      p.To,
+		State:   StateStarted,
+		Plan:    p,
+		Members: map[string]*Member{},
+		Created: now,
+		Updated: now,
+	}
+	for _, ph := range p.Phases {
+		for _, b := range ph.Batches {
+			for _, name := range b.Members {
+				u.Members[name] = &Member{Name: name, Component: ph.Component, From: versions[name], Target: p.To, Step: StepPending}
+			}
+		}
+		for _, s := range ph.Skipped {
+			u.Members[s.Member] = &Member{Name: s.Member, Component: ph.Component, From: versions[s.Member], Target: p.To, Step: StepDone, Detail: s.Reason}
+		}
+	}
+	return u
+}
+
+// majority returns the version most members run (ties: the lowest),
+// which names the release the upgrade starts from.
+func majority(versions map[string]string) string {
+	count := map[string]int{}
+	for _, v := range versions {
+		if v != "" {
+			count[v]++
+		}
+	}
+	best, n := "", 0
+	keys := make([]string, 0, len(count))
+	for v := range count {
+		keys = append(keys, v)
+	}
+	sort.Strings(keys)
+	for _, v := range keys {
+		if count[v] > n {
+			best, n = v, count[v]
+		}
+	}
+	return best
+}
+
+// Decision is what Step decided: the record to persist, the actions to
+// take once it is persisted, and when to look again if nothing happens
+// sooner (zero: at the engine's next tick).
+type Decision struct {
+	Upgrade Upgrade
+	Actions []Action
+	After   time.Duration
+}
+
+// Step decides the next move of upgrade u given what was just observed.
+// It never mutates u; the returned record must be persisted before any
+// returned action is taken.
+func Step(c *config.Cluster, u Upgrade, obs Observation, now time.Time) Decision {
+	s := stepper{c: c, u: u.clone(), obs: obs, now: now}
+	s.run()
+	s.u.Waiting = strings.Join(s.waiting, "; ")
+	if s.u.State.Terminal() && s.u.Ended.IsZero() {
+		s.u.Ended = now
+	}
+	s.u.Updated = now
+	return Decision{Upgrade: s.u, Actions: s.actions, After: s.after}
+}
+
+type stepper struct {
+	c       *config.Cluster
+	u       Upgrade
+	obs     Observation
+	now     time.Time
+	actions []Action
+	waiting []string
+	after   time.Duration
+}
+
+// wake asks to be stepped again no later than at t.
+func (s *stepper) wake(t time.Time) {
+	d := t.Sub(s.now)
+	if d < time.Millisecond {
+		d = time.Millisecond
+	}
+	if s.after == 0 || d < s.after {
+		s.after = d
+	}
+}
+
+func (s *stepper) wait(format string, args ...any) {
+	s.waiting = append(s.waiting, fmt.Sprintf(format, args...))
+}
+
+func (s *stepper) fail(format string, args ...any) {
+	s.u.State = StateFailed
+	s.u.Reason = fmt.Sprintf(format, args...)
+	s.actions = nil
+	s.waiting = nil
+}
+
+func (s *stepper) run() {
+	// Each pass may move the record forward by a state; loop while it
+	// does and no action is due, so one Step reaches the next action.
+	for i := 0; i < 64; i++ {
+		before := s.u.State
+		beforePhase, beforeBatch := s.u.Phase, s.u.Batch
+		s.once()
+		if len(s.actions) > 0 || s.u.State.Terminal() || len(s.waiting) > 0 {
+			return
+		}
+		if s.u.State == before && s.u.Phase == beforePhase && s.u.Batch == beforeBatch {
+			return
+		}
+		if s.u.State != before && strings.HasPrefix(string(s.u.State), "upgraded-") {
+			// A component done is a milestone worth a record of its
+			// own (Rook's upgraded-COMPONENT): stop here, go on next.
+			s.wake(s.now)
+			return
+		}
+	}
+}
+
+func (s *stepper) once() {
+	u := &s.u
+	switch {
+	case u.State.Terminal(), u.State == StatePaused:
+		return
+	case u.State == StateStarted:
+		u.State = StatePreflight
+	case u.State == StatePreflight:
+		if !s.preflight() {
+			return
+		}
+		s.enterPhase()
+	case strings.HasPrefix(string(u.State), "upgraded-"):
+		u.Phase++
+		u.Batch = 0
+		s.enterPhase()
+	case strings.HasPrefix(string(u.State), "upgrading-"):
+		s.phase()
+	}
+}
+
+// enterPhase moves to the phase at u.Phase, or completes the upgrade.
+func (s *stepper) enterPhase() {
+	u := &s.u
+	u.GateSince = time.Time{}
+	if u.Phase >= len(u.Plan.Phases) {
+		u.State = StateCompleted
+		return
+	}
+	u.State = Upgrading(u.Plan.Phases[u.Phase].Component)
+}
+
+// preflight passes when every planned member runs healthy and every
+// cluster gate is green: ferry does not start on a sick cluster.
+func (s *stepper) preflight() bool {
+	var sick []string
+	for _, name := range s.memberNames() {
+		o := s.obs.Members[name]
+		if !o.Healthy {
+			sick = append(sick, fmt.Sprintf("%s not healthy (%s)", name, orDash(o.Detail)))
+		}
+	}
+	if gate := s.redGates(); gate != "" {
+		sick = append(sick, gate)
+	}
+	if len(sick) == 0 {
+		s.u.GateSince = time.Time{}
+		return true
+	}
+	return s.gateWait("preflight", s.maxGateDeadline(), strings.Join(sick, ", "))
+}
+
+// gateWait records a wait on a red gate and fails the upgrade once the
+// gate has been red for longer than deadline. It returns false.
+func (s *stepper) gateWait(what string, deadline time.Duration, detail string) bool {
+	u := &s.u
+	if u.GateSince.IsZero() {
+		u.GateSince = s.now
+	}
+	if s.now.Sub(u.GateSince) > deadline {
+		s.fail("%s: health gate red for %s: %s", what, deadline, detail)
+		return false
+	}
+	s.wait("%s: waiting for health: %s", what, detail)
+	s.wake(u.GateSince.Add(deadline + time.Millisecond))
+	return false
+}
+
+// redGates describes every cluster gate that is red, or "".
+func (s *stepper) redGates() string {
+	var red []string
+	names := make([]string, 0, len(s.obs.Gates))
+	for n := range s.obs.Gates {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if g := s.obs.Gates[n]; !g.Healthy {
+			red = append(red, fmt.Sprintf("cluster gate %s red (%s)", n, orDash(g.Detail)))
+		}
+	}
+	return strings.Join(red, ", ")
+}
+
+func (s *stepper) maxGateDeadline() time.Duration {
+	var d time.Duration
+	for i := range s.c.Components {
+		if g := s.c.Components[i].GateDeadline.D(); g > d {
+			d = g
+		}
+	}
+	if d == 0 {
+		d = time.Minute
+	}
+	return d
+}
+
+func (s *stepper) memberNames() []string {
+	names := make([]string, 0, len(s.u.Members))
+	for n := range s.u.Members {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// phase advances the current phase: the gate before each batch, the
+// members of the batch, the gate after the last batch.
+func (s *stepper) phase() {
+	u := &s.u
+	ph := u.Plan.Phases[u.Phase]
+	comp := s.c.Component(ph.Component)
+	if comp == nil {
+		s.fail("component %q of the plan is not in the description", ph.Component)
+		return
+	}
+	if u.Batch >= len(ph.Batches) {
+		if red := s.redGates(); red != "" {
+			s.gateWait("after "+comp.Name, comp.GateDeadline.D(), red)
+			return
+		}
+		u.GateSince = time.Time{}
+		u.State = Upgraded(comp.Name)
+		return
+	}
+	batch := ph.Batches[u.Batch]
+	started := false
+	for _, name := range batch.Members {
+		if m := u.Members[name]; m != nil && m.Step != StepPending {
+			started = true
+		}
+	}
+	if !started {
+		if red := s.redGates(); red != "" {
+			s.gateWait(fmt.Sprintf("before %s batch %d", comp.Name, u.Batch+1), comp.GateDeadline.D(), red)
+			return
+		}
+		u.GateSince = time.Time{}
+	}
+	done := true
+	for _, name := range batch.Members {
+		m := u.Members[name]
+		if m == nil {
+			s.fail("member %q of the plan has no record", name)
+			return
+		}
+		s.advance(comp, ph, m)
+		if u.State.Terminal() {
+			return
+		}
+		if m.Step != StepDone {
+			done = false
+		}
+	}
+	if done {
+		u.Batch++
+	}
+}
+
+// advance moves one member of the current batch as far as it can go
+// without acting, and emits the action it needs next, if any.
+func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
+	o := s.obs.Members[m.Name]
+	onTarget := o.Running && o.Version == m.Target
+	for i := 0; i < 8; i++ {
+		if m.Step.InFlight() && s.now.Sub(m.Began) > comp.Deadline.D() {
+			s.setStep(m, StepFailed)
+			m.Detail = fmt.Sprintf("not healthy on %s within healthy_deadline %s: %s", m.Target, comp.Deadline, orDash(firstNonEmpty(o.Detail, m.Detail)))
+			s.fail("member %s: %s", m.Name, m.Detail)
+			return
+		}
+		switch m.Step {
+		case StepPending:
+			if onTarget && o.Healthy {
+				s.setStep(m, StepDone)
+				m.Detail = "already running " + m.Target
+				return
+			}
+			if why := s.admit(comp, ph, m); why != "" {
+				s.wait("%s: %s", m.Name, why)
+				return
+			}
+			m.Began = s.now
+			s.setStep(m, StepDraining)
+		case StepDraining:
+			if len(comp.Hooks.PreStop) == 0 || onTarget {
+				s.setStep(m, StepStopping)
+				continue
+			}
+			s.try(m, ActPreStop, "")
+			return
+		case StepStopping:
+			if !o.Running || onTarget {
+				s.setStep(m, StepStarting)
+				continue
+			}
+			// Check again at the moment the member goes down: another
+			// member may have failed since this one was admitted.
+			if why := s.admit(comp, ph, m); why != "" {
+				s.wait("%s: drained, not stopped: %s", m.Name, why)
+				return
+			}
+			s.try(m, ActStop, "")
+			return
+		case StepStarting:
+			if !onTarget {
+				s.try(m, ActStart, m.Target)
+				return
+			}
+			if !o.Healthy {
+				s.wait("%s: waiting to be healthy on %s (%s)", m.Name, m.Target, orDash(o.Detail))
+				s.wake(m.Began.Add(comp.Deadline.D() + time.Millisecond))
+				return
+			}
+			m.HealthySince = o.HealthySince
+			if m.HealthySince.IsZero() || m.HealthySince.After(s.now) {
+				m.HealthySince = s.now
+			}
+			s.setStep(m, StepSoaking)
+		case StepSoaking:
+			if !onTarget || !o.Healthy {
+				m.Detail = "unhealthy during soak: " + orDash(o.Detail)
+				m.HealthySince = time.Time{}
+				s.setStep(m, StepStarting)
+				continue
+			}
+			end := m.HealthySince.Add(comp.Soak.D())
+			if s.now.Before(end) {
+				s.wake(end)
+				return
+			}
+			s.setStep(m, StepRejoining)
+		case StepRejoining:
+			if len(comp.Hooks.PostStart) == 0 {
+				s.setStep(m, StepDone)
+				return
+			}
+			s.try(m, ActPostStart, "")
+			return
+		default: // done, failed
+			return
+		}
+	}
+}
+
+// try emits action k for m unless a previous try failed too recently.
+func (s *stepper) try(m *Member, k ActionKind, version string) {
+	if m.Tries > 0 {
+		back := time.Duration(m.Tries) * retryBackoff
+		if back > maxBackoff {
+			back = maxBackoff
+		}
+		if next := m.LastTry.Add(back); s.now.Before(next) {
+			s.wake(next)
+			return
+		}
+	}
+	m.LastTry = s.now
+	m.Tries++
+	s.actions = append(s.actions, Action{Kind: k, Member: m.Name, Version: version})
+}
+
+func (s *stepper) setStep(m *Member, st MemberStep) {
+	if m.Step != st {
+		m.Step = st
+		m.Since = s.now
+		m.Tries = 0
+		m.LastTry = time.Time{}
+	}
+}
+
+// admit says why member m may not be taken down now, or "" if it may:
+// max_unavailable counts every member of the component that is down
+// for any reason or in flight; a quorum component keeps a quorum of
+// healthy members besides m (Ceph's ok-to-stop).
+func (s *stepper) admit(comp *config.Component, ph plan.Phase, m *Member) string {
+	mh := s.obs.Members[m.Name]
+	cost := 0
+	if mh.Healthy {
+		cost = 1
+	}
+	var down []string
+	healthy := 0
+	for i := range comp.Members {
+		x := comp.Members[i].Name
+		if x == m.Name {
+			continue
+		}
+		inflight := false
+		if r := s.u.Members[x]; r != nil && r.Step.InFlight() {
+			inflight = true
+		}
+		o := s.obs.Members[x]
+		switch {
+		case inflight:
+			down = append(down, x+" in progress")
+		case !o.Healthy:
+			down = append(down, x+" down")
+		default:
+			healthy++
+		}
+	}
+	maxU := ph.MaxUnavailable
+	if maxU < 1 {
+		maxU = 1
+	}
+	if len(down)+cost > maxU {
+		return fmt.Sprintf("max_unavailable %d reached (%s)", maxU, strings.Join(down, ", "))
+	}
+	if ph.Quorum > 0 && cost == 1 && healthy < ph.Quorum {
+		return fmt.Sprintf("stopping it would leave %d healthy of quorum %d (%s)", healthy, ph.Quorum, strings.Join(down, ", "))
+	}
+	return ""
+}
+
+// Finished folds the outcome of action a into the record: a success
+// moves the member to its next step, a failure is noted and retried.
+func Finished(u Upgrade, a Action, err error, now time.Time) Upgrade {
+	u = u.clone()
+	m := u.Members[a.Member]
+	if m == nil {
+		return u
+	}
+	u.Updated = now
+	if err != nil {
+		m.Detail = fmt.Sprintf("%s failed (try %d): %v", a.Kind, m.Tries, err)
+		return u
+	}
+	next := map[ActionKind]MemberStep{ActPreStop: StepStopping, ActStop: StepStarting, ActPostStart: StepDone}
+	from := map[ActionKind]MemberStep{ActPreStop: StepDraining, ActStop: StepStopping, ActPostStart: StepRejoining}
+	if st, ok := next[a.Kind]; ok && m.Step == from[a.Kind] {
+		m.Step, m.Since, m.Tries, m.LastTry = st, now, 0, time.Time{}
+	}
+	if a.Kind == ActStart {
+		m.Detail = ""
+	}
+	return u
+}
+
+func (u Upgrade) clone() Upgrade {
+	c := u
+	c.Members = make(map[string]*Member, len(u.Members))
+	for k, v := range u.Members {
+		m := *v
+		c.Members[k] = &m
+	}
+	return c
+}
+
+// Clone returns a deep copy, for callers that keep records around.
+func (u Upgrade) Clone() Upgrade { return u.clone() }
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func firstNonEmpty(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}

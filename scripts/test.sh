@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test command of the README and of CI: vet, every test, and the
+# pure packages again under the race detector. Needs only Go.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v go >/dev/null || { echo "test.sh: Go is required (https://go.dev/dl)"; exit 1; }
+go vet ./...
+go test -count=1 -timeout 20m ./...
+go test -count=1 -race -timeout 10m ./internal/upgrade/ ./internal/plan/ ./internal/config/ ./internal/health/ ./internal/store/
