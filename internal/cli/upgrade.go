@@ -168,4 +168,3 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 	}
 	w.Flush()
 }
-
