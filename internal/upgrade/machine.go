@@ -97,6 +97,9 @@ type stepper struct {
 	actions []Action
 	waiting []string
 	after   time.Duration
+	// failed is set once a step failed in this pass: the phase stops
+	// advancing members, whatever the policy made of the failure.
+	failed bool
 }
 
 // wake asks to be stepped again no later than at t.
@@ -114,11 +117,188 @@ func (s *stepper) wait(format string, args ...any) {
 	s.waiting = append(s.waiting, fmt.Sprintf(format, args...))
 }
 
+// fail ends the current step in failure. What follows is the policy's
+// (on_failure): a rollback of every member touched so far (the
+// default), or a pause for the operator. A failure while rolling back
+// ends the upgrade in failed: there is no rollback of a rollback.
 func (s *stepper) fail(format string, args ...any) {
-	s.u.State = StateFailed
-	s.u.Reason = fmt.Sprintf(format, args...)
+	reason := fmt.Sprintf(format, args...)
 	s.actions = nil
 	s.waiting = nil
+	s.failed = true
+	u := &s.u
+	switch {
+	case u.State == StatePreflight || u.State == StateStarted:
+		// Nothing was touched: nothing to roll back.
+		u.State = StateFailed
+		u.Reason = reason
+	case u.RollingBack():
+		u.State = StateFailed
+		u.Reason = "rollback failed: " + reason + " (the cause was: " + u.Reason + ")"
+	case s.c.Policy.OnFailure == "pause":
+		u.ResumeTo = u.State
+		u.State = StatePaused
+		u.Reason = reason
+		u.Pausing = false
+		s.pausedWait()
+	default:
+		s.rollback(reason)
+	}
+}
+
+// rollback begins returning every member touched so far to the version
+// it ran before, through the same gated steps, in reverse order: the
+// phases from the current one back to the first, the batches of each
+// from the last back, the failed member first within its batch.
+func (s *stepper) rollback(reason string) {
+	u := &s.u
+	rb := plan.Plan{From: []string{u.To}, To: u.From}
+	last := u.Phase
+	if last >= len(u.Plan.Phases) {
+		last = len(u.Plan.Phases) - 1
+	}
+	for i := last; i >= 0; i-- {
+		ph := u.Plan.Phases[i]
+		var batches []plan.Batch
+		for j := len(ph.Batches) - 1; j >= 0; j-- {
+			var first, rest []string
+			for _, n := range ph.Batches[j].Members {
+				m := u.Members[n]
+				if m == nil || m.Step == StepPending || m.From == "" {
+					continue
+				}
+				if m.Step == StepFailed {
+					first = append(first, n)
+				} else {
+					rest = append(rest, n)
+				}
+			}
+			if ms := append(first, rest...); len(ms) > 0 {
+				batches = append(batches, plan.Batch{Members: ms})
+			}
+		}
+		if len(batches) > 0 {
+			rph := ph
+			rph.Batches, rph.Skipped = batches, nil
+			rph.Note = "rollback to " + u.From
+			rb.Phases = append(rb.Phases, rph)
+		}
+	}
+	for _, ph := range rb.Phases {
+		for _, b := range ph.Batches {
+			for _, n := range b.Members {
+				m := u.Members[n]
+				m.Target = m.From
+				m.Began, m.HealthySince, m.AdmitSince = time.Time{}, time.Time{}, time.Time{}
+				m.Detail = ""
+				s.setStep(m, StepPending)
+			}
+		}
+	}
+	u.Rollback = &rb
+	u.Phase, u.Batch = 0, 0
+	u.GateSince = time.Time{}
+	u.Pausing = false
+	u.ResumeTo = ""
+	u.Reason = reason
+	u.State = StateRollingBack
+}
+
+func (s *stepper) pausedWait() {
+	why := "by the operator"
+	if s.u.Reason != "" {
+		why = "on a failure: " + s.u.Reason
+	}
+	s.wait("paused %s; 'ferry upgrade resume' goes on, 'ferry upgrade abort' rolls back", why)
+}
+
+// intent acts once on the operator's latest request.
+func (s *stepper) intent() {
+	u := &s.u
+	in := u.Intent
+	if in.Seq <= u.IntentSeen || u.State.Terminal() {
+		return
+	}
+	u.IntentSeen = in.Seq
+	switch in.Kind {
+	case IntentPause:
+		if u.State != StatePaused {
+			u.Pausing = true
+		}
+	case IntentResume:
+		u.Pausing = false
+		if u.State == StatePaused {
+			s.resume()
+		}
+	case IntentAbort:
+		if u.RollingBack() {
+			return
+		}
+		if why := NoAbort(u); why != "" {
+			s.wait("abort refused: %s", why)
+			return
+		}
+		s.rollback("aborted by the operator")
+	}
+}
+
+// NoAbort says why upgrade u may no longer be aborted (rolled back),
+// or "" if it may. The point of no return (finalize) comes with data
+// migrations; until it is reached, an upgrade may always be aborted.
+func NoAbort(u *Upgrade) string {
+	switch {
+	case u.State.Terminal():
+		return fmt.Sprintf("upgrade %s has ended (%s)", u.ID, u.State)
+	case u.RollingBack():
+		return fmt.Sprintf("upgrade %s is already rolling back", u.ID)
+	}
+	return ""
+}
+
+// resume returns a paused upgrade to where it was. Members that failed
+// are tried again from their start, and every deadline counts anew
+// from now (StarlingX's resume: the state is reset from what runs).
+func (s *stepper) resume() {
+	u := &s.u
+	u.State = u.ResumeTo
+	if u.State == "" || u.State == StatePaused {
+		u.State = StateStarted
+	}
+	u.ResumeTo = ""
+	if !u.RollingBack() {
+		u.Reason = ""
+	}
+	u.GateSince = time.Time{}
+	for _, m := range u.Members {
+		switch {
+		case m.Step == StepFailed:
+			m.Began, m.HealthySince = time.Time{}, time.Time{}
+			m.Detail = "tried again after resume"
+			s.setStep(m, StepPending)
+		case m.Step.InFlight():
+			m.Began = s.now
+		}
+		m.AdmitSince = time.Time{}
+	}
+}
+
+// pauseIfQuiet pauses an upgrade asked to pause once no member is in
+// flight: the step in flight finishes first.
+func (s *stepper) pauseIfQuiet() {
+	u := &s.u
+	if !u.Pausing || u.State.Terminal() || u.State == StatePaused {
+		return
+	}
+	for _, m := range u.Members {
+		if m.Step.InFlight() {
+			return
+		}
+	}
+	u.ResumeTo = u.State
+	u.State = StatePaused
+	u.Pausing = false
+	s.waiting = nil
+	s.pausedWait()
 }
 
 func (s *stepper) run() {
@@ -128,7 +308,7 @@ func (s *stepper) run() {
 		before := s.u.State
 		beforePhase, beforeBatch := s.u.Phase, s.u.Batch
 		s.once()
-		if len(s.actions) > 0 || s.u.State.Terminal() || len(s.waiting) > 0 {
+		if len(s.actions) > 0 || s.u.State.Terminal() || s.u.State == StatePaused || len(s.waiting) > 0 {
 			return
 		}
 		if s.u.State == before && s.u.Phase == beforePhase && s.u.Batch == beforeBatch {
@@ -145,9 +325,16 @@ func (s *stepper) run() {
 
 func (s *stepper) once() {
 	u := &s.u
+	s.intent()
+	defer s.pauseIfQuiet()
 	switch {
-	case u.State.Terminal(), u.State == StatePaused:
+	case u.State.Terminal():
 		return
+	case u.State == StatePaused:
+		s.pausedWait()
+		return
+	case u.State == StateRollingBack:
+		s.phase()
 	case u.State == StateStarted:
 		u.State = StatePreflight
 	case u.State == StatePreflight:
@@ -251,9 +438,22 @@ func (s *stepper) memberNames() []string {
 
 // phase advances the current phase: the gate before each batch, the
 // members of the batch, the gate after the last batch.
+//
+// While rolling back, the gate before a batch is skipped (the red gate
+// may be the very thing the rollback repairs); the gate after each
+// phase is kept, so that rolled-back means healthy.
 func (s *stepper) phase() {
 	u := &s.u
-	ph := u.Plan.Phases[u.Phase]
+	active := u.Active()
+	if u.Phase >= len(active.Phases) {
+		if u.RollingBack() {
+			u.State = StateRolledBack
+		} else {
+			u.State = StateCompleted
+		}
+		return
+	}
+	ph := active.Phases[u.Phase]
 	comp := s.c.Component(ph.Component)
 	if comp == nil {
 		s.fail("component %q of the plan is not in the description", ph.Component)
@@ -265,6 +465,11 @@ func (s *stepper) phase() {
 			return
 		}
 		u.GateSince = time.Time{}
+		if u.RollingBack() {
+			u.Phase++
+			u.Batch = 0
+			return
+		}
 		u.State = Upgraded(comp.Name)
 		return
 	}
@@ -275,7 +480,7 @@ func (s *stepper) phase() {
 			started = true
 		}
 	}
-	if !started {
+	if !started && !u.RollingBack() {
 		if red := s.redGates(); red != "" {
 			s.gateWait(fmt.Sprintf("before %s batch %d", comp.Name, u.Batch+1), comp.GateDeadline.D(), red)
 			return
@@ -290,7 +495,7 @@ func (s *stepper) phase() {
 			return
 		}
 		s.advance(comp, ph, m)
-		if u.State.Terminal() {
+		if s.failed {
 			return
 		}
 		if m.Step != StepDone {
@@ -321,14 +526,32 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 				m.Detail = "already running " + m.Target
 				return
 			}
-			if why := s.admit(comp, ph, m); why != "" {
-				s.wait("%s: %s", m.Name, why)
+			if s.u.Pausing {
+				s.wait("%s: not started: pausing", m.Name)
 				return
 			}
+			if why := s.admit(comp, ph, m); why != "" {
+				// Trouble ferry did not cause: wait for it to pass, up
+				// to the gate deadline.
+				if m.AdmitSince.IsZero() {
+					m.AdmitSince = s.now
+				}
+				if gd := comp.GateDeadline.D(); s.now.Sub(m.AdmitSince) > gd {
+					s.fail("member %s could not be taken down for %s: %s", m.Name, gd, why)
+					return
+				}
+				s.wait("%s: %s", m.Name, why)
+				s.wake(m.AdmitSince.Add(comp.GateDeadline.D() + time.Millisecond))
+				return
+			}
+			m.AdmitSince = time.Time{}
 			m.Began = s.now
 			s.setStep(m, StepDraining)
 		case StepDraining:
-			if len(comp.Hooks.PreStop) == 0 || onTarget {
+			// A member that is not running has nothing to drain; one that
+			// runs unhealthy gets one try of its hooks (its load balancer
+			// or its peers may not answer for it), then goes on.
+			if len(comp.Hooks.PreStop) == 0 || onTarget || !o.Running || (!o.Healthy && m.Tries > 0) {
 				s.setStep(m, StepStopping)
 				continue
 			}

@@ -185,7 +185,7 @@ func TestStep(t *testing.T) {
 			want: want{state: Upgrading("kv"), steps: map[string]MemberStep{"kv-1": StepSoaking}, after: sec(0.5)},
 		},
 		{
-			name: "a member that does not become healthy within healthy_deadline fails the upgrade",
+			name: "a member that does not become healthy within healthy_deadline begins the rollback, with itself",
 			u:    inPhase(func(u *Upgrade) { u.Members["kv-1"].Step, u.Members["kv-1"].Began = StepStarting, t0 }),
 			obs: func() Observation {
 				o := healthyAt("1.0.0")
@@ -193,7 +193,8 @@ func TestStep(t *testing.T) {
 				return o
 			}(),
 			now:  t0.Add(sec(31)),
-			want: want{state: StateFailed, reason: "member kv-1: not healthy on 2.0.0 within healthy_deadline 30s: status 503, want 200", steps: map[string]MemberStep{"kv-1": StepFailed}},
+			want: want{state: StateRollingBack, reason: "member kv-1: not healthy on 2.0.0 within healthy_deadline 30s: status 503, want 200",
+				steps: map[string]MemberStep{"kv-1": StepDraining, "kv-2": StepPending}, actions: []Action{{Kind: ActPreStop, Member: "kv-1"}}},
 		},
 		{
 			name: "a member that turns unhealthy during its soak starts its soak again",

@@ -16,6 +16,10 @@ type world struct {
 	now     time.Time
 	members map[string]*simMember
 	comp    map[string]string
+	// bad is how release 2.0.0 misbehaves: "" (it does not), "exit"
+	// (exits at start), "never" (never healthy), "crash" (healthy for
+	// less than the soak, then gone).
+	bad string
 }
 
 type simMember struct {
@@ -23,6 +27,7 @@ type simMember struct {
 	version   string
 	healthyAt time.Time
 	outageEnd time.Time // an outage ferry did not cause
+	crashAt   time.Time // a bad release's crash
 }
 
 func newWorld(seed uint64) *world {
@@ -41,6 +46,9 @@ func (w *world) observe() Observation {
 	o := Observation{Members: map[string]MemberHealth{}, Gates: map[string]Gate{}}
 	kvHealthy := 0
 	for n, m := range w.members {
+		if !m.crashAt.IsZero() && !w.now.Before(m.crashAt) {
+			m.running = false
+		}
 		up := m.running && w.now.After(m.outageEnd)
 		h := up && !w.now.Before(m.healthyAt)
 		o.Members[n] = MemberHealth{Running: up, Version: m.version, Healthy: h, HealthySince: m.healthyAt}
@@ -63,8 +71,18 @@ func (w *world) apply(a Action) error {
 		m.running = false
 	case ActStart:
 		m.running, m.version = true, a.Version
-		m.outageEnd = time.Time{}
+		m.outageEnd, m.crashAt = time.Time{}, time.Time{}
 		m.healthyAt = w.now.Add(time.Duration(100+w.rng.IntN(1900)) * time.Millisecond)
+		if a.Version == "2.0.0" {
+			switch w.bad {
+			case "exit":
+				m.running = false
+			case "never":
+				m.healthyAt = w.now.Add(time.Hour)
+			case "crash":
+				m.crashAt = m.healthyAt.Add(300 * time.Millisecond)
+			}
+		}
 	}
 	return nil
 }
@@ -172,5 +190,132 @@ func BenchmarkStep(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		_ = Step(c, u, obs, t0.Add(time.Second))
+	}
+}
+
+// simulate steps u in world w until it ends (or 20000 steps), checking
+// admission on every member taken down, and calls each(u) after every
+// step. It returns the final record.
+func simulate(t *testing.T, seed uint64, w *world, u Upgrade, each func(prev, next Upgrade) Upgrade) Upgrade {
+	t.Helper()
+	c := testCluster()
+	maxU := map[string]int{"kv": 1, "api": 2}
+	for i := 0; i < 20000 && !u.State.Terminal(); i++ {
+		w.maybeOutage(u)
+		obs := w.observe()
+		d := Step(c, u, obs, w.now)
+		for n, m := range d.Upgrade.Members {
+			if u.Members[n].Step == StepPending && m.Step != StepPending && m.Step != StepDone {
+				checkAdmission(t, seed, d.Upgrade, obs, w.comp, maxU, n)
+			}
+		}
+		prev := u
+		u = d.Upgrade
+		for _, a := range d.Actions {
+			if a.Kind == ActStop {
+				checkAdmission(t, seed, u, obs, w.comp, maxU, a.Member)
+			}
+		}
+		for _, a := range d.Actions {
+			u = Finished(u, a, w.apply(a), w.now)
+		}
+		if each != nil {
+			u = each(prev, u)
+		}
+		step := 100 * time.Millisecond
+		if len(d.Actions) > 0 {
+			step = 5 * time.Millisecond
+		} else if d.After > 0 && d.After < step {
+			step = d.After
+		}
+		w.now = w.now.Add(step)
+	}
+	return u
+}
+
+func versionsOf(w *world, v string) string {
+	var off []string
+	for _, n := range allMembers {
+		if m := w.members[n]; m.version != v {
+			off = append(off, n+" on "+m.version)
+		}
+	}
+	return fmt.Sprint(off)
+}
+
+// TestSimulatedRollbacks: a 2.0.0 that exits at start, never becomes
+// healthy, or crashes within its soak is rolled back: every run ends
+// rolled-back with every member on 1.0.0, and the admission invariants
+// hold through the rollback too.
+func TestSimulatedRollbacks(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	for _, bad := range []string{"exit", "never", "crash"} {
+		for run := uint64(0); run < 40; run++ {
+			w := newWorld(seed + run)
+			w.bad = bad
+			u := simulate(t, seed+run, w, newUpgrade(), nil)
+			if u.State != StateRolledBack {
+				t.Fatalf("bad=%s seed %d: ended %s (%s), waiting %q", bad, seed+run, u.State, u.Reason, u.Waiting)
+			}
+			if off := versionsOf(w, "1.0.0"); off != "[]" {
+				t.Fatalf("bad=%s seed %d: rolled back but %s", bad, seed+run, off)
+			}
+			if u.Reason == "" {
+				t.Fatalf("bad=%s seed %d: rolled back without a reason", bad, seed+run)
+			}
+		}
+	}
+}
+
+// TestSimulatedOperator sends random pause, resume and abort requests
+// to upgrades of a good release: while pausing or paused no member is
+// taken down; an aborted upgrade ends rolled-back on 1.0.0, any other
+// completes on 2.0.0.
+func TestSimulatedOperator(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	for run := uint64(0); run < 100; run++ {
+		w := newWorld(seed + run)
+		seq, aborted := 0, false
+		u := simulate(t, seed+run, w, newUpgrade(), func(prev, next Upgrade) Upgrade {
+			resuming := prev.Intent.Seq > prev.IntentSeen && prev.Intent.Kind != IntentPause
+			if (prev.Pausing || prev.State == StatePaused) && !resuming {
+				for n, m := range next.Members {
+					if prev.Members[n].Step == StepPending && m.Step.InFlight() {
+						t.Fatalf("seed %d: %s taken down while %s (pausing %v)", seed+run, n, prev.State, prev.Pausing)
+					}
+				}
+			}
+			if w.rng.IntN(30) != 0 {
+				return next
+			}
+			seq++
+			kind := []IntentKind{IntentPause, IntentResume, IntentResume, IntentAbort}[w.rng.IntN(4)]
+			if kind == IntentAbort {
+				if w.rng.IntN(4) != 0 {
+					kind = IntentResume
+				} else if NoAbort(&next) == "" {
+					aborted = true
+				}
+			}
+			next.Intent = Intent{Kind: kind, Seq: seq, Time: w.now}
+			return next
+		})
+		for i := 0; u.State == StatePaused && i < 2; i++ { // a last resume
+			seq++
+			u.Intent = Intent{Kind: IntentResume, Seq: seq}
+			u = simulate(t, seed+run, w, u, nil)
+		}
+		want, v := StateCompleted, "2.0.0"
+		if aborted {
+			want, v = StateRolledBack, "1.0.0"
+		}
+		if u.State != want {
+			t.Fatalf("seed %d: ended %s (%s), want %s", seed+run, u.State, u.Reason, want)
+		}
+		if off := versionsOf(w, v); off != "[]" {
+			t.Fatalf("seed %d: %s but %s", seed+run, u.State, off)
+		}
 	}
 }

@@ -72,8 +72,27 @@ type Upgrade struct {
 	Members map[string]*Member `json:"members"`
 	// Waiting says, in words, why the upgrade is not moving right now.
 	Waiting string `json:"waiting,omitempty"`
-	// Reason says why the upgrade failed.
-	Reason  string    `json:"reason,omitempty"`
+	// Reason says why the upgrade failed, paused on a failure, or
+	// began to roll back.
+	Reason string `json:"reason,omitempty"`
+	// Rollback is the plan that returns the members touched so far to
+	// their previous version, in reverse order; set once a failure or
+	// an abort began it. Phase and Batch then point into it.
+	Rollback *plan.Plan `json:"rollback,omitempty"`
+	// Intent is the operator's last request (pause, resume, abort). The
+	// operator's commands own it: the store keeps the stored one when the
+	// engine saves. IntentSeen is the Seq of the last one acted on.
+	Intent     Intent `json:"intent,omitzero"`
+	IntentSeen int    `json:"intent_seen,omitempty"`
+	// Pausing is set by a pause request: no member is taken down any
+	// more, and the upgrade pauses once none is in flight.
+	Pausing bool `json:"pausing,omitempty"`
+	// ResumeTo is the state a paused upgrade returns to on resume.
+	ResumeTo State `json:"resume_to,omitempty"`
+	// Description is the SHA-256 of the cluster description the upgrade
+	// was started with: while it runs, the description is locked.
+	Description string `json:"description,omitempty"`
+
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
 	Ended   time.Time `json:"ended,omitzero"`
@@ -93,6 +112,9 @@ type Member struct {
 	// Began is when the member's move began (its drain): the
 	// healthy_deadline counts from here.
 	Began time.Time `json:"began,omitzero"`
+	// AdmitSince is when the member was first refused admission (it
+	// may not be taken down yet); the wait fails at the gate deadline.
+	AdmitSince time.Time `json:"admit_since,omitzero"`
 	// HealthySince is when the member became healthy on its target.
 	HealthySince time.Time `json:"healthy_since,omitzero"`
 	// LastTry is when the current step's action was last tried, and
@@ -101,6 +123,36 @@ type Member struct {
 	LastTry time.Time `json:"last_try,omitzero"`
 	Tries   int       `json:"tries,omitempty"`
 	Detail  string    `json:"detail,omitempty"`
+}
+
+// IntentKind names an operator's request to a running upgrade.
+type IntentKind string
+
+const (
+	IntentPause  IntentKind = "pause"
+	IntentResume IntentKind = "resume"
+	IntentAbort  IntentKind = "abort"
+)
+
+// Intent is one request of the operator; Seq grows with each request,
+// so that the machine acts on each exactly once.
+type Intent struct {
+	Kind IntentKind `json:"kind"`
+	Seq  int        `json:"seq"`
+	Time time.Time  `json:"time"`
+}
+
+// RollingBack reports whether the upgrade is returning members to
+// their previous version (possibly paused while doing so).
+func (u *Upgrade) RollingBack() bool { return u.Rollback != nil }
+
+// Active is the plan being carried out: the rollback once it began,
+// the upgrade's plan before.
+func (u *Upgrade) Active() plan.Plan {
+	if u.Rollback != nil {
+		return *u.Rollback
+	}
+	return u.Plan
 }
 
 // Observation is what the engine saw of the cluster, just now.
