@@ -48,6 +48,53 @@ func validateCmd(g *globals) *cobra.Command {
 	}
 }
 
+func healthCmd(g *globals) *cobra.Command {
+	var to string
+	cmd := &cobra.Command{
+		Use:   "health [--to VERSION]",
+		Short: "run the upgrade preflight alone: every check with pass or fail (like health-query-upgrade)",
+		Long: `Run the checks that 'ferry upgrade start' runs before it touches anything: no
+upgrade in progress, every host answering, every member healthy, every cluster
+gate green and, with --to, the target release in the catalog, reachable from
+what runs, and the artifacts of the target and of the running release (which a
+rollback needs) present with the right sha256. Exit code 1 if any check fails.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.load()
+			if err != nil {
+				return err
+			}
+			e, _, err := g.engineFor(c, nil)
+			if err != nil {
+				return err
+			}
+			pf := e.RunPreflight(cmd.Context(), to)
+			if g.json() {
+				if err := g.printJSON(map[string]any{"ok": pf.OK(), "to": to, "checks": pf.Checks}); err != nil {
+					return err
+				}
+			} else {
+				w := g.table()
+				fmt.Fprintln(w, "CHECK\tRESULT\tDETAIL")
+				for _, ch := range pf.Checks {
+					res := "pass"
+					if !ch.OK {
+						res = "FAIL"
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\n", ch.Name, res, ch.Detail)
+				}
+				w.Flush()
+			}
+			if n := len(pf.Failed()); n > 0 {
+				return &exitError{code: 1, err: fmt.Errorf("%d of %d checks failed", n, len(pf.Checks))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "also check that this release can be upgraded to")
+	return cmd
+}
+
 func planCmd(g *globals) *cobra.Command {
 	var to string
 	cmd := &cobra.Command{

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ferry-upgrade/ferry/internal/engine"
 	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
@@ -32,13 +34,38 @@ func upgradeCmd(g *globals) *cobra.Command {
 	start.Flags().BoolVarP(&quiet, "quiet", "q", false, "no live view; print the outcome only")
 	resume := &cobra.Command{
 		Use:   "resume",
-		Short: "continue the current upgrade (after ferry was stopped or crashed)",
-		Args:  cobra.NoArgs,
+		Short: "continue the current upgrade: after a pause, or after ferry was stopped or crashed",
+		Long: `Continue the current upgrade. A paused upgrade goes on (members that failed are
+tried again from their start). If no ferry process is driving the upgrade, this
+one does, in the foreground, after observing what runs: it reconciles from the
+members' actual versions and health, it does not replay a log.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.runUpgrade(cmd.Context(), "", quiet)
+			return g.request(cmd.Context(), upgrade.IntentResume, quiet)
 		},
 	}
 	resume.Flags().BoolVarP(&quiet, "quiet", "q", false, "no live view; print the outcome only")
+	pause := &cobra.Command{
+		Use:   "pause",
+		Short: "finish the step in flight, then stop taking members down until resumed",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.request(cmd.Context(), upgrade.IntentPause, true)
+		},
+	}
+	abort := &cobra.Command{
+		Use:   "abort",
+		Short: "roll the current upgrade back: every member touched so far returns to its previous release",
+		Long: `Abort the current upgrade: every member touched so far returns to the release it
+ran before, in reverse order, through the same gated steps; the upgrade ends in
+rolled-back. Allowed until the point of no return. If no ferry process is
+driving the upgrade, this one runs the rollback in the foreground.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.request(cmd.Context(), upgrade.IntentAbort, quiet)
+		},
+	}
+	abort.Flags().BoolVarP(&quiet, "quiet", "q", false, "no live view; print the outcome only")
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "show the current upgrade: state, phase, batch, members",
@@ -65,13 +92,15 @@ func upgradeCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(start, resume, status)
+	cmd.AddCommand(start, status, pause, resume, abort)
 	return cmd
 }
 
 // runUpgrade begins an upgrade to version to (or, when to is empty,
 // takes up the current one) and drives it to its end.
-func (g *globals) runUpgrade(ctx context.Context, to string, quiet bool) error {
+// A run that ends in a state other than completed (or, for an abort,
+// rolled-back) exits with code 4.
+func (g *globals) runUpgrade(ctx context.Context, to string, quiet bool, ok ...upgrade.State) error {
 	c, err := g.load()
 	if err != nil {
 		return err
@@ -87,7 +116,7 @@ func (g *globals) runUpgrade(ctx context.Context, to string, quiet bool) error {
 	}
 	unlock, err := st.LockEngine()
 	if err != nil {
-		return err
+		return &exitError{code: 3, err: fmt.Errorf("%w: it drives the upgrade already; follow it with 'ferry upgrade status' or 'ferry events --follow'", err)}
 	}
 	defer unlock()
 	if to != "" {
@@ -95,6 +124,9 @@ func (g *globals) runUpgrade(ctx context.Context, to string, quiet bool) error {
 		if err != nil {
 			if errors.Is(err, store.ErrActive) {
 				return &exitError{code: 3, err: fmt.Errorf("%w\n  to continue it: ferry upgrade resume", err)}
+			}
+			if errors.Is(err, engine.ErrPreflight) {
+				return &exitError{code: 5, err: err}
 			}
 			return err
 		}
@@ -105,13 +137,16 @@ func (g *globals) runUpgrade(ctx context.Context, to string, quiet bool) error {
 	}
 	u, err := e.Run(ctx)
 	if err != nil {
+		if errors.Is(err, engine.ErrLocked) {
+			return &exitError{code: 3, err: err}
+		}
 		return err
 	}
 	if g.json() {
 		return g.printJSON(u)
 	}
 	printStatus(g, u)
-	if u.State != upgrade.StateCompleted {
+	if u.State != upgrade.StateCompleted && !slices.Contains(ok, u.State) {
 		return &exitError{code: 4, err: fmt.Errorf("upgrade %s ended %s: %s", u.ID, u.State, u.Reason)}
 	}
 	return nil
@@ -167,4 +202,64 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 		}
 	}
 	w.Flush()
+}
+
+// request records an operator's request (pause, resume, abort) for the
+// current upgrade. The ferry process driving the upgrade acts on it at
+// its next step; when none is (it was stopped, or crashed), resume and
+// abort drive the upgrade here, in the foreground.
+func (g *globals) request(ctx context.Context, kind upgrade.IntentKind, quiet bool) error {
+	c, err := g.load()
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(g.dataDir)
+	if err != nil {
+		return err
+	}
+	cur, ok, err := st.Current()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &exitError{code: 3, err: errors.New("no upgrade to " + string(kind) + ": none was ever started here (data directory " + g.dataDir + ")")}
+	}
+	if err := engine.CheckLock(cur, c.Digest, c.File); err != nil {
+		return &exitError{code: 3, err: err}
+	}
+	u, err := st.Request(cur.ID, kind, time.Now(), func(u upgrade.Upgrade) error {
+		if u.State.Terminal() {
+			return fmt.Errorf("upgrade %s has ended (%s): nothing to %s", u.ID, u.State, kind)
+		}
+		switch kind {
+		case upgrade.IntentAbort:
+			if why := upgrade.NoAbort(&u); why != "" {
+				return fmt.Errorf("abort refused: %s", why)
+			}
+		case upgrade.IntentPause:
+			if u.State == upgrade.StatePaused {
+				return fmt.Errorf("upgrade %s is already paused; 'ferry upgrade resume' goes on", u.ID)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return &exitError{code: 3, err: err}
+	}
+	unlock, lockErr := st.LockEngine()
+	if lockErr != nil {
+		// A ferry process drives the upgrade: it takes the request.
+		fmt.Fprintf(g.stdout, "%s of upgrade %s requested; the ferry process driving it acts on it at its next step\n", kind, u.ID)
+		return nil
+	}
+	if kind == upgrade.IntentPause {
+		unlock()
+		fmt.Fprintf(g.stdout, "pause of upgrade %s recorded; no ferry process drives it now, so nothing moves until 'ferry upgrade resume'\n", u.ID)
+		return nil
+	}
+	unlock()
+	if kind == upgrade.IntentAbort {
+		return g.runUpgrade(ctx, "", quiet, upgrade.StateRolledBack)
+	}
+	return g.runUpgrade(ctx, "", quiet)
 }

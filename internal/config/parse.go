@@ -2,7 +2,9 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -98,6 +100,8 @@ func Parse(data []byte, file string) (*Cluster, error) {
 		return nil, &Errors{Problems: d.probs}
 	}
 	c.File = file
+	sum := sha256.Sum256(data)
+	c.Digest = hex.EncodeToString(sum[:])
 	c.ApplyDefaults()
 	probs := d.probs
 	if err := c.Validate(); err != nil {

@@ -18,6 +18,9 @@ type Cluster struct {
 
 	// File is the path the description was read from, for messages.
 	File string `yaml:"-"`
+	// Digest is the SHA-256 of the description's bytes: an upgrade
+	// records it, and while it runs no other description may act.
+	Digest string `yaml:"-"`
 	pos  positions
 	dir  string // absolute directory of File, set by Load
 }

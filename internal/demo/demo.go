@@ -22,15 +22,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
-	"github.com/ferry-upgrade/ferry/internal/config"
-	"github.com/ferry-upgrade/ferry/internal/driver"
-	"github.com/ferry-upgrade/ferry/internal/driver/process"
 	"github.com/ferry-upgrade/ferry/internal/engine"
 	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/traffic"
@@ -144,106 +139,25 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(13)
-	if err != nil {
-		return nil, err
-	}
-	names := []string{"AGENT", "KV1", "KV2", "KV3", "KV1R", "KV2R", "KV3R", "API1", "API2", "API3", "API4", "LB", "LBADMIN"}
-	vars := map[string]string{"DIR": dir}
-	for i, n := range names {
-		vars[n] = strconv.Itoa(ports[i])
-	}
-	for i, v := range []string{o.From, o.To} {
-		sum, err := fileSHA256(bins[v])
-		if err != nil {
-			return nil, err
-		}
-		vars["BIN"+strconv.Itoa(i+1)] = bins[v]
-		vars["SUM"+strconv.Itoa(i+1)] = sum
-	}
-	// Only ${NAME} placeholders are filled in: os.Expand would also eat
-	// the $i and $m of the Go templates inside the description.
-	desc := placeholder.ReplaceAllStringFunc(clusterTemplate, func(m string) string {
-		if v, ok := vars[m[2:len(m)-1]]; ok {
-			return v
-		}
-		return m
-	})
-	descPath := filepath.Join(dir, "cluster.yaml")
-	if err := os.WriteFile(descPath, []byte(desc), 0o644); err != nil {
-		return nil, err
-	}
-
-	agentDir := filepath.Join(dir, "agent")
-	agentAddr := "127.0.0.1:" + vars["AGENT"]
-	stopAgent, err := startAgent(ctx, o.Self, agentAddr, agentDir)
-	if err != nil {
-		return nil, err
-	}
-	defer stopAgent()
-	say("agent listening on %s", agentAddr)
-
-	c, err := config.Load(descPath)
-	if err != nil {
-		return nil, fmt.Errorf("demo: the generated description is invalid: %w", err)
-	}
-	tok, err := os.ReadFile(filepath.Join(agentDir, "token"))
-	if err != nil {
-		return nil, err
-	}
-	drv := process.New([]process.Host{{Name: "host-1", Addr: agentAddr, Token: strings.TrimSpace(string(tok))}})
-	st, err := store.Open(filepath.Join(dir, "store"))
-	if err != nil {
-		return nil, err
-	}
 	start := time.Now()
-	eng, err := engine.New(engine.Config{Cluster: c, Driver: drv, Store: st, Logger: o.Logger,
-		OnEvent: func(ev store.Event) { live(o.Out, t0, ev) }})
+	say("starting the sample cluster at %s: kv×3 (raft), api×4, lb", o.From)
+	cl, err := StartCluster(ctx, ClusterOptions{Dir: dir, Self: o.Self, Start: o.From, Logger: o.Logger,
+		Releases: []Release{{Version: o.From, Path: bins[o.From]}, {Version: o.To, Path: bins[o.To], UpgradeFrom: []string{majorMinorX(o.From)}}}})
 	if err != nil {
 		return nil, err
 	}
-	lb := driver.Member{Name: "lb", Component: "lb", Host: "host-1", Address: "127.0.0.1:" + vars["LB"],
-		Args: []string{"lb", "--http", "127.0.0.1:" + vars["LB"], "--admin", "127.0.0.1:" + vars["LBADMIN"]}, StopTimeout: 10 * time.Second}
-	for _, n := range []string{"API1", "API2", "API3", "API4"} {
-		lb.Args = append(lb.Args, "--backend", fmt.Sprintf("api-%s=127.0.0.1:%s", n[3:], vars[n]))
-	}
-	members := append(eng.Members(), lb)
-	defer func() {
-		// Stop the cluster whatever happened; the agent stops after.
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		var wg sync.WaitGroup
-		for _, m := range members {
-			wg.Add(1)
-			go func() { defer wg.Done(); _ = drv.Stop(sctx, m) }()
-		}
-		wg.Wait()
-	}()
-
-	say("starting the sample cluster at %s: kv×3 (raft), api×4, lb", o.From)
-	for _, m := range members {
-		comp := m.Component
-		if comp == "lb" {
-			comp = "api"
-		}
-		art, err := eng.Artifact(comp, o.From)
-		if err != nil {
-			return nil, err
-		}
-		if err := drv.Start(ctx, m, art); err != nil {
-			return nil, fmt.Errorf("demo: start %s: %w", m.Name, err)
-		}
-	}
-	if err := waitHealthy(ctx, eng, "http://127.0.0.1:"+vars["LBADMIN"], 60*time.Second); err != nil {
+	defer cl.Close()
+	say("agent and members up, cluster healthy after %s", time.Since(start).Round(time.Millisecond))
+	eng, st, err := cl.Engine(o.Logger, func(ev store.Event) { live(o.Out, t0, ev) })
+	if err != nil {
 		return nil, err
 	}
-	say("cluster healthy after %s", time.Since(start).Round(time.Millisecond))
 
 	// Traffic runs from before the first member is touched to after the last.
 	tctx, stopTraffic := context.WithCancel(ctx)
 	var rec *traffic.Recorder
 	done := make(chan struct{})
-	lbURL := "http://127.0.0.1:" + vars["LB"]
+	lbURL := cl.LB
 	go func() {
 		defer close(done)
 		rec = traffic.Run(tctx, traffic.Config{BaseURL: lbURL, Concurrency: o.Concurrency, Rate: o.Rate, WriteShare: 0.5, Seed: o.Seed})
@@ -349,6 +263,15 @@ func artifacts(ctx context.Context, o Options, dir string, say func(string, ...a
 		out[v] = p
 	}
 	return out, nil
+}
+
+// majorMinorX turns 1.0.0 into the x-range 1.0.x.
+func majorMinorX(v string) string {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 3 {
+		return v
+	}
+	return parts[0] + "." + parts[1] + ".x"
 }
 
 // placeholder is a ${NAME} in the demo's description template.

@@ -40,6 +40,8 @@ type Engine struct {
 	order   []string              // member names in description order
 	tracker *health.Tracker
 
+	sums      sums // artifact checksums, for the preflight
+
 	mu        sync.Mutex
 	lastProbe map[string]time.Time
 	lastState map[string]health.State
@@ -287,12 +289,17 @@ func (e *Engine) Begin(ctx context.Context, to string) (upgrade.Upgrade, error) 
 	} else if ok && !cur.State.Terminal() {
 		return cur, fmt.Errorf("%w: %s (%s, %s → %s); follow it with 'ferry upgrade status'", store.ErrActive, cur.ID, cur.State, cur.From, cur.To)
 	}
-	p, snap, err := e.Plan(ctx, to)
-	if err != nil {
-		return upgrade.Upgrade{}, err
+	pf := e.RunPreflight(ctx, to)
+	if !pf.OK() {
+		if pf.planErr != nil && len(pf.Failed()) == 1 {
+			return upgrade.Upgrade{}, pf.planErr // it says it best on its own
+		}
+		return upgrade.Upgrade{}, &PreflightError{Preflight: pf}
 	}
+	p, snap := *pf.Plan, pf.snap
 	now := e.cfg.Now()
 	u := upgrade.New(newID(now), p, snap.Versions(), nil, now)
+	u.Description = e.c.Digest
 	if err := e.cfg.Store.Create(u); err != nil {
 		return upgrade.Upgrade{}, err
 	}

@@ -23,6 +23,9 @@ func (e *Engine) Run(ctx context.Context) (upgrade.Upgrade, error) {
 	if !ok {
 		return u, errors.New("engine: no upgrade to run; start one with 'ferry upgrade start'")
 	}
+	if err := CheckLock(u, e.c.Digest, e.c.File); err != nil {
+		return u, err
+	}
 	tick := e.c.Policy.Tick.D()
 	if tick <= 0 {
 		tick = 100 * time.Millisecond
@@ -46,6 +49,11 @@ func (e *Engine) Run(ctx context.Context) (upgrade.Upgrade, error) {
 			continue
 		}
 		lastObsErr = ""
+		// The operator's requests arrive through the store, from
+		// whichever process took them.
+		if cur, err := e.cfg.Store.Get(u.ID); err == nil && cur.Intent.Seq > u.Intent.Seq {
+			u.Intent = cur.Intent
+		}
 		evs := e.healthEvents(snap, health)
 		d := upgrade.Step(e.c, u, snap.Obs, now)
 		evs = append(evs, changes(u, d.Upgrade)...)
@@ -193,7 +201,7 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 	var evs []store.Event
 	if a.State != b.State {
 		msg := fmt.Sprintf("state %s → %s", a.State, b.State)
-		if b.Reason != "" && b.State == upgrade.StateFailed {
+		if b.Reason != "" && (b.State == upgrade.StateFailed || b.State == upgrade.StateRollingBack || b.State == upgrade.StatePaused) {
 			msg += ": " + b.Reason
 		}
 		evs = append(evs, store.Event{Kind: "state", Message: msg})

@@ -136,6 +136,36 @@ func (s *Store) SaveWithEvents(u upgrade.Upgrade, evs []Event) ([]Event, error) 
 	return evs, err
 }
 
+// Request records the operator's intent for upgrade id (pause, resume,
+// abort) with the next sequence number, and an event saying so; check
+// says, from the record as stored, why the request is refused (or nil).
+// The engine acts on it at its next step, whichever process runs it.
+func (s *Store) Request(id string, kind upgrade.IntentKind, now time.Time, check func(u upgrade.Upgrade) error) (upgrade.Upgrade, error) {
+	var u upgrade.Upgrade
+	err := s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketUpgrades).Get([]byte(id))
+		if b == nil {
+			return fmt.Errorf("%w: upgrade %s", ErrNotFound, id)
+		}
+		if err := json.Unmarshal(b, &u); err != nil {
+			return fmt.Errorf("store: upgrade %s: %w", id, err)
+		}
+		if check != nil {
+			if err := check(u); err != nil {
+				return err
+			}
+		}
+		u.Intent = upgrade.Intent{Kind: kind, Seq: u.Intent.Seq + 1, Time: now}
+		if err := put(tx, u); err != nil {
+			return err
+		}
+		_, err := appendEvents(tx, []Event{{Time: now, Upgrade: id, Kind: "intent",
+			Message: fmt.Sprintf("%s requested by the operator", kind)}})
+		return err
+	})
+	return u, err
+}
+
 // Current returns the current (latest) upgrade; ok is false if there
 // has never been one.
 func (s *Store) Current() (u upgrade.Upgrade, ok bool, err error) {
@@ -174,7 +204,15 @@ func current(tx *bolt.Tx) (upgrade.Upgrade, bool, error) {
 	return u, true, nil
 }
 
+// put writes u, keeping the stored operator intent: the intent belongs
+// to the operator's commands (Request), never to the engine's saves.
 func put(tx *bolt.Tx, u upgrade.Upgrade) error {
+	if old := tx.Bucket(bucketUpgrades).Get([]byte(u.ID)); old != nil {
+		var prev upgrade.Upgrade
+		if err := json.Unmarshal(old, &prev); err == nil && prev.Intent.Seq > u.Intent.Seq {
+			u.Intent = prev.Intent
+		}
+	}
 	b, err := json.Marshal(u)
 	if err != nil {
 		return fmt.Errorf("store: encode upgrade %s: %w", u.ID, err)

@@ -140,3 +140,45 @@ func BenchmarkSaveWithEvents(b *testing.B) {
 		}
 	}
 }
+
+// TestRequestSurvivesEngineSaves: the engine saves the copy of the
+// record it had before the operator's request; the request stays.
+func TestRequestSurvivesEngineSaves(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := rec("u1", upgrade.Upgrading("kv"))
+	if err := s.Create(u); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	if _, err := s.Request("u1", upgrade.IntentPause, now, nil); err != nil {
+		t.Fatal(err)
+	}
+	u.Waiting = "engine's stale copy"
+	if _, err := s.SaveWithEvents(u, nil); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Get("u1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Intent.Kind != upgrade.IntentPause || got.Intent.Seq != 1 || got.Waiting != "engine's stale copy" {
+		t.Fatalf("after the engine's save: intent %+v, waiting %q", got.Intent, got.Waiting)
+	}
+	refused := errors.New("refused")
+	if _, err := s.Request("u1", upgrade.IntentAbort, now, func(upgrade.Upgrade) error { return refused }); !errors.Is(err, refused) {
+		t.Fatalf("refusal: err = %v", err)
+	}
+	if got, _ := s.Get("u1"); got.Intent.Kind != upgrade.IntentPause {
+		t.Fatalf("a refused request changed the intent: %+v", got.Intent)
+	}
+	if _, err := s.Request("nope", upgrade.IntentAbort, now, nil); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("unknown upgrade: err = %v", err)
+	}
+	evs, _ := s.Events("u1", 0, 0)
+	if len(evs) != 1 || evs[0].Kind != "intent" {
+		t.Fatalf("events %+v, want one intent event", evs)
+	}
+}

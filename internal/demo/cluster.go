@@ -1,0 +1,219 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/driver"
+	"github.com/ferry-upgrade/ferry/internal/driver/process"
+	"github.com/ferry-upgrade/ferry/internal/engine"
+	"github.com/ferry-upgrade/ferry/internal/store"
+)
+
+// Release is one entry of the sample cluster's catalog.
+type Release struct {
+	Version string
+	// Path is the sample binary built with this version (and fault).
+	Path string
+	// UpgradeFrom lists the versions (or x-ranges) that may upgrade to
+	// it; empty for the first release.
+	UpgradeFrom []string
+}
+
+// ClusterOptions describe a sample cluster to start.
+type ClusterOptions struct {
+	// Dir is the cluster's work directory (description, agent, data).
+	Dir string
+	// Self is the ferry binary that runs the agent.
+	Self     string
+	Releases []Release
+	// Start is the release the members start on.
+	Start string
+	// Soak, Deadline and GateDeadline are each component's
+	// min_healthy_time, healthy_deadline and gate deadline.
+	Soak, Deadline, GateDeadline time.Duration
+	// OnFailure is the policy: rollback (default) or pause.
+	OnFailure string
+	Logger    *slog.Logger
+}
+
+// Cluster is a running sample cluster: a ferry agent owning three kv
+// members, four api members and a load balancer, all real processes.
+type Cluster struct {
+	Dir string
+	// File is the cluster description; DataDir ferry's store for it.
+	File    string
+	DataDir string
+	Config  *config.Cluster
+	Driver  driver.Driver
+	// LB is the load balancer's client URL, LBAdmin its admin URL.
+	LB, LBAdmin string
+	// Members are the members ferry upgrades, then the load balancer.
+	Members []driver.Member
+	// Addresses maps each upgraded member to its HTTP address.
+	Addresses map[string]string
+
+	stopAgent func()
+}
+
+// StartCluster writes the description, starts the agent and every
+// member on the start release, and waits until all are healthy and the
+// load balancer sees every backend.
+func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Soak == 0 {
+		o.Soak = 3 * time.Second
+	}
+	if o.Deadline == 0 {
+		o.Deadline = 30 * time.Second
+	}
+	if o.GateDeadline == 0 {
+		o.GateDeadline = 30 * time.Second
+	}
+	if o.OnFailure == "" {
+		o.OnFailure = "rollback"
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(13)
+	if err != nil {
+		return nil, err
+	}
+	names := []string{"AGENT", "KV1", "KV2", "KV3", "KV1R", "KV2R", "KV3R", "API1", "API2", "API3", "API4", "LB", "LBADMIN"}
+	vars := map[string]string{"DIR": dir, "SOAK": o.Soak.String(), "DEADLINE": o.Deadline.String(),
+		"GATE": o.GateDeadline.String(), "POLICY": o.OnFailure}
+	for i, n := range names {
+		vars[n] = strconv.Itoa(ports[i])
+	}
+	var rel strings.Builder
+	for _, r := range o.Releases {
+		sum, err := fileSHA256(r.Path)
+		if err != nil {
+			return nil, fmt.Errorf("demo: release %s: %w", r.Version, err)
+		}
+		fmt.Fprintf(&rel, "  - version: %q\n", r.Version)
+		if len(r.UpgradeFrom) > 0 {
+			q := make([]string, len(r.UpgradeFrom))
+			for i, f := range r.UpgradeFrom {
+				q[i] = strconv.Quote(f)
+			}
+			fmt.Fprintf(&rel, "    upgrade_from: [%s]\n", strings.Join(q, ", "))
+		}
+		fmt.Fprintf(&rel, "    artifacts: {\"*\": {path: %q, sha256: %q}}\n", r.Path, sum)
+	}
+	vars["RELEASES"] = strings.TrimRight(rel.String(), "\n")
+	// Only ${NAME} placeholders are filled in: os.Expand would also eat
+	// the $i and $m of the Go templates inside the description.
+	desc := placeholder.ReplaceAllStringFunc(clusterTemplate, func(m string) string {
+		if v, ok := vars[m[2:len(m)-1]]; ok {
+			return v
+		}
+		return m
+	})
+	cl = &Cluster{Dir: dir, File: filepath.Join(dir, "cluster.yaml"), DataDir: filepath.Join(dir, "ferry"),
+		LB: "http://127.0.0.1:" + vars["LB"], LBAdmin: "http://127.0.0.1:" + vars["LBADMIN"], Addresses: map[string]string{}}
+	if err := os.WriteFile(cl.File, []byte(desc), 0o644); err != nil {
+		return nil, err
+	}
+	agentDir := filepath.Join(dir, "agent")
+	agentAddr := "127.0.0.1:" + vars["AGENT"]
+	cl.stopAgent, err = startAgent(ctx, o.Self, agentAddr, agentDir)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			cl.Close()
+		}
+	}()
+	c, err := config.Load(cl.File)
+	if err != nil {
+		return nil, fmt.Errorf("demo: the generated description is invalid: %w", err)
+	}
+	cl.Config = c
+	tok, err := os.ReadFile(filepath.Join(agentDir, "token"))
+	if err != nil {
+		return nil, err
+	}
+	cl.Driver = process.New([]process.Host{{Name: "host-1", Addr: agentAddr, Token: strings.TrimSpace(string(tok))}})
+	st, err := store.Open(cl.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := engine.New(engine.Config{Cluster: c, Driver: cl.Driver, Store: st, Logger: o.Logger})
+	if err != nil {
+		return nil, err
+	}
+	lb := driver.Member{Name: "lb", Component: "lb", Host: "host-1", Address: "127.0.0.1:" + vars["LB"],
+		Args: []string{"lb", "--http", "127.0.0.1:" + vars["LB"], "--admin", "127.0.0.1:" + vars["LBADMIN"]}, StopTimeout: 10 * time.Second}
+	for _, n := range []string{"API1", "API2", "API3", "API4"} {
+		lb.Args = append(lb.Args, "--backend", fmt.Sprintf("api-%s=127.0.0.1:%s", n[3:], vars[n]))
+	}
+	cl.Members = append(eng.Members(), lb)
+	for _, m := range eng.Members() {
+		cl.Addresses[m.Name] = m.Address
+	}
+	for _, m := range cl.Members {
+		comp := m.Component
+		if comp == "lb" {
+			comp = "api"
+		}
+		art, err := eng.Artifact(comp, o.Start)
+		if err != nil {
+			return nil, err
+		}
+		if err := cl.Driver.Start(ctx, m, art); err != nil {
+			return nil, fmt.Errorf("demo: start %s: %w", m.Name, err)
+		}
+	}
+	if err := waitHealthy(ctx, eng, cl.LBAdmin, 60*time.Second); err != nil {
+		return nil, err
+	}
+	return cl, nil
+}
+
+// Engine returns a new engine over the cluster and its store, as a
+// ferry process would build it.
+func (cl *Cluster) Engine(logger *slog.Logger, onEvent func(store.Event)) (*engine.Engine, *store.Store, error) {
+	st, err := store.Open(cl.DataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	e, err := engine.New(engine.Config{Cluster: cl.Config, Driver: cl.Driver, Store: st, Logger: logger, OnEvent: onEvent})
+	return e, st, err
+}
+
+// Close stops every member, then the agent.
+func (cl *Cluster) Close() {
+	if cl.Driver != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		var wg sync.WaitGroup
+		for _, m := range cl.Members {
+			wg.Add(1)
+			go func() { defer wg.Done(); _ = cl.Driver.Stop(sctx, m) }()
+		}
+		wg.Wait()
+	}
+	if cl.stopAgent != nil {
+		cl.stopAgent()
+	}
+}
+
+// Verify reads back every acknowledged write through the load balancer.
+func (cl *Cluster) Verify(acked map[string]string) Writes { return verify(cl.LB, acked) }
