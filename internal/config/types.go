@@ -21,8 +21,8 @@ type Cluster struct {
 	// Digest is the SHA-256 of the description's bytes: an upgrade
 	// records it, and while it runs no other description may act.
 	Digest string `yaml:"-"`
-	pos  positions
-	dir  string // absolute directory of File, set by Load
+	pos    positions
+	dir    string // absolute directory of File, set by Load
 }
 
 // Host is where members run; the unit an agent (or, later, SSH or a

@@ -40,7 +40,7 @@ type Engine struct {
 	order   []string              // member names in description order
 	tracker *health.Tracker
 
-	sums      sums // artifact checksums, for the preflight
+	sums sums // artifact checksums, for the preflight
 
 	mu        sync.Mutex
 	lastProbe map[string]time.Time

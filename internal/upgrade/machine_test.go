@@ -192,7 +192,7 @@ func TestStep(t *testing.T) {
 				o.Members["kv-1"] = MemberHealth{Running: true, Version: "2.0.0", Detail: "status 503, want 200"}
 				return o
 			}(),
-			now:  t0.Add(sec(31)),
+			now: t0.Add(sec(31)),
 			want: want{state: StateRollingBack, reason: "member kv-1: not healthy on 2.0.0 within healthy_deadline 30s: status 503, want 200",
 				steps: map[string]MemberStep{"kv-1": StepDraining, "kv-2": StepPending}, actions: []Action{{Kind: ActPreStop, Member: "kv-1"}}},
 		},
