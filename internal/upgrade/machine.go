@@ -10,6 +10,10 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/plan"
 )
 
+// soakBroken begins the detail of a member that became healthy and
+// then failed within its min_healthy_time.
+const soakBroken = "unhealthy during its soak (min_healthy_time): "
+
 // retryBackoff is how long a failed action waits before it is tried
 // again (times the number of tries, capped at maxBackoff).
 const (
@@ -515,7 +519,12 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 	for i := 0; i < 8; i++ {
 		if m.Step.InFlight() && s.now.Sub(m.Began) > comp.Deadline.D() {
 			s.setStep(m, StepFailed)
-			m.Detail = fmt.Sprintf("not healthy on %s within healthy_deadline %s: %s", m.Target, comp.Deadline, orDash(firstNonEmpty(o.Detail, m.Detail)))
+			why := orDash(firstNonEmpty(o.Detail, m.Detail))
+			if strings.HasPrefix(m.Detail, soakBroken) {
+				// It was healthy, then was not: that is the news.
+				why = m.Detail + "; last seen: " + orDash(o.Detail)
+			}
+			m.Detail = fmt.Sprintf("not healthy on %s within healthy_deadline %s: %s", m.Target, comp.Deadline, why)
 			s.fail("member %s: %s", m.Name, m.Detail)
 			return
 		}
@@ -587,7 +596,7 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 			s.setStep(m, StepSoaking)
 		case StepSoaking:
 			if !onTarget || !o.Healthy {
-				m.Detail = "unhealthy during soak: " + orDash(o.Detail)
+				m.Detail = soakBroken + orDash(o.Detail)
 				m.HealthySince = time.Time{}
 				s.setStep(m, StepStarting)
 				continue
