@@ -5,7 +5,7 @@ BIN     := bin
 FLAGS   := -trimpath
 SAMPLE  := ./examples/sample/cmd/sample
 
-.PHONY: all build sample demo test test-short bench fuzz vet clean
+.PHONY: faults all build sample demo test test-short bench fuzz vet clean
 
 all: build
 
@@ -33,6 +33,12 @@ test-short:
 # Benchmarks: the planner, the state machine, the engine's own overhead per step.
 bench:
 	bash scripts/bench.sh
+
+# A longer fault-injection run: ferry killed with SIGKILL at 100 random
+# moments of upgrades back and forth (CI runs 20). FERRY_KILL_SEED=N
+# replays a run.
+faults:
+	FERRY_KILL_POINTS=$${FERRY_KILL_POINTS:-100} $(GO) test -count=1 -timeout 60m -run TestKillNineResumes -v ./internal/e2e/
 
 # A longer fuzz run of the description parser (CI runs the seed corpus only).
 fuzz:

@@ -1,0 +1,307 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on loopback, for ferry's Kubernetes tests.
+#
+#   scripts/kube-testenv.sh build       build (once, cached) etcd, kube-apiserver,
+#                                       kube-controller-manager, kube-scheduler, kubectl, kwok
+#   scripts/kube-testenv.sh start DIR   start them on free loopback ports; writes DIR/kubeconfig,
+#                                       DIR/pids, DIR/*.log; returns when /readyz is ok
+#   scripts/kube-testenv.sh stop DIR    stop what `start DIR` started
+#   scripts/kube-testenv.sh env         print the bin dir
+#
+# Everything is built from Go modules (tools/kubeenv, tools/kubeenv/etcd, kwok's own);
+# the only things needed beyond Go are bash, openssl and curl.
+# Cache: ${FERRY_CACHE:-$HOME/.cache/ferry}/kube/<version>/bin.
+set -euo pipefail
+
+KUBE_VERSION=v1.37.2
+ETCD_VERSION=v3.6.8
+KWOK_VERSION=v0.8.0
+KUBE_MAJOR=1
+KUBE_MINOR=37
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+CACHE=${FERRY_CACHE:-$HOME/.cache/ferry}
+BIN=$CACHE/kube/$KUBE_VERSION/bin
+READY_TIMEOUT=${FERRY_KUBE_READY_TIMEOUT:-120}
+
+die() { echo "kube-testenv: $*" >&2; exit 1; }
+log() { echo "kube-testenv: $*" >&2; }
+
+# ---------------------------------------------------------------- build
+
+build() {
+	command -v go >/dev/null || die "Go is required"
+	mkdir -p "$BIN"
+	# One build at a time per cache (parallel test packages may all ask).
+	exec 9>"$BIN/.build.lock"
+	flock 9
+
+	local t0=$SECONDS
+	local tmp
+	tmp=$(mktemp -d "$BIN/.tmp.XXXXXX")
+	trap 'rm -rf "$tmp"' RETURN
+
+	# kube-apiserver, kube-controller-manager, kube-scheduler, kubectl: one `go build`
+	# (shared action graph, both cores busy), each installed atomically.
+	local -a pkgs=()
+	local b
+	for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+		[[ -x $BIN/$b ]] || pkgs+=("k8s.io/kubernetes/cmd/$b")
+	done
+	if ((${#pkgs[@]})); then
+		log "building ${pkgs[*]##*/} $KUBE_VERSION (a cold build takes ~10 min on 2 cores)"
+		local ld="-s -w"
+		local v
+		for v in client-go/pkg/version component-base/version; do
+			ld+=" -X k8s.io/$v.gitVersion=$KUBE_VERSION -X k8s.io/$v.gitMajor=$KUBE_MAJOR"
+			ld+=" -X k8s.io/$v.gitMinor=$KUBE_MINOR -X k8s.io/$v.gitTreeState=clean"
+		done
+		(cd "$ROOT/tools/kubeenv" && CGO_ENABLED=0 go build -trimpath -ldflags "$ld" -o "$tmp/" "${pkgs[@]}")
+		for b in "${pkgs[@]##*/}"; do mv -f "$tmp/$b" "$BIN/$b"; done
+	fi
+
+	if [[ ! -x $BIN/etcd ]]; then
+		log "building etcd $ETCD_VERSION"
+		(cd "$ROOT/tools/kubeenv/etcd" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3)
+		mv -f "$tmp/etcd" "$BIN/etcd"
+	fi
+
+	if [[ ! -x $BIN/kwok ]]; then
+		log "installing kwok $KWOK_VERSION"
+		(cd "$tmp" && GOBIN=$tmp CGO_ENABLED=0 go install -trimpath "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
+		mv -f "$tmp/kwok" "$BIN/kwok"
+	fi
+
+	log "binaries in $BIN ($((SECONDS - t0)) s)"
+	echo "$BIN"
+}
+
+# ---------------------------------------------------------------- start
+
+# A loopback TCP port nobody listens on now (and not handed out already in this run).
+declare -A USED_PORTS=()
+free_port() {
+	local p i
+	for ((i = 0; i < 200; i++)); do
+		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+		[[ -n ${USED_PORTS[$p]-} ]] && continue
+		# Connection refused means free.
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+			USED_PORTS[$p]=1
+			echo "$p"
+			return
+		fi
+	done
+	die "no free port found"
+}
+
+# kwok's lifecycle stages, read from kwok's module in the module cache.
+kwok_stages() {
+	local dir
+	dir=$(cd / && GOFLAGS= go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[[ -n $dir && -d $dir/kustomize/stage ]] || die "kwok $KWOK_VERSION stages not found in the module cache"
+	local f first=1
+	for f in "$dir"/kustomize/stage/node/fast/*.yaml "$dir"/kustomize/stage/node/heartbeat-with-lease/*.yaml \
+		"$dir"/kustomize/stage/pod/fast/*.yaml; do
+		[[ $(basename "$f") == kustomization.yaml ]] && continue
+		((first)) || echo "---"
+		first=0
+		cat "$f"
+	done
+}
+
+spawn() { # spawn NAME CMD... : runs in the background, own session, log in DIR/NAME.log
+	local name=$1
+	shift
+	setsid "$@" >"$DIR/$name.log" 2>&1 </dev/null &
+	echo "$name $!" >>"$DIR/pids"
+}
+
+wait_for() { # wait_for WHAT DEADLINE CMD...
+	local what=$1 deadline=$2
+	shift 2
+	until "$@" >/dev/null 2>&1; do
+		if ((SECONDS >= deadline)); then
+			log "timed out waiting for $what; logs in $DIR"
+			stop_dir
+			exit 1
+		fi
+		check_alive
+		sleep 0.2
+	done
+}
+
+check_alive() {
+	local name pid
+	while read -r name pid; do
+		[[ $name == watchdog ]] && continue
+		if ! kill -0 "$pid" 2>/dev/null; then
+			log "$name exited early; last lines of $DIR/$name.log:"
+			tail -n 20 "$DIR/$name.log" >&2 || true
+			stop_dir
+			exit 1
+		fi
+	done <"$DIR/pids"
+}
+
+start() {
+	[[ -n ${DIR-} ]] || die "usage: $0 start DIR"
+	for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok; do
+		[[ -x $BIN/$b ]] || die "$BIN/$b missing: run '$0 build' first"
+	done
+	command -v openssl >/dev/null || die "openssl is required (service account key)"
+	command -v curl >/dev/null || die "curl is required (readiness check)"
+	mkdir -p "$DIR"
+	DIR=$(cd "$DIR" && pwd)
+	[[ ! -s $DIR/pids ]] || die "$DIR/pids exists: already started? ('$0 stop $DIR' first)"
+	: >"$DIR/pids"
+	# If the caller dies without stopping us (a test binary killed at its
+	# timeout), a watchdog stops the control plane.
+	if [[ -n ${FERRY_KUBE_WATCH_PID-} ]]; then
+		spawn watchdog bash "$0" watch "$DIR" "$FERRY_KUBE_WATCH_PID"
+	fi
+	local t0=$SECONDS deadline=$((SECONDS + READY_TIMEOUT))
+	umask 077
+
+	local etcd_port etcd_peer api_port kcm_port sched_port kwok_port
+	etcd_port=$(free_port)
+	etcd_peer=$(free_port)
+	api_port=$(free_port)
+	kcm_port=$(free_port)
+	sched_port=$(free_port)
+	kwok_port=$(free_port)
+
+	# Credentials: one admin token (system:masters), a service account key pair.
+	local token
+	token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	echo "$token,ferry-admin,ferry-admin,system:masters" >"$DIR/tokens.csv"
+	openssl genrsa -out "$DIR/sa.key" 2048 2>/dev/null
+	openssl rsa -in "$DIR/sa.key" -pubout -out "$DIR/sa.pub" 2>/dev/null
+	mkdir -p "$DIR/certs" "$DIR/etcd-data"
+
+	spawn etcd "$BIN/etcd" --name=ferry --data-dir="$DIR/etcd-data" \
+		--listen-client-urls="http://127.0.0.1:$etcd_port" --advertise-client-urls="http://127.0.0.1:$etcd_port" \
+		--listen-peer-urls="http://127.0.0.1:$etcd_peer" --initial-advertise-peer-urls="http://127.0.0.1:$etcd_peer" \
+		--initial-cluster="ferry=http://127.0.0.1:$etcd_peer" --listen-metrics-urls="" \
+		--unsafe-no-fsync --quota-backend-bytes=4294967296 --log-level=warn
+
+	wait_for etcd "$deadline" curl -fsS "http://127.0.0.1:$etcd_port/health"
+
+	spawn kube-apiserver "$BIN/kube-apiserver" \
+		--etcd-servers="http://127.0.0.1:$etcd_port" \
+		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
+		--cert-dir="$DIR/certs" \
+		--token-auth-file="$DIR/tokens.csv" --authorization-mode=RBAC \
+		--service-account-key-file="$DIR/sa.pub" --service-account-signing-key-file="$DIR/sa.key" \
+		--service-account-issuer=https://kubernetes.default.svc.cluster.local \
+		--service-cluster-ip-range=10.96.0.0/16 \
+		--allow-privileged=true \
+		--endpoint-reconciler-type=none
+
+	# The serving certificate the apiserver generated (its CA is in the same file).
+	wait_for "kube-apiserver certificate" "$deadline" test -s "$DIR/certs/apiserver.crt"
+	local ca
+	ca=$(base64 -w0 <"$DIR/certs/apiserver.crt")
+	cat >"$DIR/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: ferry
+  cluster:
+    server: https://127.0.0.1:$api_port
+    certificate-authority-data: $ca
+users:
+- name: ferry-admin
+  user:
+    token: $token
+contexts:
+- name: ferry
+  context:
+    cluster: ferry
+    user: ferry-admin
+current-context: ferry
+EOF
+	chmod 0600 "$DIR/kubeconfig"
+
+	wait_for "kube-apiserver /readyz" "$deadline" \
+		curl -fsS --cacert "$DIR/certs/apiserver.crt" -H "Authorization: Bearer $token" \
+		"https://127.0.0.1:$api_port/readyz"
+
+	spawn kube-controller-manager "$BIN/kube-controller-manager" \
+		--kubeconfig="$DIR/kubeconfig" --authentication-kubeconfig="$DIR/kubeconfig" \
+		--authorization-kubeconfig="$DIR/kubeconfig" \
+		--bind-address=127.0.0.1 --secure-port="$kcm_port" --cert-dir="$DIR/certs" \
+		--service-account-private-key-file="$DIR/sa.key" --use-service-account-credentials=false \
+		--controllers='*,-nodeipam' --leader-elect=false
+
+	spawn kube-scheduler "$BIN/kube-scheduler" \
+		--kubeconfig="$DIR/kubeconfig" --authentication-kubeconfig="$DIR/kubeconfig" \
+		--authorization-kubeconfig="$DIR/kubeconfig" \
+		--bind-address=127.0.0.1 --secure-port="$sched_port" --cert-dir="$DIR/certs" \
+		--leader-elect=false
+
+	kwok_stages >"$DIR/kwok.yaml"
+	mkdir -p "$DIR/kwok-home" # so that a ~/.kwok/kwok.yaml is not read
+	spawn kwok env KWOK_WORKDIR="$DIR/kwok-home" "$BIN/kwok" --kubeconfig="$DIR/kubeconfig" --config="$DIR/kwok.yaml" \
+		--manage-all-nodes=false \
+		--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+		--node-ip=127.0.0.1 --node-port="$kwok_port" --server-address="127.0.0.1:$kwok_port" \
+		--cidr=10.0.0.1/16
+
+	# Ready: the apiserver says so and the controllers are up (the default
+	# service account appears once the controller-manager runs).
+	wait_for "kube-apiserver /readyz" "$deadline" \
+		curl -fsS --cacert "$DIR/certs/apiserver.crt" -H "Authorization: Bearer $token" \
+		"https://127.0.0.1:$api_port/readyz"
+	wait_for "the default service account" "$deadline" \
+		"$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" get serviceaccount default -n default
+	check_alive
+	log "ready in $((SECONDS - t0)) s: KUBECONFIG=$DIR/kubeconfig"
+}
+
+# ---------------------------------------------------------------- stop
+
+stop_dir() {
+	[[ -f $DIR/pids ]] || return 0
+	local name pid
+	local -a pids=()
+	while read -r name pid; do
+		[[ $pid == "$$" ]] || pids+=("$pid") # a watchdog does not stop itself
+	done <"$DIR/pids"
+	# Reverse order: kwok and the controllers first, etcd last. Each was started
+	# with setsid, so its pid is also its process group.
+	local i
+	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+		kill -TERM -- "-${pids[i]}" 2>/dev/null || kill -TERM "${pids[i]}" 2>/dev/null || true
+	done
+	local deadline=$((SECONDS + 10))
+	for pid in "${pids[@]}"; do
+		while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
+		kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+	done
+	rm -f "$DIR/pids"
+}
+
+case ${1-} in
+build) build ;;
+start)
+	DIR=${2-}
+	start
+	;;
+stop)
+	DIR=${2-}
+	[[ -n $DIR ]] || die "usage: $0 stop DIR"
+	stop_dir
+	;;
+env) echo "$BIN" ;;
+watch) # watch DIR PID: internal, started by start
+	DIR=$2
+	while kill -0 "$3" 2>/dev/null && [[ -f $DIR/pids ]]; do sleep 1; done
+	stop_dir
+	;;
+*)
+	echo "usage: $0 build | start DIR | stop DIR | env" >&2
+	exit 2
+	;;
+esac
