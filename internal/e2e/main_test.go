@@ -11,10 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/demo"
+	"github.com/ferry-upgrade/ferry/internal/driver"
 	"github.com/ferry-upgrade/ferry/internal/traffic"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
@@ -286,4 +288,106 @@ func (o *observer) check(t *testing.T) {
 			t.Errorf("observer saw %d %s members down at once (%s), policy allows %d", o.maxDown[c], c, o.worst[c], limit)
 		}
 	}
+}
+
+// expectOn checks that each member runs what except says, or v.
+func expectOn(t *testing.T, cl *demo.Cluster, except map[string]string, v string) {
+	t.Helper()
+	for n, got := range versions(t, cl) {
+		want, ok := except[n]
+		if !ok {
+			want = v
+		}
+		if got != want {
+			t.Errorf("%s runs %s, want %s", n, got, want)
+		}
+	}
+}
+
+// engineArtifact is the artifact ferry would start comp on at v.
+func engineArtifact(cl *demo.Cluster, comp, v string) (driver.Artifact, error) {
+	e, _, err := cl.Engine(nil, nil)
+	if err != nil {
+		return driver.Artifact{}, err
+	}
+	return e.Artifact(comp, v)
+}
+
+// background is a ferry process running in the background.
+type background struct {
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startFerry starts ferry with args in the background; the test's end
+// kills it if it still runs.
+func startFerry(t *testing.T, cl *demo.Cluster, args ...string) *background {
+	t.Helper()
+	cmd := exec.Command(bin.ferry, append([]string{"-f", cl.File, "--data-dir", cl.DataDir}, args...)...)
+	bg := &background{cmd: cmd, out: &syncBuffer{}, exited: make(chan error, 1)}
+	cmd.Stdout, cmd.Stderr = bg.out, bg.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { bg.exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return bg
+}
+
+// wait waits (up to 3 minutes) for the process to exit.
+func (bg *background) wait(t *testing.T) (int, string) {
+	t.Helper()
+	select {
+	case err := <-bg.exited:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), bg.out.String()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, bg.out.String()
+	case <-time.After(3 * time.Minute):
+		_ = bg.cmd.Process.Kill()
+		t.Fatalf("ferry %v did not exit within 3 minutes\n%s", bg.cmd.Args, bg.out.String())
+		return -1, ""
+	}
+}
+
+// runAndKillWhen runs ferry with args and kills it with SIGKILL as soon
+// as cond holds (polled every 50ms, for at most a minute).
+func runAndKillWhen(t *testing.T, cl *demo.Cluster, args []string, cond func() bool) {
+	t.Helper()
+	bg := startFerry(t, cl, args...)
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		select {
+		case err := <-bg.exited:
+			t.Fatalf("ferry %v exited (%v) before the kill point\n%s", args, err, bg.out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kill point of ferry %v not reached within a minute\n%s", args, bg.out.String())
+		}
+	}
+	_ = bg.cmd.Process.Signal(syscall.SIGKILL)
+	<-bg.exited
 }
