@@ -708,8 +708,8 @@ func Finished(u Upgrade, a Action, err error, now time.Time) Upgrade {
 	if st, ok := next[a.Kind]; ok && m.Step == from[a.Kind] {
 		m.Step, m.Since, m.Tries, m.LastTry = st, now, 0, time.Time{}
 	}
-	if a.Kind == ActStart {
-		m.Detail = ""
+	if a.Kind == ActStart && !strings.HasPrefix(m.Detail, soakBroken) {
+		m.Detail = "" // a failed try is history; a broken soak stays news
 	}
 	return u
 }
