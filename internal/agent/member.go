@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/checksum"
 )
 
 // member is one member the agent answers for.
@@ -579,15 +581,4 @@ func (s *Server) prepareArtifact(spec MemberSpec) (string, error) {
 	return dst, nil
 }
 
-func hashFile(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
+func hashFile(path string) (string, error) { return checksum.File(path) }

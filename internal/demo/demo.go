@@ -7,9 +7,7 @@ package demo
 
 import (
 	"context"
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/checksum"
 	"github.com/ferry-upgrade/ferry/internal/engine"
 	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/traffic"
@@ -277,18 +276,7 @@ func majorMinorX(v string) string {
 // placeholder is a ${NAME} in the demo's description template.
 var placeholder = regexp.MustCompile(`\$\{[A-Z0-9]+\}`)
 
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
+func fileSHA256(p string) (string, error) { return checksum.File(p) }
 
 // freePorts asks the kernel for n distinct free loopback ports.
 func freePorts(n int) ([]int, error) {

@@ -2,15 +2,13 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sort"
 	"strings"
 
+	"github.com/ferry-upgrade/ferry/internal/checksum"
 	"github.com/ferry-upgrade/ferry/internal/plan"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
@@ -191,16 +189,10 @@ func (s *sums) of(path string) (string, error) {
 	if c, ok := s.m[path]; ok && c.size == fi.Size() && c.mod == fi.ModTime().UnixNano() {
 		return c.sum, nil
 	}
-	f, err := os.Open(path)
+	sum, err := checksum.File(path)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	sum := hex.EncodeToString(h.Sum(nil))
 	s.m[path] = sumEntry{size: fi.Size(), mod: fi.ModTime().UnixNano(), sum: sum}
 	return sum, nil
 }

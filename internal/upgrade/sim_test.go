@@ -108,37 +108,9 @@ func (w *world) maybeOutage(u Upgrade) {
 func TestSimulatedUpgrades(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d (rerun one world: change seed here)", seed)
-	c := testCluster()
-	maxU := map[string]int{"kv": 1, "api": 2}
 	for run := uint64(0); run < 200; run++ {
 		w := newWorld(seed + run)
-		u := newUpgrade()
-		for i := 0; i < 5000 && !u.State.Terminal(); i++ {
-			w.maybeOutage(u)
-			obs := w.observe()
-			d := Step(c, u, obs, w.now)
-			for n, m := range d.Upgrade.Members {
-				if u.Members[n].Step == StepPending && m.Step != StepPending && m.Step != StepDone {
-					checkAdmission(t, seed+run, d.Upgrade, obs, w.comp, maxU, n) // admitted
-				}
-			}
-			u = d.Upgrade
-			for _, a := range d.Actions {
-				if a.Kind == ActStop {
-					checkAdmission(t, seed+run, u, obs, w.comp, maxU, a.Member) // taken down
-				}
-			}
-			for _, a := range d.Actions {
-				u = Finished(u, a, w.apply(a), w.now)
-			}
-			step := 100 * time.Millisecond
-			if len(d.Actions) > 0 {
-				step = 5 * time.Millisecond
-			} else if d.After > 0 && d.After < step {
-				step = d.After
-			}
-			w.now = w.now.Add(step)
-		}
+		u := simulate(t, seed+run, w, newUpgrade(), nil)
 		if u.State != StateCompleted {
 			t.Fatalf("seed %d: ended %s (%s), waiting %q", seed+run, u.State, u.Reason, u.Waiting)
 		}

@@ -5,11 +5,9 @@ package agenttest
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/checksum"
 )
 
 // Artifact is one built member version.
@@ -95,18 +95,7 @@ func goBuild(pkgDir, out, ldflags string) error {
 }
 
 // SHA256File returns the hex sha256 of a file.
-func SHA256File(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
+func SHA256File(path string) (string, error) { return checksum.File(path) }
 
 // NewTag returns a random tag; members started with the argument
 // TagArg(tag) can be found and killed with KillTagged.
