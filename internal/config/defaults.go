@@ -46,6 +46,9 @@ const (
 	DefaultHookTimeout     = Duration(5 * time.Second)
 	DefaultThreshold       = 1
 	DefaultOnFailure       = "rollback"
+	DefaultFinalize        = "auto"
+	DefaultMigrateDeadline = 10 * time.Minute
+	DefaultMigrateInterval = time.Second
 	DefaultTick            = Duration(100 * time.Millisecond)
 	defaultMethod          = "GET"
 	defaultMethodWithABody = "POST"
@@ -91,6 +94,23 @@ func (c *Cluster) ApplyDefaults() {
 	}
 	if c.Policy.OnFailure == "" {
 		c.Policy.OnFailure = DefaultOnFailure
+	}
+	if c.Policy.Finalize == "" {
+		c.Policy.Finalize = DefaultFinalize
+	}
+	for i := range c.Releases {
+		m := &c.Releases[i].Migrations
+		if m.Deadline == 0 {
+			m.Deadline = Duration(DefaultMigrateDeadline)
+		}
+		if m.Interval == 0 {
+			m.Interval = Duration(DefaultMigrateInterval)
+		}
+		for _, calls := range [][]Call{m.Expand, m.Migrate, m.Finalize, m.Contract} {
+			for j := range calls {
+				calls[j].applyDefaults(DefaultHookTimeout)
+			}
+		}
 	}
 	if c.Policy.Tick == 0 {
 		c.Policy.Tick = DefaultTick

@@ -41,7 +41,7 @@ releases:
     artifacts: {"*": {path: bin/a-1, sha256: ` + hexA + `}}
   - version: 2.0.0
     upgrade_from: [1.0.x]
-    downgrade_to: [1.0.0]
+    downgrade_to: [2.0.x]
     artifacts: {"*": {path: bin/a-2, sha256: ` + hexB + `}}
 policy: {on_failure: rollback}
 `

@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -132,4 +133,62 @@ func MatchVersion(pattern, version string) bool {
 		return false
 	}
 	return strings.HasPrefix(version, prefix+".")
+}
+
+// CompareVersions orders two versions by semantic versioning: -1 if
+// a < b, 0 if equal, +1 if a > b. A version with a -suffix comes before
+// the same version without one (2.0.0-rc1 < 2.0.0); suffixes compare
+// as strings. Anything that is not a version sorts first, as strings.
+func CompareVersions(a, b string) int {
+	pa, oka := splitVersion(a)
+	pb, okb := splitVersion(b)
+	switch {
+	case !oka || !okb:
+		if oka != okb {
+			if oka {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a, b)
+	}
+	for i := 0; i < 3; i++ {
+		if pa.nums[i] != pb.nums[i] {
+			if pa.nums[i] < pb.nums[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	switch {
+	case pa.pre == pb.pre:
+		return 0
+	case pa.pre == "":
+		return 1
+	case pb.pre == "":
+		return -1
+	}
+	return strings.Compare(pa.pre, pb.pre)
+}
+
+type versionParts struct {
+	nums [3]int
+	pre  string
+}
+
+func splitVersion(v string) (versionParts, bool) {
+	var p versionParts
+	if !IsVersion(v) {
+		return p, false
+	}
+	core, pre, _ := strings.Cut(v, "-")
+	p.pre = pre
+	for i, s := range strings.SplitN(core, ".", 3) {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return p, false
+		}
+		p.nums[i] = n
+	}
+	return p, true
 }

@@ -167,7 +167,33 @@ type Release struct {
 	// Artifacts maps a component name to its artifact; "*" serves any
 	// component without its own.
 	Artifacts map[string]Artifact `yaml:"artifacts"`
-	pos       positions
+	// Migrations are the release's data steps around the rolling
+	// restart (Glance's expand, migrate, contract; Ironic's unpin).
+	Migrations Migrations `yaml:"migrations"`
+	pos        positions
+}
+
+// Migrations are calls made at fixed points of an upgrade to this
+// release, each against a running member of Component (.Any):
+// Expand before any member runs the release, Migrate once every member
+// does (repeated until it passes: it may run long and reports its
+// progress), Finalize to move the cluster's compatibility version (the
+// pin) to the release: the point of no return; Contract after it.
+type Migrations struct {
+	Component string `yaml:"component"`
+	Expand    []Call `yaml:"expand"`
+	Migrate   []Call `yaml:"migrate"`
+	Finalize  []Call `yaml:"finalize"`
+	Contract  []Call `yaml:"contract"`
+	// Deadline bounds each stage (default 10m); Interval is the pause
+	// between two calls of a stage not done yet (default 1s).
+	Deadline Duration `yaml:"deadline"`
+	Interval Duration `yaml:"interval"`
+}
+
+// Empty reports whether the release has no migration calls at all.
+func (m *Migrations) Empty() bool {
+	return len(m.Expand)+len(m.Migrate)+len(m.Finalize)+len(m.Contract) == 0
 }
 
 // Artifact is a binary (process substrate) or image (Kubernetes) and
@@ -184,6 +210,10 @@ type Policy struct {
 	OnFailure string `yaml:"on_failure"`
 	// Tick is the engine's observation interval (default 100ms).
 	Tick Duration `yaml:"tick"`
+	// Finalize: auto (default) finalizes once the migration is done;
+	// manual waits for 'ferry upgrade finalize', so that a release can
+	// run pinned for a while before the operator commits to it.
+	Finalize string `yaml:"finalize"`
 }
 
 // Duration is a time.Duration written as "2s" or "150ms" in YAML.

@@ -17,6 +17,8 @@ var substrates = []string{"process", "kubernetes", "ssh"}
 // Failure policies.
 var onFailures = []string{"rollback", "pause"}
 
+var finalizes = []string{"auto", "manual"}
+
 var (
 	componentNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,30}$`)
 	memberNameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
@@ -515,10 +517,66 @@ func (v *validator) releases() {
 			case IsVersion(p) && c.Release(p) == nil:
 				v.add(at(index("downgrade_to", j)), index(path+".downgrade_to", j),
 					"no release %q in releases: there would be nothing to downgrade to", p)
+			case IsVersion(r.Version) && !samePatchLine(p, r.Version):
+				v.add(at(index("downgrade_to", j)), index(path+".downgrade_to", j),
+					"%q is not a patch release of %s's line %s: a downgrade may only go back to an earlier patch of the same MAJOR.MINOR (data written by a newer minor may not be readable by an older one)",
+					p, r.Version, patchLine(r.Version))
 			}
 		}
 		v.artifacts(r, path, at)
+		v.migrations(r, path, at)
 	}
+}
+
+// migrations checks a release's migration calls against the component
+// they are made to.
+func (v *validator) migrations(r *Release, path string, at func(string) int) {
+	m := &r.Migrations
+	if m.Empty() {
+		return
+	}
+	mpath := path + ".migrations"
+	mat := func(rel string) int { return at("migrations." + rel) }
+	comp := v.c.Component(m.Component)
+	if m.Component == "" || comp == nil {
+		v.add(mat("component"), mpath+".component", "must name the component whose members the migration calls are made to%s", knownList(componentNames(v.c)))
+		return
+	}
+	samples := v.clusterSample(comp)
+	for _, stage := range []struct {
+		key   string
+		calls []Call
+	}{{"expand", m.Expand}, {"migrate", m.Migrate}, {"finalize", m.Finalize}, {"contract", m.Contract}} {
+		for i := range stage.calls {
+			rel := index(stage.key, i)
+			v.call(&stage.calls[i], mpath+"."+rel, mat(rel), samples, true)
+		}
+	}
+	if m.Deadline <= 0 {
+		v.add(mat("deadline"), mpath+".deadline", "must be more than 0s")
+	}
+	if m.Interval <= 0 {
+		v.add(mat("interval"), mpath+".interval", "must be more than 0s")
+	}
+}
+
+// patchLine is a version's MAJOR.MINOR.
+func patchLine(version string) string {
+	parts := strings.SplitN(version, ".", 3)
+	if len(parts) < 2 {
+		return version
+	}
+	return parts[0] + "." + parts[1]
+}
+
+// samePatchLine reports whether pattern p only names versions of
+// version's MAJOR.MINOR line (1.2.3 or 1.2.x for 1.2.5).
+func samePatchLine(p, version string) bool {
+	line := patchLine(version)
+	if IsVersion(p) {
+		return patchLine(p) == line
+	}
+	return p == line+".x"
 }
 
 func (v *validator) artifacts(r *Release, path string, at func(string) int) {
@@ -567,6 +625,9 @@ func (v *validator) policy() {
 	c := v.c
 	if !contains(onFailures, c.Policy.OnFailure) {
 		v.add(c.pos.at("policy.on_failure"), "policy.on_failure", "unknown policy %q; known: %s", c.Policy.OnFailure, strings.Join(onFailures, ", "))
+	}
+	if !contains(finalizes, c.Policy.Finalize) {
+		v.add(c.pos.at("policy.finalize"), "policy.finalize", "unknown policy %q; known: %s", c.Policy.Finalize, strings.Join(finalizes, ", "))
 	}
 	if c.Policy.Tick <= 0 {
 		v.add(c.pos.at("policy.tick"), "policy.tick", "must be more than 0s")
