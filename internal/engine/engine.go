@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,7 @@ type Engine struct {
 	sums sums // artifact checksums, for the preflight
 
 	mu        sync.Mutex
+	lastSnap  Snapshot // the latest observation, for the calls made to "any" member
 	lastProbe map[string]time.Time
 	lastState map[string]health.State
 }
@@ -277,7 +279,7 @@ func (e *Engine) Plan(ctx context.Context, to string) (plan.Plan, Snapshot, erro
 	if err != nil {
 		return plan.Plan{}, snap, err
 	}
-	p, err := plan.Compute(e.c, plan.Observed{Version: snap.Versions(), Down: snap.Down()}, to)
+	p, err := plan.ComputePath(e.c, plan.Observed{Version: snap.Versions(), Down: snap.Down()}, to)
 	return p, snap, err
 }
 
@@ -300,10 +302,17 @@ func (e *Engine) Begin(ctx context.Context, to string) (upgrade.Upgrade, error) 
 	now := e.cfg.Now()
 	u := upgrade.New(newID(now), p, snap.Versions(), nil, now)
 	u.Description = e.c.Digest
+	if len(p.Path) > 1 {
+		u.Final = p.Path[len(p.Path)-1]
+	}
 	if err := e.cfg.Store.Create(u); err != nil {
 		return upgrade.Upgrade{}, err
 	}
-	e.emit(now, u, store.Event{Kind: "state", Message: fmt.Sprintf("upgrade %s created: %s → %s", u.ID, u.From, u.To)})
+	msg := fmt.Sprintf("upgrade %s created: %s → %s", u.ID, u.From, u.To)
+	if u.Final != "" {
+		msg += fmt.Sprintf(" (step 1 of the path %s → %s)", u.From, strings.Join(p.Path, " → "))
+	}
+	e.emit(now, u, store.Event{Kind: "state", Message: msg})
 	return u, nil
 }
 

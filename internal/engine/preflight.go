@@ -116,18 +116,28 @@ func (e *Engine) RunPreflight(ctx context.Context, to string) Preflight {
 			add("release "+to+" in the catalog", false, "not found; known: "+strings.Join(e.releaseNames(), ", "))
 		} else {
 			add("release "+to+" in the catalog", true, "found")
-			p, err := plan.Compute(e.c, plan.Observed{Version: snap.Versions(), Down: snap.Down()}, to)
+			p, err := plan.ComputePath(e.c, plan.Observed{Version: snap.Versions(), Down: snap.Down()}, to)
 			if err != nil {
 				pf.planErr = err
 				add("upgrade path to "+to, false, err.Error())
 			} else {
 				pf.Plan = &p
-				add("upgrade path to "+to, true, fmt.Sprintf("from %s: %d phase(s)", strings.Join(p.From, ", "), len(p.Phases)))
+				detail := fmt.Sprintf("from %s: %d phase(s)", strings.Join(p.From, ", "), len(p.Phases))
+				if len(p.Path) > 1 {
+					detail = fmt.Sprintf("from %s through %s: %d consecutive upgrades", strings.Join(p.From, ", "), strings.Join(p.Path, " → "), len(p.Path))
+				}
+				add("upgrade path to "+to, true, detail)
+				versions = append(versions, p.Path...)
 			}
 			versions = append(versions, to)
 		}
 	}
+	seen := map[string]bool{}
 	for _, v := range versions {
+		if seen[v] {
+			continue
+		}
+		seen[v] = true
 		if e.c.Release(v) == nil {
 			add("release "+v+" in the catalog", false, "members run it but the catalog does not list it: a rollback to it would have no artifact")
 			continue

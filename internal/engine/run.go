@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/config"
 	"github.com/ferry-upgrade/ferry/internal/health"
 	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
@@ -14,8 +15,22 @@ import (
 
 // Run drives the current upgrade until it ends (completed, failed) or
 // ctx is cancelled. It may be called by a new process after a crash:
-// it starts from the stored record and what it observes.
+// it starts from the stored record and what it observes. An upgrade
+// that is a step of a chain (Final) is followed, once completed, by the
+// next step, planned from what then runs.
 func (e *Engine) Run(ctx context.Context) (upgrade.Upgrade, error) {
+	for {
+		u, err := e.run(ctx)
+		if err != nil || u.State != upgrade.StateCompleted || u.Final == "" || u.Final == u.To {
+			return u, err
+		}
+		if _, err := e.Begin(ctx, u.Final); err != nil {
+			return u, fmt.Errorf("engine: the next step towards %s: %w", u.Final, err)
+		}
+	}
+}
+
+func (e *Engine) run(ctx context.Context) (upgrade.Upgrade, error) {
 	u, ok, err := e.cfg.Store.Current()
 	if err != nil {
 		return u, err
@@ -49,6 +64,9 @@ func (e *Engine) Run(ctx context.Context) (upgrade.Upgrade, error) {
 			continue
 		}
 		lastObsErr = ""
+		e.mu.Lock()
+		e.lastSnap = snap
+		e.mu.Unlock()
 		// The operator's requests arrive through the store, from
 		// whichever process took them.
 		if cur, err := e.cfg.Store.Get(u.ID); err == nil && cur.Intent.Seq > u.Intent.Seq {
@@ -59,7 +77,7 @@ func (e *Engine) Run(ctx context.Context) (upgrade.Upgrade, error) {
 		evs = append(evs, changes(u, d.Upgrade)...)
 		evs = append(evs, e.overheads(u, d, now)...)
 		for _, a := range d.Actions {
-			evs = append(evs, store.Event{Kind: "action", Member: a.Member, Component: e.members[a.Member].comp.Name,
+			evs = append(evs, store.Event{Kind: "action", Member: a.Member, Component: e.componentOf(a),
 				Message: describe(a) + ": started"})
 		}
 		// Write before acting: the record names what is about to happen.
@@ -124,7 +142,7 @@ func (e *Engine) act(ctx context.Context, u upgrade.Upgrade, actions []upgrade.A
 	before := u
 	for _, o := range outs {
 		u = upgrade.Finished(u, o.a, o.err, now)
-		ev := store.Event{Kind: "action", Member: o.a.Member, Component: e.members[o.a.Member].comp.Name,
+		ev := store.Event{Kind: "action", Member: o.a.Member, Component: e.componentOf(o.a),
 			DurationMS: float64(o.dur.Microseconds()) / 1000}
 		if o.err != nil {
 			ev.Kind = "error"
@@ -141,8 +159,80 @@ func (e *Engine) act(ctx context.Context, u upgrade.Upgrade, actions []upgrade.A
 	return u, nil
 }
 
+// componentOf names the component an action is about.
+func (e *Engine) componentOf(a upgrade.Action) string {
+	if info, ok := e.members[a.Member]; ok {
+		return info.comp.Name
+	}
+	if r := e.c.Release(a.Version); r != nil {
+		return r.Migrations.Component
+	}
+	return ""
+}
+
+// stage makes the calls of a migration stage of the release a names,
+// against a running member of the migrations' component (.Any).
+func (e *Engine) stage(ctx context.Context, a upgrade.Action) error {
+	r := e.c.Release(a.Version)
+	if r == nil {
+		return fmt.Errorf("release %s is not in the catalog", a.Version)
+	}
+	m := &r.Migrations
+	comp := e.c.Component(m.Component)
+	if comp == nil {
+		return fmt.Errorf("release %s: migrations.component %q is not in the description", a.Version, m.Component)
+	}
+	var calls []config.Call
+	switch a.Stage {
+	case "expand":
+		calls = m.Expand
+	case "migrate":
+		calls = m.Migrate
+	case "finalize":
+		calls = m.Finalize
+	case "contract":
+		calls = m.Contract
+	default:
+		return fmt.Errorf("unknown migration stage %q", a.Stage)
+	}
+	data := e.c.DataFor(comp, nil)
+	data.Version = a.Version
+	data.Any = e.anyRunning(comp)
+	for i, c := range calls {
+		if r := health.Do(ctx, c, data); !r.OK {
+			return fmt.Errorf("%s call %d: %s", a.Stage, i+1, r.Detail)
+		}
+	}
+	return nil
+}
+
+// anyRunning is the address of a member of comp last seen healthy (or
+// running), the first member's otherwise.
+func (e *Engine) anyRunning(comp *config.Component) string {
+	e.mu.Lock()
+	snap := e.lastSnap
+	e.mu.Unlock()
+	best := ""
+	for i := range comp.Members {
+		m := &comp.Members[i]
+		if snap.Obs.Members[m.Name].Healthy {
+			return m.Address
+		}
+		if best == "" && snap.Statuses[m.Name].Running {
+			best = m.Address
+		}
+	}
+	if best == "" && len(comp.Members) > 0 {
+		best = comp.Members[0].Address
+	}
+	return best
+}
+
 // do performs one action.
 func (e *Engine) do(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) error {
+	if a.Kind == upgrade.ActStage {
+		return e.stage(ctx, a)
+	}
 	info, ok := e.members[a.Member]
 	if !ok {
 		return fmt.Errorf("unknown member %q", a.Member)
@@ -190,6 +280,8 @@ func describe(a upgrade.Action) string {
 		return fmt.Sprintf("start %s on %s", a.Member, a.Version)
 	case upgrade.ActStop:
 		return "stop " + a.Member
+	case upgrade.ActStage:
+		return fmt.Sprintf("%s of release %s", a.Stage, a.Version)
 	default:
 		return fmt.Sprintf("%s hooks of %s", a.Kind, a.Member)
 	}

@@ -45,7 +45,7 @@ func Compute(c *config.Cluster, obs Observed, to string) (Plan, error) {
 			ErrUnknownRelease, to, c.Name, orNone(strings.Join(known, ", ")))
 	}
 	p := Plan{From: observedVersions(c, obs), To: to}
-	from := newUpgradeFrom(rel)
+	from := newUpgradeFrom(c, rel)
 	var errs []error
 	for _, comp := range c.ComponentsInOrder() {
 		if _, ok := rel.ArtifactFor(comp.Name); !ok {
@@ -114,8 +114,8 @@ func phaseOf(comp *config.Component, obs Observed, to string, from *upgradeFrom)
 				ErrNotUpgradable, named(ms), comp.Name, isAre(ms), reportsReport(ms)))
 			continue
 		}
-		errs = append(errs, fmt.Errorf("%w: %s (component %s) %s %s; release %s upgrades from %s",
-			ErrNotUpgradable, named(ms), comp.Name, runRuns(ms), v, to, from))
+		errs = append(errs, fmt.Errorf("%w: %s (component %s) %s %s; %s",
+			ErrNotUpgradable, named(ms), comp.Name, runRuns(ms), v, from.why(v)))
 	}
 
 	order := append(downFirst, others...)
@@ -178,37 +178,79 @@ func batches(order []string, size func(prev int) int) []Batch {
 	return out
 }
 
-// upgradeFrom is a release's upgrade_from, with the verdict for each
-// version remembered: a thousand members run only a few versions.
+// upgradeFrom decides whether a member may move from a version to the
+// target release, with the verdict for each version remembered: a
+// thousand members run only a few versions. Moving up needs the
+// target's upgrade_from; moving down needs the running release's
+// downgrade_to (which validation keeps to the same MAJOR.MINOR).
 type upgradeFrom struct {
-	patterns []string
-	seen     map[string]bool
+	c    *config.Cluster
+	to   *config.Release
+	seen map[string]bool
 }
 
-func newUpgradeFrom(r *config.Release) *upgradeFrom {
-	return &upgradeFrom{patterns: r.UpgradeFrom, seen: map[string]bool{}}
+func newUpgradeFrom(c *config.Cluster, r *config.Release) *upgradeFrom {
+	return &upgradeFrom{c: c, to: r, seen: map[string]bool{}}
 }
 
 func (u *upgradeFrom) allows(v string) bool {
 	if ok, seen := u.seen[v]; seen {
 		return ok
 	}
-	ok := false
-	for _, p := range u.patterns {
-		if config.MatchVersion(p, v) {
-			ok = true
-			break
-		}
-	}
+	ok := Allowed(u.c, v, u.to.Version)
 	u.seen[v] = ok
 	return ok
 }
 
-func (u *upgradeFrom) String() string {
-	if len(u.patterns) == 0 {
-		return "nothing (its upgrade_from is empty)"
+// why says why a member on v may not move to the target.
+func (u *upgradeFrom) why(v string) string {
+	to := u.to.Version
+	if config.CompareVersions(to, v) < 0 {
+		r := u.c.Release(v)
+		switch {
+		case r == nil:
+			return fmt.Sprintf("%s is not in the catalog, so nothing says it may go back to %s", v, to)
+		case len(r.DowngradeTo) == 0:
+			return fmt.Sprintf("a downgrade to %s needs release %s to list it in downgrade_to, which is empty (downgrades go only to an earlier patch of the same MAJOR.MINOR)", to, v)
+		default:
+			return fmt.Sprintf("a downgrade to %s needs release %s to list it in downgrade_to, which is [%s]", to, v, strings.Join(r.DowngradeTo, ", "))
+		}
 	}
-	return "[" + strings.Join(u.patterns, ", ") + "]"
+	if len(u.to.UpgradeFrom) == 0 {
+		return fmt.Sprintf("release %s upgrades from nothing (its upgrade_from is empty)", to)
+	}
+	return fmt.Sprintf("release %s upgrades from [%s]", to, strings.Join(u.to.UpgradeFrom, ", "))
+}
+
+// Allowed reports whether a member running version from may move to
+// release to in one step: up when to's upgrade_from matches from, down
+// when from's downgrade_to matches to.
+func Allowed(c *config.Cluster, from, to string) bool {
+	if from == to {
+		return true
+	}
+	target := c.Release(to)
+	if target == nil {
+		return false
+	}
+	if config.CompareVersions(to, from) < 0 {
+		r := c.Release(from)
+		if r == nil {
+			return false
+		}
+		for _, p := range r.DowngradeTo {
+			if config.MatchVersion(p, to) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range target.UpgradeFrom {
+		if config.MatchVersion(p, from) {
+			return true
+		}
+	}
+	return false
 }
 
 // observedVersions returns the distinct versions the cluster's members

@@ -8,6 +8,10 @@ type Plan struct {
 	From   []string `json:"from"` // versions observed at planning time, sorted
 	To     string   `json:"to"`
 	Phases []Phase  `json:"phases"`
+	// Path is the chain of releases when the target is more than one
+	// step away: To is its first, run to completion (finalized) before
+	// the next is planned from what then runs.
+	Path []string `json:"path,omitempty"`
 }
 
 // Phase is one component's turn; nothing of another component moves

@@ -31,6 +31,7 @@ func New(id string, p plan.Plan, versions map[string]string, components map[stri
 		State:   StateStarted,
 		Plan:    p,
 		Members: map[string]*Member{},
+		Pin:     majority(versions),
 		Created: now,
 		Updated: now,
 	}
@@ -85,7 +86,7 @@ type Decision struct {
 func Step(c *config.Cluster, u Upgrade, obs Observation, now time.Time) Decision {
 	s := stepper{c: c, u: u.clone(), obs: obs, now: now}
 	s.run()
-	s.u.Waiting = strings.Join(s.waiting, "; ")
+	s.u.Waiting = strings.Join(append(s.notes, s.waiting...), "; ")
 	if s.u.State.Terminal() && s.u.Ended.IsZero() {
 		s.u.Ended = now
 	}
@@ -101,6 +102,8 @@ type stepper struct {
 	actions []Action
 	waiting []string
 	after   time.Duration
+	// notes are said in Waiting without holding the step back.
+	notes []string
 	// failed is set once a step failed in this pass: the phase stops
 	// advancing members, whatever the policy made of the failure.
 	failed bool
@@ -132,6 +135,13 @@ func (s *stepper) fail(format string, args ...any) {
 	s.failed = true
 	u := &s.u
 	switch {
+	case !u.Finalized.IsZero() && !u.RollingBack():
+		// Past the point of no return: nothing to roll back to.
+		u.ResumeTo = u.State
+		u.State = StatePaused
+		u.Reason = reason + " (after finalize: no rollback; fix the cause, then 'ferry upgrade resume')"
+		u.Pausing = false
+		s.pausedWait()
 	case u.State == StatePreflight || u.State == StateStarted:
 		// Nothing was touched: nothing to roll back.
 		u.State = StateFailed
@@ -239,10 +249,14 @@ func (s *stepper) intent() {
 			return
 		}
 		if why := NoAbort(u); why != "" {
-			s.wait("abort refused: %s", why)
+			s.notes = append(s.notes, "abort refused: "+why)
 			return
 		}
 		s.rollback("aborted by the operator")
+	case IntentFinalize:
+		if u.State == StateAwaitingFinalize {
+			s.enterStage(StateFinalizing)
+		}
 	}
 }
 
@@ -255,8 +269,127 @@ func NoAbort(u *Upgrade) string {
 		return fmt.Sprintf("upgrade %s has ended (%s)", u.ID, u.State)
 	case u.RollingBack():
 		return fmt.Sprintf("upgrade %s is already rolling back", u.ID)
+	case !u.Finalized.IsZero():
+		return fmt.Sprintf("upgrade %s passed its point of no return: it was finalized at %s, so the cluster's compatibility version is %s and members of %s could not read what %s now writes",
+			u.ID, u.Finalized.UTC().Format(time.RFC3339), u.To, u.From, u.To)
 	}
 	return ""
+}
+
+// NoFinalize says why upgrade u cannot be finalized by the operator
+// now, or "" if it can.
+func NoFinalize(u *Upgrade) string {
+	switch {
+	case u.State.Terminal():
+		return fmt.Sprintf("upgrade %s has ended (%s)", u.ID, u.State)
+	case !u.Finalized.IsZero():
+		return fmt.Sprintf("upgrade %s is already finalized", u.ID)
+	case u.State != StateAwaitingFinalize:
+		return fmt.Sprintf("upgrade %s is %s: finalize comes once every member runs %s and the migration is done (and only with policy finalize: manual; with auto ferry finalizes by itself)", u.ID, u.State, u.To)
+	}
+	return ""
+}
+
+// stageCalls are the calls of migration stage st of the target release.
+func (s *stepper) stageCalls(st State) []config.Call {
+	r := s.c.Release(s.u.To)
+	if r == nil {
+		return nil
+	}
+	m := &r.Migrations
+	switch st {
+	case StateExpanding:
+		return m.Expand
+	case StateMigrating:
+		return m.Migrate
+	case StateFinalizing:
+		return m.Finalize
+	case StateContracting:
+		return m.Contract
+	}
+	return nil
+}
+
+// enterStage moves to migration stage st with fresh progress.
+func (s *stepper) enterStage(st State) {
+	s.u.State = st
+	s.u.Stage = Stage{}
+}
+
+// nextStage is what follows stage st once it is done (or empty).
+func (s *stepper) nextStage(st State) {
+	u := &s.u
+	switch st {
+	case StateExpanding:
+		u.Phase, u.Batch = 0, 0
+		s.enterPhase()
+	case StateMigrating:
+		if s.c.Policy.Finalize == "manual" {
+			s.enterStage(StateAwaitingFinalize)
+			return
+		}
+		s.enterStage(StateFinalizing)
+	case StateFinalizing:
+		if u.Finalized.IsZero() {
+			u.Finalized = s.now
+		}
+		u.Pin = u.To
+		s.enterStage(StateContracting)
+	case StateContracting:
+		u.State = StateCompleted
+	}
+}
+
+// stage advances migration stage st: its calls are made until they
+// pass, at the release's interval, within its deadline. Finalize is
+// recorded before its first call: once it may have happened, there is
+// no going back.
+func (s *stepper) stage(st State) {
+	u := &s.u
+	calls := s.stageCalls(st)
+	if len(calls) == 0 || u.Stage.Done {
+		s.nextStage(st)
+		return
+	}
+	m := &s.c.Release(u.To).Migrations
+	if u.Stage.Since.IsZero() {
+		u.Stage.Since = s.now
+	}
+	if d := m.Deadline.D(); s.now.Sub(u.Stage.Since) > d {
+		s.fail("%s: not done within %s: %s", st, d, orDash(u.Stage.Detail))
+		return
+	}
+	if s.u.Pausing {
+		return // pauseIfQuiet pauses between two calls
+	}
+	if !u.Stage.LastTry.IsZero() {
+		if next := u.Stage.LastTry.Add(m.Interval.D()); s.now.Before(next) {
+			s.wait("%s: %s", st, orDash(u.Stage.Detail))
+			s.wake(next)
+			return
+		}
+	}
+	if st == StateFinalizing && u.Finalized.IsZero() {
+		u.Finalized = s.now
+		u.Pin = u.To
+	}
+	u.Stage.LastTry = s.now
+	u.Stage.Tries++
+	s.actions = append(s.actions, Action{Kind: ActStage, Stage: stageName(st), Version: u.To})
+}
+
+func stageName(st State) string {
+	switch st {
+	case StateExpanding:
+		return "expand"
+	case StateMigrating:
+		return "migrate"
+	case StateFinalizing:
+		return "finalize"
+	case StateContracting:
+		return "contract"
+	}
+	return string(st)
 }
 
 // resume returns a paused upgrade to where it was. Members that failed
@@ -273,6 +406,7 @@ func (s *stepper) resume() {
 		u.Reason = ""
 	}
 	u.GateSince = time.Time{}
+	u.Stage.Since, u.Stage.LastTry = time.Time{}, time.Time{}
 	for _, m := range u.Members {
 		switch {
 		case m.Step == StepFailed:
@@ -345,7 +479,11 @@ func (s *stepper) once() {
 		if !s.preflight() {
 			return
 		}
-		s.enterPhase()
+		s.enterStage(StateExpanding)
+	case u.State == StateExpanding, u.State == StateMigrating, u.State == StateFinalizing, u.State == StateContracting:
+		s.stage(u.State)
+	case u.State == StateAwaitingFinalize:
+		s.wait("every member runs %s, pinned to %s; 'ferry upgrade finalize' passes the point of no return, 'ferry upgrade abort' rolls back", u.To, u.Pin)
 	case strings.HasPrefix(string(u.State), "upgraded-"):
 		u.Phase++
 		u.Batch = 0
@@ -360,7 +498,7 @@ func (s *stepper) enterPhase() {
 	u := &s.u
 	u.GateSince = time.Time{}
 	if u.Phase >= len(u.Plan.Phases) {
-		u.State = StateCompleted
+		s.enterStage(StateMigrating)
 		return
 	}
 	u.State = Upgrading(u.Plan.Phases[u.Phase].Component)
@@ -694,6 +832,18 @@ func (s *stepper) admit(comp *config.Component, ph plan.Phase, m *Member) string
 // moves the member to its next step, a failure is noted and retried.
 func Finished(u Upgrade, a Action, err error, now time.Time) Upgrade {
 	u = u.clone()
+	if a.Kind == ActStage {
+		if stageName(u.State) != a.Stage {
+			return u // a stale outcome
+		}
+		u.Updated = now
+		if err != nil {
+			u.Stage.Detail = fmt.Sprintf("try %d: %v", u.Stage.Tries, err)
+		} else {
+			u.Stage.Done, u.Stage.Detail = true, "done"
+		}
+		return u
+	}
 	m := u.Members[a.Member]
 	if m == nil {
 		return u

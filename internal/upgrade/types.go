@@ -17,6 +17,15 @@ const (
 	StatePaused      State = "paused"
 	StateRollingBack State = "rolling-back"
 	StateRolledBack  State = "rolled-back"
+
+	// The release's migration stages (Glance, Ironic): expand before any
+	// member runs the release; migrate once all do; finalize moves the
+	// pin to the release, the point of no return; contract after it.
+	StateExpanding        State = "expanding"
+	StateMigrating        State = "migrating"
+	StateAwaitingFinalize State = "awaiting-finalize" // policy finalize: manual
+	StateFinalizing       State = "finalizing"
+	StateContracting      State = "contracting"
 )
 
 // Upgrading is the state while component c's phase runs.
@@ -89,6 +98,16 @@ type Upgrade struct {
 	Pausing bool `json:"pausing,omitempty"`
 	// ResumeTo is the state a paused upgrade returns to on resume.
 	ResumeTo State `json:"resume_to,omitempty"`
+	// Final is the end of a chain of upgrades (plan.Path) when this
+	// one is a step of it: once this completes, the next is planned.
+	Final string `json:"final,omitempty"`
+	// Pin is the cluster's compatibility version: From until finalize,
+	// To after. Finalized is when finalize was first attempted: from
+	// then on there is no going back (no abort, no rollback).
+	Pin       string    `json:"pin,omitempty"`
+	Finalized time.Time `json:"finalized,omitzero"`
+	// Stage is the progress of the current migration stage.
+	Stage Stage `json:"stage,omitzero"`
 	// Description is the SHA-256 of the cluster description the upgrade
 	// was started with: while it runs, the description is locked.
 	Description string `json:"description,omitempty"`
@@ -125,6 +144,16 @@ type Member struct {
 	Detail  string    `json:"detail,omitempty"`
 }
 
+// Stage is the progress of one migration stage: its calls are made
+// until they pass (a migration reports its progress in Detail).
+type Stage struct {
+	Since   time.Time `json:"since,omitzero"`
+	LastTry time.Time `json:"last_try,omitzero"`
+	Tries   int       `json:"tries,omitempty"`
+	Detail  string    `json:"detail,omitempty"`
+	Done    bool      `json:"done,omitempty"`
+}
+
 // IntentKind names an operator's request to a running upgrade.
 type IntentKind string
 
@@ -132,6 +161,9 @@ const (
 	IntentPause  IntentKind = "pause"
 	IntentResume IntentKind = "resume"
 	IntentAbort  IntentKind = "abort"
+	// IntentFinalize lets an upgrade that awaits it (policy finalize:
+	// manual) pass its point of no return.
+	IntentFinalize IntentKind = "finalize"
 )
 
 // Intent is one request of the operator; Seq grows with each request,
@@ -188,11 +220,15 @@ const (
 	ActStop      ActionKind = "stop"       // stop the member gracefully
 	ActStart     ActionKind = "start"      // start the member on Version
 	ActPostStart ActionKind = "post-start" // run the member's post_start hooks
+	ActStage     ActionKind = "stage"      // run the target release's calls of Stage
 )
 
 // Action is one thing for the engine to do to one member.
 type Action struct {
 	Kind    ActionKind `json:"kind"`
-	Member  string     `json:"member"`
+	Member  string     `json:"member,omitempty"`
 	Version string     `json:"version,omitempty"`
+	// Stage is the migration stage of an ActStage action: expand,
+	// migrate, finalize or contract.
+	Stage string `json:"stage,omitempty"`
 }
