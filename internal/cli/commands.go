@@ -120,7 +120,7 @@ func planCmd(g *globals) *cobra.Command {
 			if g.json() {
 				return g.printJSON(p)
 			}
-			printPlan(g, p)
+			printPlan(g, p, c)
 			return nil
 		},
 	}
@@ -128,8 +128,29 @@ func planCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-func printPlan(g *globals, p plan.Plan) {
+func printPlan(g *globals, p plan.Plan, c *config.Cluster) {
 	fmt.Fprintf(g.stdout, "plan: %s → %s\n", strings.Join(p.From, ","), p.To)
+	if len(p.Path) > 1 {
+		fmt.Fprintf(g.stdout, "path: %s → %s: %d consecutive upgrades, each finalized before the next is planned; this plan is the first\n",
+			strings.Join(p.From, ","), strings.Join(p.Path, " → "), len(p.Path))
+	}
+	if r := c.Release(p.To); r != nil && !r.Migrations.Empty() {
+		m := &r.Migrations
+		var stages []string
+		for _, st := range []struct {
+			name  string
+			calls []config.Call
+		}{{"expand", m.Expand}, {"migrate", m.Migrate}, {"finalize (point of no return)", m.Finalize}, {"contract", m.Contract}} {
+			if len(st.calls) > 0 {
+				stages = append(stages, st.name)
+			}
+		}
+		when := "by itself"
+		if c.Policy.Finalize == "manual" {
+			when = "on 'ferry upgrade finalize'"
+		}
+		fmt.Fprintf(g.stdout, "migrations of %s (on %s): %s; finalized %s\n", p.To, m.Component, strings.Join(stages, ", "), when)
+	}
 	w := g.table()
 	fmt.Fprintln(w, "PHASE\tCOMPONENT\tSTRATEGY\tBATCH\tMEMBERS")
 	for i, ph := range p.Phases {
@@ -150,6 +171,42 @@ func printPlan(g *globals, p plan.Plan) {
 		}
 	}
 	w.Flush()
+}
+
+func releasesCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "releases", Short: "the release catalog"}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "each release with its state computed from what runs: active, partial, available, unavailable",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.load()
+			if err != nil {
+				return err
+			}
+			e, _, err := g.engineFor(c, nil)
+			if err != nil {
+				return err
+			}
+			snap, err := e.Observe(cmd.Context())
+			if err != nil {
+				return err
+			}
+			rv := e.ReleasesView(snap)
+			if g.json() {
+				return g.printJSON(rv)
+			}
+			w := g.table()
+			fmt.Fprintln(w, "VERSION\tSTATE\tMEMBERS\tPATH\tUPGRADE_FROM\tDOWNGRADE_TO\tMIGRATIONS")
+			for _, r := range rv {
+				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Version, r.State, r.Members, dash(strings.Join(r.Path, " → ")),
+					dash(strings.Join(r.UpgradeFrom, ",")), dash(strings.Join(r.DowngradeTo, ",")), dash(strings.Join(r.Migrations, ",")))
+			}
+			return w.Flush()
+		},
+	}
+	cmd.AddCommand(list)
+	return cmd
 }
 
 func versionsCmd(g *globals) *cobra.Command {

@@ -66,7 +66,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "log every step to stderr")
 
 	root.AddCommand(
-		validateCmd(g), planCmd(g), healthCmd(g), upgradeCmd(g), versionsCmd(g), membersCmd(g), eventsCmd(g),
+		validateCmd(g), planCmd(g), healthCmd(g), releasesCmd(g), upgradeCmd(g), versionsCmd(g), membersCmd(g), eventsCmd(g),
 		agentCmd(g), demoCmd(g),
 	)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -92,7 +92,20 @@ driving the upgrade, this one runs the rollback in the foreground.`,
 			return nil
 		},
 	}
-	cmd.AddCommand(start, status, pause, resume, abort)
+	finalize := &cobra.Command{
+		Use:   "finalize",
+		Short: "pass the point of no return: move the cluster's pin to the new release (policy finalize: manual)",
+		Long: `Finalize an upgrade that awaits it (policy finalize: manual): the release's
+finalize calls move the cluster's compatibility version to the new release, then
+its contract calls run. After this there is no abort and no rollback: members
+of the previous release could not read what the new one then writes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return g.request(cmd.Context(), upgrade.IntentFinalize, quiet)
+		},
+	}
+	finalize.Flags().BoolVarP(&quiet, "quiet", "q", false, "no live view; print the outcome only")
+	cmd.AddCommand(start, status, pause, resume, abort, finalize)
 	return cmd
 }
 
@@ -132,7 +145,7 @@ func (g *globals) runUpgrade(ctx context.Context, to string, quiet bool, ok ...u
 		}
 		if !quiet && !g.json() {
 			fmt.Fprintf(g.stdout, "upgrade %s: %s → %s\n", u.ID, u.From, u.To)
-			printPlan(g, u.Plan)
+			printPlan(g, u.Plan, c)
 		}
 	}
 	u, err := e.Run(ctx)
@@ -168,6 +181,19 @@ func printLive(g *globals, start time.Time, ev store.Event) {
 
 func printStatus(g *globals, u upgrade.Upgrade) {
 	fmt.Fprintf(g.stdout, "upgrade:  %s\nstate:    %s\nrelease:  %s → %s\n", u.ID, u.State, u.From, u.To)
+	if u.Final != "" {
+		fmt.Fprintf(g.stdout, "path:     one step towards %s\n", u.Final)
+	}
+	if u.Pin != "" {
+		pin := u.Pin
+		if !u.Finalized.IsZero() {
+			pin += " (finalized " + u.Finalized.Local().Format(time.TimeOnly) + ": no going back)"
+		}
+		fmt.Fprintf(g.stdout, "pin:      %s\n", pin)
+	}
+	if u.Stage.Tries > 0 {
+		fmt.Fprintf(g.stdout, "stage:    %d call(s), last: %s\n", u.Stage.Tries, dash(u.Stage.Detail))
+	}
 	if len(u.Plan.Phases) > 0 && u.Phase < len(u.Plan.Phases) {
 		ph := u.Plan.Phases[u.Phase]
 		fmt.Fprintf(g.stdout, "phase:    %d/%d (%s), batch %d/%d\n", u.Phase+1, len(u.Plan.Phases), ph.Component, min(u.Batch+1, len(ph.Batches)), len(ph.Batches))
@@ -235,6 +261,10 @@ func (g *globals) request(ctx context.Context, kind upgrade.IntentKind, quiet bo
 		case upgrade.IntentAbort:
 			if why := upgrade.NoAbort(&u); why != "" {
 				return fmt.Errorf("abort refused: %s", why)
+			}
+		case upgrade.IntentFinalize:
+			if why := upgrade.NoFinalize(&u); why != "" {
+				return fmt.Errorf("finalize refused: %s", why)
 			}
 		case upgrade.IntentPause:
 			if u.State == upgrade.StatePaused {

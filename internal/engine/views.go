@@ -3,6 +3,8 @@ package engine
 import (
 	"sort"
 
+	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/plan"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
@@ -81,4 +83,66 @@ func SortedVersions(m map[string]int) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// ReleaseView is one row of 'ferry releases list': a release of the
+// catalog and its state computed from what runs now (StarlingX's
+// kube-version-list): active (every member runs it), partial (some do),
+// available (ferry can take the cluster there, in one step or a chain),
+// unavailable (no path from what runs).
+type ReleaseView struct {
+	Version     string   `json:"version"`
+	State       string   `json:"state"`
+	Members     int      `json:"members"` // members running it
+	Path        []string `json:"path,omitempty"`
+	UpgradeFrom []string `json:"upgrade_from,omitempty"`
+	DowngradeTo []string `json:"downgrade_to,omitempty"`
+	Migrations  []string `json:"migrations,omitempty"` // the stages it has
+}
+
+// ReleasesView lists the catalog in version order with each state.
+func (e *Engine) ReleasesView(snap Snapshot) []ReleaseView {
+	count := map[string]int{}
+	total := 0
+	var running []string
+	for _, n := range e.order {
+		st := snap.Statuses[n]
+		total++
+		if st.Version != "" {
+			if count[st.Version] == 0 {
+				running = append(running, st.Version)
+			}
+			count[st.Version]++
+		}
+	}
+	sort.Slice(running, func(i, j int) bool { return config.CompareVersions(running[i], running[j]) < 0 })
+	rels := append([]config.Release(nil), e.c.Releases...)
+	sort.Slice(rels, func(i, j int) bool { return config.CompareVersions(rels[i].Version, rels[j].Version) < 0 })
+	var out []ReleaseView
+	for _, r := range rels {
+		v := ReleaseView{Version: r.Version, Members: count[r.Version], UpgradeFrom: r.UpgradeFrom, DowngradeTo: r.DowngradeTo}
+		m := &r.Migrations
+		for _, st := range []struct {
+			name string
+			n    int
+		}{{"expand", len(m.Expand)}, {"migrate", len(m.Migrate)}, {"finalize", len(m.Finalize)}, {"contract", len(m.Contract)}} {
+			if st.n > 0 {
+				v.Migrations = append(v.Migrations, st.name)
+			}
+		}
+		switch {
+		case total > 0 && count[r.Version] == total:
+			v.State = "active"
+		case count[r.Version] > 0:
+			v.State = "partial"
+		default:
+			if path, err := plan.Path(e.c, running, r.Version); err == nil && len(running) > 0 {
+				v.State, v.Path = "available", path
+			} else {
+				v.State = "unavailable"
+			}
+		}
+		out = append(out, v)
+	}
+	return out
 }
