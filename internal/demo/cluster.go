@@ -24,9 +24,26 @@ type Release struct {
 	// Path is the sample binary built with this version (and fault).
 	Path string
 	// UpgradeFrom lists the versions (or x-ranges) that may upgrade to
-	// it; empty for the first release.
+	// it; empty for the first release. DowngradeTo lists the earlier
+	// patches of its line it may go back to.
 	UpgradeFrom []string
+	DowngradeTo []string
+	// Migrations is the release's migrations block, as YAML (flow
+	// style), or empty.
+	Migrations string
 }
+
+// KVMigrations are the sample kv store's steps to its format 2, as the
+// migrations block of release 2.0.0: pin the cluster to format 1 before
+// any member moves (expand), give every record its format-2 form in
+// batches once all members run 2.0.0 (migrate, repeated until done),
+// move the pin to format 2 (finalize: from then on 1.0.0 cannot read
+// what is written), drop the format-1 records (contract).
+const KVMigrations = `{component: kv, deadline: 2m, interval: 200ms,
+      expand: [{http: "http://{{.Any}}/admin/compat?level=1", method: POST}],
+      migrate: [{http: "http://{{.Any}}/admin/migrate?batch=2000", method: POST, json: {path: done, equals: true}}],
+      finalize: [{http: "http://{{.Any}}/admin/compat?level=2", method: POST}],
+      contract: [{http: "http://{{.Any}}/admin/contract", method: POST}]}`
 
 // ClusterOptions describe a sample cluster to start.
 type ClusterOptions struct {
@@ -113,6 +130,21 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 				q[i] = strconv.Quote(f)
 			}
 			fmt.Fprintf(&rel, "    upgrade_from: [%s]\n", strings.Join(q, ", "))
+		}
+		if len(r.DowngradeTo) > 0 {
+			q := make([]string, len(r.DowngradeTo))
+			for i, f := range r.DowngradeTo {
+				q[i] = strconv.Quote(f)
+			}
+			fmt.Fprintf(&rel, "    downgrade_to: [%s]\n", strings.Join(q, ", "))
+		}
+		if r.Migrations != "" {
+			fmt.Fprintf(&rel, "    migrations: %s\n", placeholder.ReplaceAllStringFunc(r.Migrations, func(m string) string {
+				if v, ok := vars[m[2:len(m)-1]]; ok {
+					return v
+				}
+				return m
+			}))
 		}
 		fmt.Fprintf(&rel, "    artifacts: {\"*\": {path: %q, sha256: %q}}\n", r.Path, sum)
 	}

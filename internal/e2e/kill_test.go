@@ -15,7 +15,8 @@ import (
 )
 
 // TestKillNineResumes kills the ferry process with SIGKILL at random
-// moments of upgrades back and forth between 1.0.0 and 2.0.0, and
+// moments of upgrades back and forth between 1.0.0 and 1.0.1 (an
+// upgrade, then a patch downgrade), and
 // starts it again each time with 'ferry upgrade resume'. Every upgrade
 // must complete with every member on its target; the observer must
 // never see more members of a component down at once than its policy
@@ -40,12 +41,12 @@ func TestKillNineResumes(t *testing.T) {
 	t.Logf("seed %d (FERRY_KILL_SEED=%d reproduces the kill points), %d kills", seed, seed, points)
 	rng := rand.New(rand.NewPCG(seed, 1))
 
-	cl := startCluster(t, demo.ClusterOptions{Soak: time.Second, Deadline: 30 * time.Second, GateDeadline: 30 * time.Second}, "2.0.0")
+	cl := startCluster(t, demo.ClusterOptions{Soak: time.Second, Deadline: 30 * time.Second, GateDeadline: 30 * time.Second}, "1.0.1")
 	stopTraffic := clientTraffic(cl, seed)
 	obs := watch(cl)
 
 	const perUpgrade = 5
-	kills, target := 0, "2.0.0"
+	kills, target := 0, "1.0.1"
 	for kills < points {
 		n := min(perUpgrade, points-kills)
 		prev, _ := status(t, cl)
@@ -76,10 +77,10 @@ func TestKillNineResumes(t *testing.T) {
 		}
 		expectAllOn(t, cl, target)
 		t.Logf("upgrade %s → %s completed after %d kills so far", u.From, target, kills)
-		if target == "2.0.0" {
+		if target == "1.0.1" {
 			target = "1.0.0"
 		} else {
-			target = "2.0.0"
+			target = "1.0.1"
 		}
 	}
 	obs.check(t)

@@ -32,6 +32,7 @@ var bin struct {
 // builds are the sample releases: version → fault ("" is healthy).
 var builds = map[string]string{
 	"1.0.0":           "",
+	"1.0.1":           "",
 	"2.0.0":           "",
 	"2.0.0-bad.exit":  "exit-at-start",
 	"2.0.0-bad.never": "never-ready",
@@ -77,14 +78,19 @@ func build(dir string) error {
 }
 
 // startCluster starts a sample cluster on 1.0.0 with the given
-// releases (each upgradable from 1.0.x; 1.0.0 from 2.0.x, so that a
-// test can go back and forth) and closes it at the end of the test.
+// releases (each upgradable from 1.0.x; 1.0.1 may go back to 1.0.0, so
+// that a test can go back and forth) and closes it at the end of the
+// test.
 func startCluster(t *testing.T, o demo.ClusterOptions, versions ...string) *demo.Cluster {
 	t.Helper()
 	o.Dir, o.Self, o.Start = t.TempDir(), bin.ferry, "1.0.0"
-	o.Releases = []demo.Release{{Version: "1.0.0", Path: bin.sample["1.0.0"], UpgradeFrom: []string{"2.0.x"}}}
+	o.Releases = []demo.Release{{Version: "1.0.0", Path: bin.sample["1.0.0"]}}
 	for _, v := range versions {
-		o.Releases = append(o.Releases, demo.Release{Version: v, Path: bin.sample[v], UpgradeFrom: []string{"1.0.x"}})
+		r := demo.Release{Version: v, Path: bin.sample[v], UpgradeFrom: []string{"1.0.x"}}
+		if v == "1.0.1" {
+			r.DowngradeTo = []string{"1.0.0"}
+		}
+		o.Releases = append(o.Releases, r)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -22,7 +22,7 @@ func TestOperatorCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: starts a real cluster")
 	}
-	cl := startCluster(t, demo.ClusterOptions{Soak: time.Second, Deadline: 20 * time.Second, GateDeadline: 20 * time.Second}, "2.0.0")
+	cl := startCluster(t, demo.ClusterOptions{Soak: time.Second, Deadline: 20 * time.Second, GateDeadline: 20 * time.Second}, "1.0.1", "2.0.0")
 	ctx := context.Background()
 
 	t.Run("health passes on a healthy cluster", func(t *testing.T) {
@@ -94,12 +94,12 @@ func TestOperatorCommands(t *testing.T) {
 
 	t.Run("a second start and a changed description are refused while an upgrade runs", func(t *testing.T) {
 		// An upgrade whose ferry died: it is in progress, driven by no one.
-		runAndKillWhen(t, cl, []string{"upgrade", "start", "--to", "2.0.0", "-q"}, func() bool {
+		runAndKillWhen(t, cl, []string{"upgrade", "start", "--to", "1.0.1", "-q"}, func() bool {
 			u, ok := status(t, cl)
 			return ok && u.State == upgrade.Upgrading("kv")
 		})
 		before, _ := status(t, cl)
-		out, code := ferry(t, cl, "upgrade", "start", "--to", "2.0.0", "-q")
+		out, code := ferry(t, cl, "upgrade", "start", "--to", "1.0.1", "-q")
 		if code != 3 || !strings.Contains(out, "already in progress") || !strings.Contains(out, before.ID) || !strings.Contains(out, "ferry upgrade resume") {
 			t.Errorf("second start: exit %d, want 3 naming %s\n%s", code, before.ID, out)
 		}
@@ -122,14 +122,14 @@ func TestOperatorCommands(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("resume with the original description: exit %d\n%s", code, out)
 		}
-		expectAllOn(t, cl, "2.0.0")
+		expectAllOn(t, cl, "1.0.1")
 		out, code = ferry(t, cl, "upgrade", "abort")
 		if code != 3 || !strings.Contains(out, "has ended (completed)") {
 			t.Errorf("abort after the end: exit %d\n%s", code, out)
 		}
 	})
 
-	t.Run("pause finishes the step in flight and holds; resume goes on", func(t *testing.T) {
+	t.Run("pause finishes the step in flight and holds; resume goes on (a patch downgrade)", func(t *testing.T) {
 		fg := startFerry(t, cl, "upgrade", "start", "--to", "1.0.0", "-q")
 		waitFor(t, 60*time.Second, "the upgrade moving", func() bool {
 			u, ok := status(t, cl)
