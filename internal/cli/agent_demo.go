@@ -37,6 +37,7 @@ func agentCmd(g *globals) *cobra.Command {
 func demoCmd(g *globals) *cobra.Command {
 	var o demo.Options
 	var report string
+	var clusterOnly bool
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "start the sample cluster at 1.0.0, drive traffic through it, upgrade it to 2.0.0, report",
@@ -49,6 +50,9 @@ func demoCmd(g *globals) *cobra.Command {
 			o.Self = self
 			o.Out = g.stdout
 			o.Logger = g.logger()
+			if clusterOnly {
+				return demo.Serve(cmd.Context(), o)
+			}
 			rep, err := demo.Run(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -67,6 +71,7 @@ func demoCmd(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&report, "report", "", "write the JSON report to this file")
+	f.BoolVar(&clusterOnly, "cluster-only", false, "start the sample cluster and keep it running (until Ctrl-C) to try ferry's commands by hand")
 	f.StringVar(&o.Dir, "dir", "", "work directory (default: a new temporary directory)")
 	f.BoolVar(&o.Keep, "keep", false, "keep the work directory")
 	f.StringVar(&o.Artifacts, "artifacts", "", "directory with sample-1.0.0 and sample-2.0.0 (default: build them)")

@@ -57,8 +57,10 @@ type ClusterOptions struct {
 	// Soak, Deadline and GateDeadline are each component's
 	// min_healthy_time, healthy_deadline and gate deadline.
 	Soak, Deadline, GateDeadline time.Duration
-	// OnFailure is the policy: rollback (default) or pause.
+	// OnFailure is the policy: rollback (default) or pause; Finalize
+	// auto (default) or manual.
 	OnFailure string
+	Finalize  string
 	Logger    *slog.Logger
 }
 
@@ -100,6 +102,9 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	if o.OnFailure == "" {
 		o.OnFailure = "rollback"
 	}
+	if o.Finalize == "" {
+		o.Finalize = "auto"
+	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
 		return nil, err
@@ -113,7 +118,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	}
 	names := []string{"AGENT", "KV1", "KV2", "KV3", "KV1R", "KV2R", "KV3R", "API1", "API2", "API3", "API4", "LB", "LBADMIN"}
 	vars := map[string]string{"DIR": dir, "SOAK": o.Soak.String(), "DEADLINE": o.Deadline.String(),
-		"GATE": o.GateDeadline.String(), "POLICY": o.OnFailure}
+		"GATE": o.GateDeadline.String(), "POLICY": o.OnFailure, "FINALIZE": o.Finalize}
 	for i, n := range names {
 		vars[n] = strconv.Itoa(ports[i])
 	}

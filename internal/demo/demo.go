@@ -50,6 +50,9 @@ type Options struct {
 	Concurrency int
 	Seed        uint64
 	Out         io.Writer // the live view
+	// Migrations gives release 2.0.0 the kv store's migrations to its
+	// format 2 (expand, migrate, finalize, contract).
+	Migrations bool
 	Logger      *slog.Logger
 }
 
@@ -141,7 +144,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	start := time.Now()
 	say("starting the sample cluster at %s: kv×3 (raft), api×4, lb", o.From)
 	cl, err := StartCluster(ctx, ClusterOptions{Dir: dir, Self: o.Self, Start: o.From, Logger: o.Logger,
-		Releases: []Release{{Version: o.From, Path: bins[o.From]}, {Version: o.To, Path: bins[o.To], UpgradeFrom: []string{majorMinorX(o.From)}}}})
+		Releases: o.releases(bins)})
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +265,61 @@ func artifacts(ctx context.Context, o Options, dir string, say func(string, ...a
 		out[v] = p
 	}
 	return out, nil
+}
+
+// releases is the demo's catalog: From, and To upgradable from From's
+// line, with the kv store's migrations to format 2 when To is 2.x.
+func (o Options) releases(bins map[string]string) []Release {
+	to := Release{Version: o.To, Path: bins[o.To], UpgradeFrom: []string{majorMinorX(o.From)}}
+	if o.Migrations && strings.HasPrefix(o.To, "2.") {
+		to.Migrations = KVMigrations
+	}
+	return []Release{{Version: o.From, Path: bins[o.From]}, to}
+}
+
+// Serve starts the sample cluster at From with the demo's catalog and
+// keeps it running until ctx ends, so that ferry's commands can be
+// tried on it by hand.
+func Serve(ctx context.Context, o Options) error {
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.From == "" {
+		o.From = "1.0.0"
+	}
+	if o.To == "" {
+		o.To = "2.0.0"
+	}
+	dir := o.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "ferry-cluster-")
+		if err != nil {
+			return err
+		}
+		dir = d
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	say := func(format string, args ...any) { fmt.Fprintf(o.Out, format+"\n", args...) }
+	bins, err := artifacts(ctx, o, dir, func(f string, a ...any) { say(f, a...) })
+	if err != nil {
+		return err
+	}
+	cl, err := StartCluster(ctx, ClusterOptions{Dir: dir, Self: o.Self, Start: o.From, Logger: o.Logger, Releases: o.releases(bins)})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	say("the sample cluster runs at %s (kv×3, api×4, lb); clients: %s", o.From, cl.LB)
+	say("try, from another terminal:")
+	say("  export FERRY_FILE=%s FERRY_DATA_DIR=%s", cl.File, cl.DataDir)
+	say("  ferry members; ferry releases list; ferry health --to %s; ferry plan --to %s", o.To, o.To)
+	say("  ferry upgrade start --to %s    (then: ferry upgrade status | pause | resume | abort)", o.To)
+	say("Ctrl-C stops the cluster.")
+	<-ctx.Done()
+	return nil
 }
 
 // majorMinorX turns 1.0.0 into the x-range 1.0.x.

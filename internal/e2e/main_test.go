@@ -110,14 +110,16 @@ func startCluster(t *testing.T, o demo.ClusterOptions, versions ...string) *demo
 // clientTraffic drives reads and writes through the load balancer until
 // the returned stop is called, which returns what the clients saw.
 func clientTraffic(cl *demo.Cluster, seed uint64) (stop func() *traffic.Recorder) {
+	_, stop = liveTraffic(cl, seed)
+	return stop
+}
+
+// liveTraffic is clientTraffic with the recorder, to read while the
+// clients go on.
+func liveTraffic(cl *demo.Cluster, seed uint64) (*traffic.Recorder, func() *traffic.Recorder) {
 	ctx, cancel := context.WithCancel(context.Background())
-	var rec *traffic.Recorder
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		rec = traffic.Run(ctx, traffic.Config{BaseURL: cl.LB, Concurrency: 4, Rate: 100, WriteShare: 0.5, Seed: seed})
-	}()
-	return func() *traffic.Recorder { cancel(); <-done; return rec }
+	rec, done := traffic.Start(ctx, traffic.Config{BaseURL: cl.LB, Concurrency: 4, Rate: 100, WriteShare: 0.5, Seed: seed})
+	return rec, func() *traffic.Recorder { cancel(); <-done; return rec }
 }
 
 // checkWrites fails the test unless every write the store acknowledged

@@ -95,13 +95,31 @@ func (r *Recorder) pick(rng *rand.Rand) (string, string, bool) {
 
 // Run drives traffic until ctx ends, and returns the recorder.
 func Run(ctx context.Context, cfg Config) *Recorder {
+	rec := &Recorder{acked: map[string]string{}}
+	run(ctx, cfg, rec)
+	return rec
+}
+
+// Start is Run in the background: it returns the recorder at once (its
+// methods may be called while requests go on) and a channel closed when
+// the clients have stopped, after ctx ends.
+func Start(ctx context.Context, cfg Config) (*Recorder, <-chan struct{}) {
+	rec := &Recorder{acked: map[string]string{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run(ctx, cfg, rec)
+	}()
+	return rec, done
+}
+
+func run(ctx context.Context, cfg Config, rec *Recorder) {
 	if cfg.Concurrency < 1 {
 		cfg.Concurrency = 4
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
-	rec := &Recorder{acked: map[string]string{}}
 	client := &http.Client{Timeout: cfg.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Concurrency}}
 	var interval time.Duration
 	if cfg.Rate > 0 {
@@ -137,7 +155,6 @@ func Run(ctx context.Context, cfg Config) *Recorder {
 	}
 	wg.Wait()
 	client.CloseIdleConnections()
-	return rec
 }
 
 func put(c *http.Client, base, key, val string) Sample {
