@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/demo"
+	"github.com/ferry-upgrade/ferry/internal/engine"
+	"github.com/ferry-upgrade/ferry/internal/plan"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
@@ -24,6 +27,41 @@ func TestOperatorCommands(t *testing.T) {
 	}
 	cl := startCluster(t, demo.ClusterOptions{Soak: time.Second, Deadline: 20 * time.Second, GateDeadline: 20 * time.Second}, "1.0.1", "2.0.0")
 	ctx := context.Background()
+
+	t.Run("every listing as JSON", func(t *testing.T) {
+		var p plan.Plan
+		jsonOut(t, cl, &p, "plan", "--to", "2.0.0")
+		if p.To != "2.0.0" || len(p.Phases) != 2 || len(p.Phases[0].Batches) != 3 || p.Phases[0].Quorum != 2 {
+			t.Errorf("plan: %+v", p)
+		}
+		var vv []engine.ComponentVersions
+		jsonOut(t, cl, &vv, "versions")
+		if len(vv) != 2 || vv[0].Versions["1.0.0"] != 3 || vv[1].Versions["1.0.0"] != 4 {
+			t.Errorf("versions: %+v", vv)
+		}
+		var mv []engine.MemberView
+		jsonOut(t, cl, &mv, "members")
+		if len(mv) != 7 || mv[0].Name != "kv-1" || mv[0].Status != "healthy" || mv[0].Running != "1.0.0" {
+			t.Errorf("members: %+v", mv)
+		}
+		var rv []engine.ReleaseView
+		jsonOut(t, cl, &rv, "releases", "list")
+		states := map[string]string{}
+		for _, r := range rv {
+			states[r.Version] = r.State
+		}
+		if states["1.0.0"] != "active" || states["1.0.1"] != "available" || states["2.0.0"] != "available" {
+			t.Errorf("releases: %+v", rv)
+		}
+		var v struct {
+			Valid   bool `json:"valid"`
+			Members int  `json:"members"`
+		}
+		jsonOut(t, cl, &v, "validate")
+		if !v.Valid || v.Members != 7 {
+			t.Errorf("validate: %+v", v)
+		}
+	})
 
 	t.Run("health passes on a healthy cluster", func(t *testing.T) {
 		out, code := ferry(t, cl, "health", "--to", "2.0.0")
@@ -193,4 +231,16 @@ func TestOperatorCommands(t *testing.T) {
 			t.Errorf("events do not tell the abort:\n%s", out)
 		}
 	})
+}
+
+// jsonOut runs a ferry listing with -o json and decodes it into v.
+func jsonOut(t *testing.T, cl *demo.Cluster, v any, args ...string) {
+	t.Helper()
+	out, code := ferry(t, cl, append(args, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("ferry %v -o json: exit %d\n%s", args, code, out)
+	}
+	if err := json.Unmarshal([]byte(out), v); err != nil {
+		t.Fatalf("ferry %v -o json: %v\n%s", args, err, out)
+	}
 }
