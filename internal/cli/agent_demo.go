@@ -71,6 +71,7 @@ func demoCmd(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&report, "report", "", "write the JSON report to this file")
+	f.BoolVar(&o.Migrations, "migrations", true, "give 2.0.0 the kv store's migrations to its format 2 (expand, migrate, finalize, contract)")
 	f.BoolVar(&clusterOnly, "cluster-only", false, "start the sample cluster and keep it running (until Ctrl-C) to try ferry's commands by hand")
 	f.StringVar(&o.Dir, "dir", "", "work directory (default: a new temporary directory)")
 	f.BoolVar(&o.Keep, "keep", false, "keep the work directory")

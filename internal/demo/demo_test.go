@@ -51,7 +51,7 @@ func TestDemo(t *testing.T) {
 	defer cancel()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	rep, err := Run(ctx, Options{Dir: t.TempDir(), Artifacts: arts, Self: self, Rate: 400, Concurrency: 8, Seed: seed, Out: &out})
+	rep, err := Run(ctx, Options{Dir: t.TempDir(), Artifacts: arts, Self: self, Rate: 400, Concurrency: 8, Seed: seed, Out: &out, Migrations: true})
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
@@ -67,7 +67,7 @@ func TestDemo(t *testing.T) {
 	if rep.Requests.Total < 1000 || rep.Writes.Acknowledged < 500 {
 		t.Errorf("too little traffic to prove anything: %d requests, %d writes", rep.Requests.Total, rep.Writes.Acknowledged)
 	}
-	for _, want := range []string{"upgrading-kv", "upgraded-kv", "upgrading-api", "completed", "drain"} {
+	for _, want := range []string{"expanding", "upgrading-kv", "upgraded-kv", "upgrading-api", "migrating", "finalizing", "contracting", "completed", "drain"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("live view never showed %q", want)
 		}

@@ -84,7 +84,9 @@ func build(dir string) error {
 func startCluster(t *testing.T, o demo.ClusterOptions, versions ...string) *demo.Cluster {
 	t.Helper()
 	o.Dir, o.Self, o.Start = t.TempDir(), bin.ferry, "1.0.0"
-	o.Releases = []demo.Release{{Version: "1.0.0", Path: bin.sample["1.0.0"]}}
+	if len(o.Releases) == 0 {
+		o.Releases = []demo.Release{{Version: "1.0.0", Path: bin.sample["1.0.0"]}}
+	}
 	for _, v := range versions {
 		r := demo.Release{Version: v, Path: bin.sample[v], UpgradeFrom: []string{"1.0.x"}}
 		if v == "1.0.1" {
@@ -127,7 +129,7 @@ func liveTraffic(cl *demo.Cluster, seed uint64) (*traffic.Recorder, func() *traf
 func checkWrites(t *testing.T, cl *demo.Cluster, rec *traffic.Recorder) {
 	t.Helper()
 	w := cl.Verify(rec.Acked())
-	t.Logf("acknowledged writes: %d, read back %d, lost %d", w.Acknowledged, w.Verified, w.Lost)
+	t.Logf("acknowledged writes: %d, read back %d, lost %d; requests %d, failed %d", w.Acknowledged, w.Verified, w.Lost, len(rec.Samples()), failedRequests(rec))
 	if w.Acknowledged < 100 {
 		t.Errorf("only %d acknowledged writes: too few to prove anything", w.Acknowledged)
 	}
@@ -398,4 +400,25 @@ func runAndKillWhen(t *testing.T, cl *demo.Cluster, args []string, cond func() b
 	}
 	_ = bg.cmd.Process.Signal(syscall.SIGKILL)
 	<-bg.exited
+}
+
+// alive fails the test, with the process's output, if it has exited.
+func (bg *background) alive(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-bg.exited:
+		t.Fatalf("ferry %v exited early (%v):\n%s", bg.cmd.Args[1:], err, bg.out.String())
+	default:
+	}
+}
+
+// failedRequests counts the client requests that failed.
+func failedRequests(rec *traffic.Recorder) int {
+	n := 0
+	for _, s := range rec.Samples() {
+		if !s.OK {
+			n++
+		}
+	}
+	return n
 }

@@ -144,7 +144,11 @@ func (e *Engine) act(ctx context.Context, u upgrade.Upgrade, actions []upgrade.A
 		u = upgrade.Finished(u, o.a, o.err, now)
 		ev := store.Event{Kind: "action", Member: o.a.Member, Component: e.componentOf(o.a),
 			DurationMS: float64(o.dur.Microseconds()) / 1000}
-		if o.err != nil {
+		if o.err != nil && o.a.Kind == upgrade.ActStage && o.a.Stage == "migrate" {
+			// A migration not done yet is progress, not trouble.
+			ev.Kind = "stage"
+			ev.Message = fmt.Sprintf("%s: not done yet: %v", describe(o.a), o.err)
+		} else if o.err != nil {
 			ev.Kind = "error"
 			ev.Message = fmt.Sprintf("%s: failed after %s: %v", describe(o.a), o.dur.Round(time.Millisecond), o.err)
 		} else {

@@ -30,11 +30,14 @@ const opSet = "set"
 // still be queued, so it cannot tell whether a read would see them.
 type fsm struct {
 	mu      sync.RWMutex
-	data    map[string]string
+	data    map[string]string // format-1 records
+	data2   map[string]string // format-2 records (2.x only; see format.go)
+	compat  int               // the replicated compat level; 0 means 1
+	v2      bool              // this build knows format 2
 	applied atomic.Uint64
 }
 
-func newFSM() *fsm { return &fsm{data: map[string]string{}} }
+func newFSM(v2 bool) *fsm { return &fsm{data: map[string]string{}, data2: map[string]string{}, v2: v2} }
 
 // Apply applies one committed command. A command it cannot decode is
 // returned as an error to the leader's Apply future rather than
@@ -45,15 +48,22 @@ func (f *fsm) Apply(l *raft.Log) any {
 		f.applied.Store(l.Index)
 		return fmt.Errorf("decode command at index %d: %w", l.Index, err)
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	defer f.applied.Store(l.Index)
 	switch c.Op {
 	case opSet:
-		f.mu.Lock()
 		f.data[c.Key] = string(c.Value)
-		f.applied.Store(l.Index)
-		f.mu.Unlock()
+		if f.v2 {
+			// Expand: 2.x writes both forms while pinned, so that what
+			// is written after the migration needs none.
+			f.data2[c.Key] = encodeV2(string(c.Value))
+		}
 		return nil
 	default:
-		f.applied.Store(l.Index)
+		if res, ok := f.applyFormat(c); ok {
+			return res
+		}
 		return fmt.Errorf("unknown op %q at index %d", c.Op, l.Index)
 	}
 }
@@ -73,6 +83,11 @@ type snapshotFile struct {
 	// Index is the last command the data reflects (fsm.applied).
 	Index uint64            `json:"index"`
 	Data  map[string][]byte `json:"data"`
+	// Data2 and Compat are 2.x's format-2 records and the compat level;
+	// a 1.x build restores the level and leaves the records it cannot
+	// read.
+	Data2  map[string][]byte `json:"data2,omitempty"`
+	Compat int               `json:"compat,omitempty"`
 }
 
 // Snapshot copies the map: raft persists the copy in the background
@@ -80,7 +95,7 @@ type snapshotFile struct {
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return &fsmSnapshot{index: f.applied.Load(), data: maps.Clone(f.data)}, nil
+	return &fsmSnapshot{index: f.applied.Load(), data: maps.Clone(f.data), data2: maps.Clone(f.data2), compat: f.compat}, nil
 }
 
 // Restore replaces the whole state with a snapshot's.
@@ -94,22 +109,36 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	for k, v := range s.Data {
 		data[k] = string(v)
 	}
+	data2 := map[string]string{}
+	if f.v2 {
+		for k, v := range s.Data2 {
+			data2[k] = string(v)
+		}
+	}
 	f.mu.Lock()
-	f.data = data
+	f.data, f.data2, f.compat = data, data2, s.Compat
 	f.applied.Store(s.Index)
 	f.mu.Unlock()
 	return nil
 }
 
 type fsmSnapshot struct {
-	index uint64
-	data  map[string]string
+	index  uint64
+	data   map[string]string
+	data2  map[string]string
+	compat int
 }
 
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
-	out := snapshotFile{Index: s.index, Data: make(map[string][]byte, len(s.data))}
+	out := snapshotFile{Index: s.index, Data: make(map[string][]byte, len(s.data)), Compat: s.compat}
 	for k, v := range s.data {
 		out.Data[k] = []byte(v)
+	}
+	if len(s.data2) > 0 {
+		out.Data2 = make(map[string][]byte, len(s.data2))
+		for k, v := range s.data2 {
+			out.Data2[k] = []byte(v)
+		}
 	}
 	if err := json.NewEncoder(sink).Encode(out); err != nil {
 		_ = sink.Cancel()

@@ -142,7 +142,7 @@ func New(cfg Config) (*Server, error) {
 		log:      cfg.Logger.With("component", "kv", "name", cfg.ID),
 		byID:     map[string]Peer{},
 		byRaft:   map[string]Peer{},
-		fsm:      newFSM(),
+		fsm:      newFSM(knowsV2(cfg.Version)),
 		errc:     make(chan error, 1),
 		stopping: make(chan struct{}),
 	}
@@ -577,6 +577,10 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("PUT /kv/{key}", s.handlePut)
 	mux.HandleFunc("GET /kv/{key}", s.handleGet)
 	mux.HandleFunc("POST /admin/step-down", s.handleStepDown)
+	mux.HandleFunc("GET /admin/format", s.handleFormat)
+	mux.HandleFunc("POST /admin/compat", s.handleCompat)
+	mux.HandleFunc("POST /admin/migrate", s.handleMigrate)
+	mux.HandleFunc("POST /admin/contract", s.handleContract)
 	return mux
 }
 
@@ -672,7 +676,15 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: "read body: " + err.Error()})
 		return
 	}
-	cmd, err := json.Marshal(command{Op: opSet, Key: key, Value: val})
+	op := opSet
+	if st := s.fsm.status(s.cfg.Version); st.Compat >= 2 {
+		if !s.fsm.v2 {
+			s.tooNew(w)
+			return
+		}
+		op = opSet2
+	}
+	cmd, err := json.Marshal(command{Op: op, Key: key, Value: val})
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, errorBody{Error: err.Error()})
 		return
@@ -715,8 +727,15 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	v, ok := s.fsm.get(key)
-	if !ok {
+	v, ok, err := s.fsm.read(key)
+	switch {
+	case errors.Is(err, errTooNew):
+		s.tooNew(w)
+		return
+	case err != nil:
+		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "key " + key + ": " + err.Error()})
+		return
+	case !ok:
 		writeJSON(w, http.StatusNotFound, errorBody{Error: "not found"})
 		return
 	}
