@@ -53,7 +53,7 @@ type Options struct {
 	// Migrations gives release 2.0.0 the kv store's migrations to its
 	// format 2 (expand, migrate, finalize, contract).
 	Migrations bool
-	Logger      *slog.Logger
+	Logger     *slog.Logger
 }
 
 // Report is the demo's result, written as JSON by 'ferry demo --report'.
