@@ -94,6 +94,12 @@ func printDemo(g *globals, r *demo.Report, report string) {
 	fmt.Fprintf(w, "demo wall time\t%.1fs\n", r.TotalS)
 	w.Flush()
 	w = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "WINDOW\tFROM\tTO\tREQUESTS\tFAILED\tP50\tP99")
+	for _, x := range r.Windows {
+		fmt.Fprintf(w, "%s\t%.1fs\t%.1fs\t%d\t%d\t%.1fms\t%.1fms\n", x.Name, x.FromS, x.ToS, x.Requests.Total, x.Requests.Failed, x.Requests.P50MS, x.Requests.P99MS)
+	}
+	w.Flush()
+	w = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "MEMBER\tCOMPONENT\tVERSION")
 	for _, m := range r.Members {
 		fmt.Fprintf(w, "%s\t%s\t%s\n", m.Name, m.Component, m.Version)

@@ -27,6 +27,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/checksum"
 	"github.com/ferry-upgrade/ferry/internal/engine"
 	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/timeline"
 	"github.com/ferry-upgrade/ferry/internal/traffic"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
@@ -72,6 +73,18 @@ type Report struct {
 	Overhead  Overhead      `json:"engine_overhead"`
 	Events    int           `json:"events"`
 	Seed      uint64        `json:"seed"`
+	// Windows is what clients saw in each state and batch of the
+	// upgrade (seconds from the upgrade's start).
+	Windows []WindowStats `json:"windows"`
+}
+
+// WindowStats is the client traffic of one window of the upgrade.
+type WindowStats struct {
+	Name     string        `json:"name"`
+	Kind     string        `json:"kind"` // state or batch
+	FromS    float64       `json:"from_s"`
+	ToS      float64       `json:"to_s"`
+	Requests traffic.Stats `json:"requests"`
 }
 
 // Writes is the acknowledged-write check.
@@ -205,6 +218,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep.Events = len(evs)
 	rep.Overhead = overhead(evs)
+	for _, w := range timeline.Windows(u, evs, upEnd) {
+		rep.Windows = append(rep.Windows, WindowStats{Name: w.Name, Kind: string(w.Kind),
+			FromS: w.From.Sub(upStart).Seconds(), ToS: w.To.Sub(upStart).Seconds(),
+			Requests: traffic.Summarize(samples, w.From, w.To)})
+	}
 	rep.TotalS = time.Since(t0).Seconds()
 	failures(o.Out, samples, upStart, upEnd)
 	return rep, nil
