@@ -94,9 +94,13 @@ func printDemo(g *globals, r *demo.Report, report string) {
 	fmt.Fprintf(w, "demo wall time\t%.1fs\n", r.TotalS)
 	w.Flush()
 	w = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "WINDOW\tFROM\tTO\tREQUESTS\tFAILED\tP50\tP99")
-	for _, x := range r.Windows {
-		fmt.Fprintf(w, "%s\t%.1fs\t%.1fs\t%d\t%d\t%.1fms\t%.1fms\n", x.Name, x.FromS, x.ToS, x.Requests.Total, x.Requests.Failed, x.Requests.P50MS, x.Requests.P99MS)
+	yes := map[bool]string{true: "yes", false: "NO"}
+	fmt.Fprintf(g.stdout, "zero downtime: %s; zero impact: %s (%s)\n", yes[r.Verdict.ZeroDowntime], yes[r.Verdict.ZeroImpact], r.Verdict.Reason)
+	fmt.Fprintln(w, "WINDOW\tFROM\tTO\tREQUESTS\tFAILED\tP50\tP99\tP99/BASE\tP-VALUE\tZERO IMPACT")
+	for i, x := range r.Windows {
+		wv := r.Verdict.Windows[i]
+		fmt.Fprintf(w, "%s\t%.1fs\t%.1fs\t%d\t%d\t%.1fms\t%.1fms\t%.2f\t%.2g\t%s\n", x.Name, x.FromS, x.ToS, x.Requests.Total, x.Requests.Failed,
+			x.Requests.P50MS, x.Requests.P99MS, wv.P99Ratio, wv.PValue, wv.ZeroImpact)
 	}
 	w.Flush()
 	w = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)

@@ -225,13 +225,14 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 }
 
 // Engine returns a new engine over the cluster and its store, as a
-// ferry process would build it.
+// ferry process would build it, except that its Run returns when the
+// upgrade pauses: in the demo and the tests no operator resumes it.
 func (cl *Cluster) Engine(logger *slog.Logger, onEvent func(store.Event)) (*engine.Engine, *store.Store, error) {
 	st, err := store.Open(cl.DataDir)
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := engine.New(engine.Config{Cluster: cl.Config, Driver: cl.Driver, Store: st, Logger: logger, OnEvent: onEvent})
+	e, err := engine.New(engine.Config{Cluster: cl.Config, Driver: cl.Driver, Store: st, Logger: logger, OnEvent: onEvent, ExitOnPause: true})
 	return e, st, err
 }
 

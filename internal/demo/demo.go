@@ -26,6 +26,7 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/checksum"
 	"github.com/ferry-upgrade/ferry/internal/engine"
+	"github.com/ferry-upgrade/ferry/internal/impact"
 	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/timeline"
 	"github.com/ferry-upgrade/ferry/internal/traffic"
@@ -76,6 +77,9 @@ type Report struct {
 	// Windows is what clients saw in each state and batch of the
 	// upgrade (seconds from the upgrade's start).
 	Windows []WindowStats `json:"windows"`
+	// Verdict says, window by window, whether the upgrade was
+	// zero-downtime and zero-impact against the baseline.
+	Verdict impact.Verdict `json:"verdict"`
 }
 
 // WindowStats is the client traffic of one window of the upgrade.
@@ -179,7 +183,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}()
 	stopT := func() { stopTraffic(); <-done }
 	baseStart := time.Now()
-	if !sleepCtx(ctx, 2*time.Second) {
+	if !sleepCtx(ctx, 5*time.Second) { // the baseline the verdict compares with
 		stopT()
 		return nil, ctx.Err()
 	}
@@ -218,11 +222,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep.Events = len(evs)
 	rep.Overhead = overhead(evs)
-	for _, w := range timeline.Windows(u, evs, upEnd) {
+	windows := timeline.Windows(u, evs, upEnd)
+	for _, w := range windows {
 		rep.Windows = append(rep.Windows, WindowStats{Name: w.Name, Kind: string(w.Kind),
 			FromS: w.From.Sub(upStart).Seconds(), ToS: w.To.Sub(upStart).Seconds(),
 			Requests: traffic.Summarize(samples, w.From, w.To)})
 	}
+	rep.Verdict = impact.Judge(samples, baseStart, upStart, windows, impact.Policy{})
 	rep.TotalS = time.Since(t0).Seconds()
 	failures(o.Out, samples, upStart, upEnd)
 	return rep, nil

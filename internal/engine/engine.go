@@ -31,6 +31,9 @@ type Config struct {
 	// OnEvent, if set, is called with every event once it is stored
 	// (the CLI's live view). It must not block for long.
 	OnEvent func(store.Event)
+	// ExitOnPause makes Run return when the upgrade pauses, for a run
+	// with no operator to resume it (the demo).
+	ExitOnPause bool
 }
 
 // Engine drives upgrades of one cluster.

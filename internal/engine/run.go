@@ -51,6 +51,9 @@ func (e *Engine) run(ctx context.Context) (upgrade.Upgrade, error) {
 		if err := ctx.Err(); err != nil {
 			return u, err
 		}
+		if e.cfg.ExitOnPause && u.State == upgrade.StatePaused {
+			return u, nil
+		}
 		snap, err := e.Observe(ctx)
 		now := e.cfg.Now()
 		if err != nil {
