@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -71,6 +72,7 @@ func demoCmd(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&report, "report", "", "write the JSON report to this file")
+	f.BoolVar(&o.Compare, "compare", false, "also upgrade the api tier naively (all at once; rolling without draining) on fresh clusters and compare")
 	f.BoolVar(&o.Migrations, "migrations", true, "give 2.0.0 the kv store's migrations to its format 2 (expand, migrate, finalize, contract)")
 	f.BoolVar(&clusterOnly, "cluster-only", false, "start the sample cluster and keep it running (until Ctrl-C) to try ferry's commands by hand")
 	f.StringVar(&o.Dir, "dir", "", "work directory (default: a new temporary directory)")
@@ -103,6 +105,19 @@ func printDemo(g *globals, r *demo.Report, report string) {
 			x.Requests.P50MS, x.Requests.P99MS, wv.P99Ratio, wv.PValue, wv.ZeroImpact)
 	}
 	w.Flush()
+	if len(r.Naive) > 0 {
+		w = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "API TIER UPGRADED BY\tREQUESTS\tFAILED\tP50\tP99\tMAX\tTOOK")
+		for _, x := range r.Windows {
+			if strings.HasPrefix(x.Name, "upgrading-api") {
+				fmt.Fprintf(w, "ferry (drained, canary)\t%d\t%d\t%.1fms\t%.1fms\t%.1fms\t%.1fs\n", x.Requests.Total, x.Requests.Failed, x.Requests.P50MS, x.Requests.P99MS, x.Requests.MaxMS, x.ToS-x.FromS)
+			}
+		}
+		for _, c := range r.Naive {
+			fmt.Fprintf(w, "%s\t%d\t%d\t%.1fms\t%.1fms\t%.1fms\t%.1fs\n", c.Mode, c.Requests.Total, c.Requests.Failed, c.Requests.P50MS, c.Requests.P99MS, c.Requests.MaxMS, c.DurationS)
+		}
+		w.Flush()
+	}
 	w = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "MEMBER\tCOMPONENT\tVERSION")
 	for _, m := range r.Members {

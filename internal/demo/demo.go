@@ -55,7 +55,10 @@ type Options struct {
 	// Migrations gives release 2.0.0 the kv store's migrations to its
 	// format 2 (expand, migrate, finalize, contract).
 	Migrations bool
-	Logger     *slog.Logger
+	// Compare also upgrades the api tier naively (all at once, rolling
+	// without draining) on fresh clusters, for the report's comparison.
+	Compare bool
+	Logger  *slog.Logger
 }
 
 // Report is the demo's result, written as JSON by 'ferry demo --report'.
@@ -80,6 +83,9 @@ type Report struct {
 	// Verdict says, window by window, whether the upgrade was
 	// zero-downtime and zero-impact against the baseline.
 	Verdict impact.Verdict `json:"verdict"`
+	// Naive is what the same clients saw when the api tier was upgraded
+	// without ferry (with --compare).
+	Naive []Comparison `json:"naive,omitempty"`
 }
 
 // WindowStats is the client traffic of one window of the upgrade.
@@ -229,6 +235,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			Requests: traffic.Summarize(samples, w.From, w.To)})
 	}
 	rep.Verdict = impact.Judge(samples, baseStart, upStart, windows, impact.Policy{})
+	if o.Compare {
+		say("comparing with naive upgrades of the api tier on fresh clusters")
+		rep.Naive, err = Compare(ctx, o, bins, filepath.Join(dir, "naive"))
+		if err != nil {
+			return rep, err
+		}
+	}
 	rep.TotalS = time.Since(t0).Seconds()
 	failures(o.Out, samples, upStart, upEnd)
 	return rep, nil
