@@ -54,6 +54,9 @@ func demoCmd(g *globals) *cobra.Command {
 			if clusterOnly {
 				return demo.Serve(cmd.Context(), o)
 			}
+			if o.HTML == "" && report != "" {
+				o.HTML = strings.TrimSuffix(report, ".json") + ".html"
+			}
 			rep, err := demo.Run(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -72,6 +75,7 @@ func demoCmd(g *globals) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&report, "report", "", "write the JSON report to this file")
+	f.StringVar(&o.HTML, "html", "", "write the self-contained HTML report here (default: beside --report, .html)")
 	f.BoolVar(&o.Compare, "compare", false, "also upgrade the api tier naively (all at once; rolling without draining) on fresh clusters and compare")
 	f.BoolVar(&o.Migrations, "migrations", true, "give 2.0.0 the kv store's migrations to its format 2 (expand, migrate, finalize, contract)")
 	f.BoolVar(&clusterOnly, "cluster-only", false, "start the sample cluster and keep it running (until Ctrl-C) to try ferry's commands by hand")
@@ -125,7 +129,7 @@ func printDemo(g *globals, r *demo.Report, report string) {
 	}
 	w.Flush()
 	if report != "" {
-		fmt.Fprintf(g.stdout, "report written to %s\n", report)
+		fmt.Fprintf(g.stdout, "report written to %s (and %s)\n", report, strings.TrimSuffix(report, ".json")+".html")
 	}
 }
 

@@ -55,6 +55,8 @@ type Options struct {
 	// Migrations gives release 2.0.0 the kv store's migrations to its
 	// format 2 (expand, migrate, finalize, contract).
 	Migrations bool
+	// HTML, if set, is where the self-contained HTML report goes.
+	HTML string
 	// Compare also upgrades the api tier naively (all at once, rolling
 	// without draining) on fresh clusters, for the report's comparison.
 	Compare bool
@@ -235,6 +237,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			Requests: traffic.Summarize(samples, w.From, w.To)})
 	}
 	rep.Verdict = impact.Judge(samples, baseStart, upStart, windows, impact.Policy{})
+	if o.HTML != "" {
+		f, err := os.Create(o.HTML)
+		if err != nil {
+			return rep, err
+		}
+		err = impact.WriteHTML(f, impact.Page{Title: "ferry demo: " + u.ID, From: o.From, To: o.To, State: string(u.State),
+			Start: baseStart, Samples: samples, Windows: windows, Verdict: rep.Verdict})
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return rep, fmt.Errorf("demo: HTML report: %w", err)
+		}
+	}
 	if o.Compare {
 		say("comparing with naive upgrades of the api tier on fresh clusters")
 		rep.Naive, err = Compare(ctx, o, bins, filepath.Join(dir, "naive"))
