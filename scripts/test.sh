@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v go >/dev/null || { echo "test.sh: Go is required (https://go.dev/dl)"; exit 1; }
+# Chromium for the browser tests (installed once, from Debian's
+# packages); without it they skip and say so.
+bash scripts/deps.sh || echo "test.sh: scripts/deps.sh failed; the browser tests will skip"
 go vet ./...
 go test -count=1 -timeout 20m ./...
 go test -count=1 -race -timeout 10m ./internal/upgrade/ ./internal/plan/ ./internal/config/ ./internal/health/ ./internal/store/
