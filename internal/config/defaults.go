@@ -95,6 +95,9 @@ func (c *Cluster) ApplyDefaults() {
 	if c.Policy.OnFailure == "" {
 		c.Policy.OnFailure = DefaultOnFailure
 	}
+	if c.Policy.OnImpact == "" {
+		c.Policy.OnImpact = "continue"
+	}
 	if c.Policy.Finalize == "" {
 		c.Policy.Finalize = DefaultFinalize
 	}

@@ -79,7 +79,7 @@ func TestParseGood(t *testing.T) {
 	if a, ok := r.ArtifactFor("kv"); !ok || a.Path != "bin/sample-2.0.0" || len(a.SHA256) != 64 {
 		t.Errorf("kv artifact = %+v %v", a, ok)
 	}
-	if c.Policy != (Policy{OnFailure: "rollback", Tick: DefaultTick, Finalize: DefaultFinalize}) {
+	if c.Policy != (Policy{OnFailure: "rollback", OnImpact: "continue", Tick: DefaultTick, Finalize: DefaultFinalize}) {
 		t.Errorf("policy = %+v", c.Policy)
 	}
 
@@ -112,7 +112,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key in a check lists the call's keys", []edit{{`{http: "http://{{.Address}}/ready"}`, `{http: "http://{{.Address}}/ready", intervall: 1s}`}},
 			[]string{"t.yaml:15: components[0].health.member.intervall: unknown key (did you mean interval?); known keys: http, method, body, headers, expect_status, json, tcp, exec, timeout, interval, success_threshold, failure_threshold"}},
 		{"unknown key in a struct without positions", []edit{{"policy: {on_failure: rollback}", "policy: {on_failure: rollback,\n  ticks: 1s}"}},
-			[]string{"t.yaml:33: policy.ticks: unknown key (did you mean tick?); known keys: on_failure, tick, finalize"}},
+			[]string{"t.yaml:33: policy.ticks: unknown key (did you mean tick?); known keys: on_failure, on_impact, tick, finalize"}},
 		{"unknown top-level key", []edit{{"cluster: t\n", "cluster: t\nhooks: {}\n"}},
 			[]string{"t.yaml:2: hooks: unknown key (did you mean hosts?); known keys: cluster, substrate, hosts, components, releases, policy"}},
 		{"duplicate key", []edit{{"cluster: t\n", "cluster: t\ncluster: u\n"}},

@@ -208,6 +208,10 @@ type Artifact struct {
 type Policy struct {
 	// OnFailure: rollback (default) or pause.
 	OnFailure string `yaml:"on_failure"`
+	// OnImpact is what a batch judged to have hurt the clients (the
+	// impact verdict, when ferry drives traffic) leads to: continue
+	// (default: it is reported), pause or rollback.
+	OnImpact string `yaml:"on_impact"`
 	// Tick is the engine's observation interval (default 100ms).
 	Tick Duration `yaml:"tick"`
 	// Finalize: auto (default) finalizes once the migration is done;

@@ -17,6 +17,8 @@ var substrates = []string{"process", "kubernetes", "ssh"}
 // Failure policies.
 var onFailures = []string{"rollback", "pause"}
 
+var onImpacts = []string{"continue", "pause", "rollback"}
+
 var finalizes = []string{"auto", "manual"}
 
 var (
@@ -623,6 +625,9 @@ func (v *validator) artifacts(r *Release, path string, at func(string) int) {
 
 func (v *validator) policy() {
 	c := v.c
+	if !contains(onImpacts, c.Policy.OnImpact) {
+		v.add(c.pos.at("policy.on_impact"), "policy.on_impact", "unknown policy %q; known: %s", c.Policy.OnImpact, strings.Join(onImpacts, ", "))
+	}
 	if !contains(onFailures, c.Policy.OnFailure) {
 		v.add(c.pos.at("policy.on_failure"), "policy.on_failure", "unknown policy %q; known: %s", c.Policy.OnFailure, strings.Join(onFailures, ", "))
 	}

@@ -61,6 +61,8 @@ type ClusterOptions struct {
 	// auto (default) or manual.
 	OnFailure string
 	Finalize  string
+	// OnImpact: continue (default), pause or rollback.
+	OnImpact string
 	Logger    *slog.Logger
 }
 
@@ -105,6 +107,9 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	if o.Finalize == "" {
 		o.Finalize = "auto"
 	}
+	if o.OnImpact == "" {
+		o.OnImpact = "continue"
+	}
 	dir, err := filepath.Abs(o.Dir)
 	if err != nil {
 		return nil, err
@@ -118,7 +123,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	}
 	names := []string{"AGENT", "KV1", "KV2", "KV3", "KV1R", "KV2R", "KV3R", "API1", "API2", "API3", "API4", "LB", "LBADMIN"}
 	vars := map[string]string{"DIR": dir, "SOAK": o.Soak.String(), "DEADLINE": o.Deadline.String(),
-		"GATE": o.GateDeadline.String(), "POLICY": o.OnFailure, "FINALIZE": o.Finalize}
+		"GATE": o.GateDeadline.String(), "POLICY": o.OnFailure, "FINALIZE": o.Finalize, "IMPACT": o.OnImpact}
 	for i, n := range names {
 		vars[n] = strconv.Itoa(ports[i])
 	}
@@ -228,11 +233,20 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 // ferry process would build it, except that its Run returns when the
 // upgrade pauses: in the demo and the tests no operator resumes it.
 func (cl *Cluster) Engine(logger *slog.Logger, onEvent func(store.Event)) (*engine.Engine, *store.Store, error) {
+	return cl.EngineWith(func(c *engine.Config) { c.Logger, c.OnEvent = logger, onEvent })
+}
+
+// EngineWith is Engine with the configuration set by opt.
+func (cl *Cluster) EngineWith(opt func(*engine.Config)) (*engine.Engine, *store.Store, error) {
 	st, err := store.Open(cl.DataDir)
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := engine.New(engine.Config{Cluster: cl.Config, Driver: cl.Driver, Store: st, Logger: logger, OnEvent: onEvent, ExitOnPause: true})
+	cfg := engine.Config{Cluster: cl.Config, Driver: cl.Driver, Store: st, ExitOnPause: true}
+	if opt != nil {
+		opt(&cfg)
+	}
+	e, err := engine.New(cfg)
 	return e, st, err
 }
 

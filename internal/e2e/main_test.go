@@ -37,6 +37,7 @@ var builds = map[string]string{
 	"2.0.0-bad.exit":  "exit-at-start",
 	"2.0.0-bad.never": "never-ready",
 	"2.0.0-bad.crash": "crash-after",
+	"2.0.0-bad.slow":  "slow",
 }
 
 func TestMain(m *testing.M) {

@@ -34,6 +34,11 @@ type Config struct {
 	// ExitOnPause makes Run return when the upgrade pauses, for a run
 	// with no operator to resume it (the demo).
 	ExitOnPause bool
+	// Judge, if set, judges each batch once it ends, from the traffic
+	// its caller drives: it returns how the clients were hurt between
+	// from and to, or "" if they were not. Policy on_impact says what a
+	// hurt batch leads to.
+	Judge func(from, to time.Time) string
 }
 
 // Engine drives upgrades of one cluster.

@@ -77,6 +77,18 @@ func (e *Engine) run(ctx context.Context) (upgrade.Upgrade, error) {
 		}
 		evs := e.healthEvents(snap, health)
 		d := upgrade.Step(e.c, u, snap.Obs, now)
+		if e.cfg.Judge != nil {
+			if from, name, ok := batchEnded(u, d.Upgrade); ok {
+				ev := store.Event{Kind: "impact", Message: name + ": no impact on the clients"}
+				if why := e.cfg.Judge(from, now); why != "" {
+					ev.Message = name + " hurt the clients: " + why
+					if nu, changed := upgrade.Impacted(e.c, d.Upgrade, why, now); changed {
+						d.Upgrade, d.Actions = nu, nil
+					}
+				}
+				evs = append(evs, ev)
+			}
+		}
 		evs = append(evs, changes(u, d.Upgrade)...)
 		evs = append(evs, e.overheads(u, d, now)...)
 		for _, a := range d.Actions {
@@ -385,4 +397,26 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// batchEnded reports whether the batch record a was in has ended in
+// record b, with when it began (its first member's drain) and its name.
+func batchEnded(a, b upgrade.Upgrade) (time.Time, string, bool) {
+	if a.RollingBack() || b.RollingBack() || a.Phase >= len(a.Plan.Phases) {
+		return time.Time{}, "", false
+	}
+	ph := a.Plan.Phases[a.Phase]
+	if a.Batch >= len(ph.Batches) || (b.Phase == a.Phase && b.Batch == a.Batch) {
+		return time.Time{}, "", false
+	}
+	var from time.Time
+	for _, n := range ph.Batches[a.Batch].Members {
+		if m := b.Members[n]; m != nil && !m.Began.IsZero() && (from.IsZero() || m.Began.Before(from)) {
+			from = m.Began
+		}
+	}
+	if from.IsZero() {
+		return time.Time{}, "", false // every member was already there
+	}
+	return from, fmt.Sprintf("%s batch %d", ph.Component, a.Batch+1), true
 }

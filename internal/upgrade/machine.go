@@ -129,7 +129,11 @@ func (s *stepper) wait(format string, args ...any) {
 // default), or a pause for the operator. A failure while rolling back
 // ends the upgrade in failed: there is no rollback of a rollback.
 func (s *stepper) fail(format string, args ...any) {
-	reason := fmt.Sprintf(format, args...)
+	s.failBy(s.c.Policy.OnFailure, fmt.Sprintf(format, args...))
+}
+
+// failBy is fail under policy (rollback or pause).
+func (s *stepper) failBy(policy, reason string) {
 	s.actions = nil
 	s.waiting = nil
 	s.failed = true
@@ -149,7 +153,7 @@ func (s *stepper) fail(format string, args ...any) {
 	case u.RollingBack():
 		u.State = StateFailed
 		u.Reason = "rollback failed: " + reason + " (the cause was: " + u.Reason + ")"
-	case s.c.Policy.OnFailure == "pause":
+	case policy == "pause":
 		u.ResumeTo = u.State
 		u.State = StatePaused
 		u.Reason = reason
@@ -826,6 +830,22 @@ func (s *stepper) admit(comp *config.Component, ph plan.Phase, m *Member) string
 		return fmt.Sprintf("stopping it would leave %d healthy of quorum %d (%s)", healthy, ph.Quorum, strings.Join(down, ", "))
 	}
 	return ""
+}
+
+// Impacted applies policy on_impact to record u, whose last batch was
+// judged to have hurt the clients (why): with pause or rollback the
+// upgrade fails as a failed step would under that policy, and the
+// decision's actions are to be dropped; with continue nothing changes.
+func Impacted(c *config.Cluster, u Upgrade, why string, now time.Time) (Upgrade, bool) {
+	p := c.Policy.OnImpact
+	if p != "pause" && p != "rollback" || u.RollingBack() || u.State.Terminal() {
+		return u, false
+	}
+	s := stepper{c: c, u: u.clone(), now: now}
+	s.failBy(p, "impact: "+why)
+	s.u.Waiting = strings.Join(append(s.notes, s.waiting...), "; ")
+	s.u.Updated = now
+	return s.u, true
 }
 
 // Finished folds the outcome of action a into the record: a success
