@@ -63,7 +63,7 @@ type ClusterOptions struct {
 	Finalize  string
 	// OnImpact: continue (default), pause or rollback.
 	OnImpact string
-	Logger    *slog.Logger
+	Logger   *slog.Logger
 }
 
 // Cluster is a running sample cluster: a ferry agent owning three kv
