@@ -292,3 +292,26 @@ func seqKey(n uint64) []byte {
 	binary.BigEndian.PutUint64(b[:], n)
 	return b[:]
 }
+
+// ClearCurrent forgets which upgrade is current once it has ended, so
+// that the cluster shows no upgrade; the record and its events stay
+// (Get, Events). It returns the upgrade it cleared; ErrNotFound when
+// there is none, ErrActive while it has not ended.
+func (s *Store) ClearCurrent() (upgrade.Upgrade, error) {
+	var u upgrade.Upgrade
+	err := s.update(func(tx *bolt.Tx) error {
+		cur, ok, err := current(tx)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: no current upgrade", ErrNotFound)
+		}
+		if !cur.State.Terminal() {
+			return fmt.Errorf("%w: %s (%s, %s → %s) has not ended", ErrActive, cur.ID, cur.State, cur.From, cur.To)
+		}
+		u = cur
+		return tx.Bucket(bucketMeta).Delete(keyCurrent)
+	})
+	return u, err
+}

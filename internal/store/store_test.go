@@ -182,3 +182,45 @@ func TestRequestSurvivesEngineSaves(t *testing.T) {
 		t.Fatalf("events %+v, want one intent event", evs)
 	}
 }
+
+// TestClearCurrent: only an ended upgrade is cleared, and its record
+// and events stay.
+func TestClearCurrent(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ClearCurrent(); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("clear with none = %v, want ErrNotFound", err)
+	}
+	u := rec("a", upgrade.StateStarted)
+	if err := s.Create(u); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Append(Event{Upgrade: "a", Kind: "state", Message: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ClearCurrent(); !errors.Is(err, ErrActive) {
+		t.Fatalf("clear while running = %v, want ErrActive", err)
+	}
+	u.State = upgrade.StateCompleted
+	if err := s.Save(u); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ClearCurrent()
+	if err != nil || got.ID != "a" {
+		t.Fatalf("clear = %v, %v", got.ID, err)
+	}
+	if _, ok, err := s.Current(); ok || err != nil {
+		t.Fatalf("current after clear: ok %v, err %v", ok, err)
+	}
+	if _, err := s.Get("a"); err != nil {
+		t.Fatalf("the record is gone: %v", err)
+	}
+	if evs, _ := s.Events("a", 0, 0); len(evs) != 1 {
+		t.Fatalf("events after clear: %d, want 1", len(evs))
+	}
+	if err := s.Create(rec("b", upgrade.StateStarted)); err != nil {
+		t.Fatalf("create after clear: %v", err)
+	}
+}

@@ -1,0 +1,344 @@
+// ferry's dashboard: plain JavaScript over the REST API (/v1). The
+// token is kept in sessionStorage (this tab only); a #token=... fragment
+// bootstraps it, since a fragment never leaves the browser, and is
+// removed from the address at once. Every value from the API is put
+// in the page as text, never as HTML.
+"use strict";
+
+const KEY = "ferry-token";
+const $ = (id) => document.getElementById(id);
+let token = "";
+let current = null; // the current upgrade record
+let lastSeq = 0;
+let stream = null; // AbortController of the event stream
+const MAX_EVENTS = 300;
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+
+function bootstrapToken() {
+  const m = /(?:^#|&)token=([^&]+)/.exec(location.hash);
+  if (m) {
+    sessionStorage.setItem(KEY, decodeURIComponent(m[1]));
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+  token = sessionStorage.getItem(KEY) || "";
+}
+
+class APIError extends Error {
+  constructor(status, code, message) { super(message); this.status = status; this.code = code; }
+}
+
+async function api(method, path, body) {
+  const opts = { method, headers: { Authorization: "Bearer " + token }, cache: "no-store" };
+  if (body !== undefined) {
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body);
+  }
+  const resp = await fetch(path, opts);
+  let data = null;
+  const ct = resp.headers.get("Content-Type") || "";
+  if (ct.startsWith("application/json")) data = await resp.json();
+  if (resp.status === 401) { logout("the token was refused: " + (data ? data.message : "")); throw new APIError(401, "unauthorized", "unauthorized"); }
+  if (!resp.ok) throw new APIError(resp.status, data ? data.code : "http_" + resp.status, data ? data.message : resp.statusText);
+  return data;
+}
+
+function logout(why) {
+  sessionStorage.removeItem(KEY);
+  token = "";
+  if (stream) { stream.abort(); stream = null; }
+  $("app").hidden = true;
+  $("login").hidden = false;
+  $("login-error").textContent = why || "";
+}
+
+function say(msg, isError) {
+  const m = $("message");
+  m.textContent = msg;
+  m.className = isError ? "error" : "muted";
+}
+
+// ---- the upgrade ----
+
+function activePlan(u) { return u.rollback || u.plan; }
+
+function renderUpgrade(st) {
+  current = st ? st.upgrade : null;
+  const u = current;
+  const state = $("state");
+  state.textContent = u ? u.state : "no upgrade";
+  state.className = "state " + (u ? u.state : "");
+  $("release").textContent = u ? `${u.id}: ${u.from} → ${u.to}` + (u.final ? ` (towards ${u.final})` : "") : "";
+  $("driven").textContent = st ? `driven by: ${st.driven_by}` : "";
+  $("waiting").textContent = u && u.waiting ? "waiting: " + u.waiting : "";
+  $("reason").textContent = u && u.reason ? "reason: " + u.reason : "";
+  const ended = !u || ["completed", "failed", "rolled-back"].includes(u.state);
+  $("btn-pause").disabled = ended || u.state === "paused" || u.pausing;
+  $("btn-resume").disabled = ended;
+  $("btn-abort").disabled = ended || !!u.rollback || !!u.finalized;
+  $("btn-finalize").hidden = !u || u.state !== "awaiting-finalize";
+  $("btn-clear").hidden = !u || !ended;
+  $("btn-start").disabled = !ended;
+  if (ended) $("btn-abort-confirm").hidden = true;
+  renderPlan(u);
+}
+
+function renderPlan(u) {
+  const box = $("plan");
+  box.replaceChildren();
+  if (!u) { box.append(el("p", "muted", "no upgrade")); $("plan-title").textContent = ""; return; }
+  const p = activePlan(u);
+  $("plan-title").textContent = (u.rollback ? "rollback" : "upgrade") + ` to ${p.to}` + (p.path && p.path.length > 1 ? ` (path ${p.path.join(" → ")})` : "");
+  const ended = ["completed", "failed", "rolled-back"].includes(u.state);
+  (p.phases || []).forEach((ph, i) => {
+    const phase = el("div", "phase");
+    const cur = !ended && i === u.phase;
+    if (cur) phase.classList.add("current");
+    phase.dataset.phase = String(i);
+    phase.append(el("h3", "", `${i + 1}. ${ph.component} — ${ph.strategy}, max unavailable ${ph.max_unavailable}` + (ph.quorum ? `, quorum ${ph.quorum}` : "")));
+    const batches = el("div", "batches");
+    (ph.batches || []).forEach((b, j) => {
+      const batch = el("div", "batch");
+      if (cur && j === u.batch) batch.classList.add("current");
+      batch.dataset.batch = `${i}.${j}`;
+      batch.append(el("div", "n", `batch ${j + 1}`));
+      b.members.forEach((name) => {
+        const m = u.members[name];
+        const step = m ? m.step : "";
+        const chip = el("span", "chip " + step, name);
+        chip.title = step + (m && m.detail ? ": " + m.detail : "");
+        batch.append(chip);
+      });
+      batches.append(batch);
+    });
+    (ph.skipped || []).forEach((s) => {
+      const chip = el("span", "chip", s.member + " (skipped)");
+      chip.title = s.reason;
+      batches.append(chip);
+    });
+    phase.append(batches);
+    if (ph.note) phase.append(el("div", "muted", ph.note));
+    box.append(phase);
+  });
+}
+
+async function refreshUpgrade() {
+  try {
+    renderUpgrade(await api("GET", "/v1/upgrade"));
+  } catch (e) {
+    if (e.code === "no_upgrade") renderUpgrade(null);
+    else if (e.status !== 401) say("upgrade: " + e.message, true);
+  }
+}
+
+// ---- members, versions, releases ----
+
+async function refreshMembers() {
+  try {
+    const data = await api("GET", "/v1/members");
+    const body = $("members").tBodies[0];
+    const rows = data.members.map((m) => {
+      const tr = el("tr");
+      tr.dataset.member = m.name;
+      if (m.step && !["pending", "done", "failed"].includes(m.step)) tr.classList.add("moving");
+      const cells = [m.name, m.component, m.host, m.target_version || "–", m.running_version || "–", m.status, m.step || "–", m.detail || ""];
+      const cls = ["name", "component", "host", "target", "running", "status status-" + m.status, "step", "detail"];
+      cells.forEach((c, i) => tr.append(el("td", cls[i], c)));
+      return tr;
+    });
+    body.replaceChildren(...rows);
+  } catch (e) {
+    if (e.status !== 401) say("members: " + e.message, true);
+  }
+}
+
+const COLORS = ["#2563eb", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#be123c"];
+
+async function refreshVersions() {
+  try {
+    const data = await api("GET", "/v1/versions");
+    const box = $("versions");
+    box.replaceChildren();
+    const all = [...new Set(data.components.flatMap((c) => Object.keys(c.versions)))].sort();
+    data.components.forEach((c) => {
+      const total = Object.values(c.versions).reduce((a, b) => a + b, 0);
+      box.append(el("div", "", c.component + ": " + Object.keys(c.versions).sort().map((v) => `${v} ×${c.versions[v]}`).join(", ")));
+      const bar = el("div", "vbar");
+      bar.dataset.component = c.component;
+      Object.keys(c.versions).sort().forEach((v) => {
+        const s = el("span", "", v);
+        s.style.width = (100 * c.versions[v] / total) + "%";
+        s.style.background = v === "down" ? "#b91c1c" : COLORS[all.indexOf(v) % COLORS.length];
+        bar.append(s);
+      });
+      box.append(bar);
+    });
+  } catch (e) {
+    if (e.status !== 401) say("versions: " + e.message, true);
+  }
+}
+
+async function refreshReleases() {
+  try {
+    const data = await api("GET", "/v1/releases");
+    const body = $("releases").tBodies[0];
+    body.replaceChildren(...data.releases.map((r) => {
+      const tr = el("tr");
+      [r.version, r.state + (r.path && r.path.length > 1 ? ` (via ${r.path.join(" → ")})` : ""), r.members].forEach((c) => tr.append(el("td", "", c)));
+      return tr;
+    }));
+    const sel = $("start-to");
+    const keep = sel.value;
+    sel.replaceChildren(...data.releases.filter((r) => r.state === "available").map((r) => el("option", "", r.version)));
+    if ([...sel.options].some((o) => o.value === keep)) sel.value = keep;
+  } catch (e) {
+    if (e.status !== 401) say("releases: " + e.message, true);
+  }
+}
+
+// ---- events: server-sent events read with fetch, so that the token
+// goes in a header and never in an address ----
+
+function addEvent(ev) {
+  const list = $("events");
+  const li = el("li");
+  li.dataset.seq = String(ev.seq);
+  li.append(el("span", "t", new Date(ev.time).toLocaleTimeString()));
+  li.append(el("span", "k k-" + ev.kind, ev.kind));
+  li.append(document.createTextNode(" " + ev.message));
+  list.prepend(li);
+  while (list.children.length > MAX_EVENTS) list.lastChild.remove();
+  if (ev.kind === "state" || ev.kind === "step" || ev.kind === "intent" || ev.kind === "wait") scheduleRefresh();
+}
+
+let refreshTimer = null;
+function scheduleRefresh() {
+  if (refreshTimer) return;
+  refreshTimer = setTimeout(() => { refreshTimer = null; refreshUpgrade(); refreshMembers(); }, 150);
+}
+
+async function followEvents() {
+  while (token) {
+    const ctrl = new AbortController();
+    stream = ctrl;
+    try {
+      const resp = await fetch("/v1/events/stream?after=" + lastSeq, {
+        headers: { Authorization: "Bearer " + token, Accept: "text/event-stream" }, signal: ctrl.signal, cache: "no-store" });
+      if (resp.status === 401) { logout("the token was refused"); return; }
+      if (!resp.ok || !resp.body) throw new Error("HTTP " + resp.status);
+      $("conn").className = "conn live";
+      const reader = resp.body.getReader();
+      const dec = new TextDecoder();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += dec.decode(value, { stream: true });
+        let i;
+        while ((i = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          let data = "";
+          let kind = "message";
+          for (const line of block.split("\n")) {
+            if (line.startsWith("data:")) data += line.slice(5).trimStart();
+            else if (line.startsWith("event:")) kind = line.slice(6).trim();
+          }
+          if (!data || kind !== "message") continue;
+          const ev = JSON.parse(data);
+          if (ev.seq > lastSeq) { lastSeq = ev.seq; addEvent(ev); }
+        }
+      }
+    } catch (e) {
+      if (ctrl.signal.aborted) return;
+    }
+    $("conn").className = "conn down";
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+}
+
+// ---- actions ----
+
+async function act(action) {
+  try {
+    const r = await api("PATCH", "/v1/upgrade", { action });
+    say(`${action} requested (driven by ${r.driven_by}); it takes effect at the next step`);
+    refreshUpgrade();
+  } catch (e) {
+    if (e.status !== 401) say(`${action}: ${e.message} [${e.code}]`, true);
+  }
+}
+
+async function start(ev) {
+  ev.preventDefault();
+  const to = $("start-to").value;
+  if (!to) { say("no release is available to upgrade to", true); return; }
+  say(`preflight and start of the upgrade to ${to}…`);
+  try {
+    const r = await api("POST", "/v1/upgrade", { to });
+    say(`upgrade ${r.upgrade.id} started: ${r.upgrade.from} → ${r.upgrade.to}`);
+    renderUpgrade(r);
+  } catch (e) {
+    if (e.status !== 401) say(`start: ${e.message} [${e.code}]`, true);
+  }
+}
+
+async function clearUpgrade() {
+  try {
+    await api("DELETE", "/v1/upgrade");
+    say("the ended upgrade was cleared (its record and events stay)");
+    refreshUpgrade();
+  } catch (e) {
+    if (e.status !== 401) say(`clear: ${e.message} [${e.code}]`, true);
+  }
+}
+
+let timers = [];
+async function run() {
+  $("login").hidden = true;
+  $("app").hidden = false;
+  try {
+    const h = await (await fetch("/v1/healthz", { cache: "no-store" })).json();
+    $("cluster").textContent = h.cluster;
+  } catch (e) { /* shown by the stream's state */ }
+  await refreshUpgrade();
+  if (!token) return;
+  refreshMembers(); refreshVersions(); refreshReleases();
+  timers.forEach(clearInterval);
+  timers = [
+    setInterval(refreshMembers, 1000),
+    setInterval(refreshUpgrade, 2000),
+    setInterval(refreshVersions, 2000),
+    setInterval(refreshReleases, 5000),
+  ];
+  // The recent history first, then the live stream from there.
+  try {
+    const page = await api("GET", "/v1/events?upgrade=current&limit=1");
+    if (page.events.length) lastSeq = Math.max(0, page.events[0].seq - 1);
+  } catch (e) { /* no current upgrade: stream from the start */ }
+  followEvents();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  bootstrapToken();
+  $("login-form").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    token = $("token").value.trim();
+    sessionStorage.setItem(KEY, token);
+    $("token").value = "";
+    run();
+  });
+  $("btn-pause").addEventListener("click", () => act("pause"));
+  $("btn-resume").addEventListener("click", () => act("resume"));
+  $("btn-abort").addEventListener("click", () => { $("btn-abort-confirm").hidden = false; });
+  $("btn-abort-confirm").addEventListener("click", () => { $("btn-abort-confirm").hidden = true; act("abort"); });
+  $("btn-finalize").addEventListener("click", () => act("finalize"));
+  $("btn-clear").addEventListener("click", clearUpgrade);
+  $("start-form").addEventListener("submit", start);
+  if (token) run(); else logout("");
+});

@@ -1,0 +1,18 @@
+// Package server is ferry as a long-running process: the REST API
+// under /v1 (documented in api/openapi.yaml), the web dashboard, and
+// Prometheus metrics at /metrics, over one cluster description, its
+// driver and the embedded store.
+//
+// The server owns at most one engine goroutine, which drives the
+// current upgrade while it holds the data directory's engine lock, the
+// same lock the CLI takes: one process at a time acts on the cluster.
+// It is level-triggered like the engine: whenever the store holds an
+// upgrade that has not ended and no process drives it (after a restart
+// of the server, or after the CLI process driving it died), the server
+// takes it up.
+//
+// Views (members, versions, releases, metrics) share one observation
+// of the cluster, refreshed at most every ObserveTTL, so that many
+// dashboards do not multiply probes. Events reach the dashboard and
+// other subscribers from the store, whichever process wrote them.
+package server

@@ -1,0 +1,453 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/driver"
+	"github.com/ferry-upgrade/ferry/internal/engine"
+	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/upgrade"
+)
+
+// Config is what a server works with.
+type Config struct {
+	Cluster *config.Cluster
+	Driver  driver.Driver
+	Store   *store.Store
+	// Token is the bearer token every call but /v1/healthz and the
+	// dashboard's files must carry (LoadOrCreateToken).
+	Token  string
+	Logger *slog.Logger
+	// ObserveTTL is how long one observation of the cluster serves the
+	// views (default 500ms).
+	ObserveTTL time.Duration
+	// Poll is how often the store is read for new events and the
+	// current record, when the server's own engine did not signal a
+	// change (default 250ms): other processes write there too.
+	Poll time.Duration
+	// Retry is how often an upgrade that no process drives is taken up
+	// again after a failed attempt (default 2s).
+	Retry time.Duration
+}
+
+func (c *Config) defaults() error {
+	if c.Cluster == nil || c.Driver == nil || c.Store == nil {
+		return errors.New("server: cluster, driver and store are required")
+	}
+	if len(c.Token) < 16 {
+		return errors.New("server: a token of at least 16 characters is required")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.ObserveTTL <= 0 {
+		c.ObserveTTL = 500 * time.Millisecond
+	}
+	if c.Poll <= 0 {
+		c.Poll = 250 * time.Millisecond
+	}
+	if c.Retry <= 0 {
+		c.Retry = 2 * time.Second
+	}
+	return nil
+}
+
+// Server is ferry's API, dashboard and metrics over one cluster.
+type Server struct {
+	cfg       Config
+	log       *slog.Logger
+	tokenHash [sha256.Size]byte
+	handler   http.Handler
+	routes    []route
+	metrics   *metrics
+	hub       *hub
+
+	// drive runs upgrades (one goroutine at a time); view serves the
+	// API's observations and preflights, under viewMu (an engine's
+	// checksum cache is not safe for concurrent preflights).
+	drive *engine.Engine
+	view  *engine.Engine
+
+	viewMu  sync.Mutex
+	snap    engine.Snapshot
+	snapAt  time.Time
+	snapErr error
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	kick   chan struct{}
+	start  sync.Once
+
+	mu      sync.Mutex
+	busy    bool          // an engine goroutine drives, or is being started
+	idle    chan struct{} // closed when busy ends
+	driving string        // the upgrade it drives
+	// blocked holds the upgrades this server will not drive, and why
+	// (begun with another description: the cluster lock).
+	blocked  map[string]string
+	lastTry  time.Time
+	lastNote string // why the server does not drive the current upgrade
+	cur      *upgrade.Upgrade
+	lastSeq  uint64
+}
+
+// New builds a server; Start begins its background work.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, tokenHash: sha256.Sum256([]byte(cfg.Token)),
+		hub: newHub(), kick: make(chan struct{}, 1), blocked: map[string]string{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	var err error
+	s.drive, err = engine.New(engine.Config{Cluster: cfg.Cluster, Driver: cfg.Driver, Store: cfg.Store, Logger: cfg.Logger,
+		OnEvent: func(store.Event) { s.signal() }})
+	if err != nil {
+		return nil, err
+	}
+	s.view, err = engine.New(engine.Config{Cluster: cfg.Cluster, Driver: cfg.Driver, Store: cfg.Store})
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = newMetrics(cfg.Cluster)
+	s.handler = s.buildRoutes()
+	return s, nil
+}
+
+// Handler is the server's HTTP handler: /v1, /metrics and the dashboard.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Start begins the server's background work until Close: reading the
+// store for events and the current record, and driving the current
+// upgrade whenever it has not ended and no other process drives it.
+func (s *Server) Start() error {
+	var err error
+	s.start.Do(func() {
+		// Events written before the server started are history: the
+		// stream and the metrics begin after them.
+		var evs []store.Event
+		for {
+			evs, err = s.cfg.Store.Events("", s.lastSeq, 10000)
+			if err != nil || len(evs) == 0 {
+				break
+			}
+			s.lastSeq = evs[len(evs)-1].Seq
+		}
+		if err != nil {
+			return
+		}
+		s.refresh()
+		s.wg.Add(1)
+		go s.watch()
+	})
+	return err
+}
+
+// Close stops the engine goroutine (the upgrade stays recorded: a new
+// server or 'ferry upgrade resume' takes it up), the event streams and
+// the background work, and waits for them.
+func (s *Server) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// signal wakes the watcher: the server's engine stored something.
+func (s *Server) signal() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// watch reads the store for what changed, publishes new events, and
+// reconciles: an upgrade that has not ended is driven by this server
+// unless another process drives it.
+func (s *Server) watch() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.Poll)
+	defer t.Stop()
+	for {
+		s.refresh()
+		s.reconcile()
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		case <-s.kick:
+		}
+	}
+}
+
+// refresh reads the current record and the events after the last one
+// seen, and hands the events to the stream and the metrics.
+func (s *Server) refresh() {
+	u, ok, err := s.cfg.Store.Current()
+	if err != nil {
+		s.log.Warn("server: read the current upgrade", "err", err)
+		return
+	}
+	var cur *upgrade.Upgrade
+	if ok {
+		cur = &u
+	}
+	s.mu.Lock()
+	s.cur = cur
+	after := s.lastSeq
+	s.mu.Unlock()
+	s.metrics.setUpgrade(cur)
+	for {
+		evs, err := s.cfg.Store.Events("", after, 1000)
+		if err != nil {
+			s.log.Warn("server: read events", "err", err)
+			return
+		}
+		for _, ev := range evs {
+			s.metrics.event(ev)
+			s.hub.publish(ev)
+			after = ev.Seq
+		}
+		s.mu.Lock()
+		s.lastSeq = after
+		s.mu.Unlock()
+		if len(evs) < 1000 {
+			return
+		}
+	}
+}
+
+// current is the record as last read by the watcher.
+func (s *Server) current() (upgrade.Upgrade, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return upgrade.Upgrade{}, false
+	}
+	return *s.cur, true
+}
+
+// reconcile takes up the current upgrade if it has not ended and
+// nothing drives it, at most every Retry after a failed attempt.
+func (s *Server) reconcile() {
+	s.mu.Lock()
+	cur := s.cur
+	skip := cur == nil || cur.State.Terminal() || s.busy || s.blocked[cur.ID] != "" || time.Since(s.lastTry) < s.cfg.Retry
+	s.mu.Unlock()
+	if skip {
+		return
+	}
+	if _, err := s.ensureDriving(); err != nil {
+		s.log.Warn("server: cannot drive the current upgrade", "upgrade", cur.ID, "err", err)
+	}
+}
+
+// Who drives the current upgrade, as the API reports it.
+const (
+	DrivenByServer = "server"        // this server's engine
+	DrivenByOther  = "other-process" // another ferry process holds the engine lock
+	DrivenByNone   = "none"          // nobody: it ended, or the server may not (cluster lock)
+)
+
+var errBusy = errors.New("server: an upgrade is being driven by this server")
+
+// reserve marks the server busy before an engine goroutine starts, so
+// that two requests never start two.
+func (s *Server) reserve() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy {
+		return false
+	}
+	s.busy = true
+	s.idle = make(chan struct{})
+	s.lastTry = time.Now()
+	return true
+}
+
+func (s *Server) release() {
+	s.mu.Lock()
+	s.busy, s.driving = false, ""
+	close(s.idle)
+	s.mu.Unlock()
+}
+
+// reserveAfterEnd reserves the server, waiting up to limit for an
+// engine goroutine whose upgrade has ended (its record says so) to
+// return: a client that saw the end may start the next at once.
+func (s *Server) reserveAfterEnd(ctx context.Context, limit time.Duration) bool {
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	for !s.reserve() {
+		u, ok, err := s.cfg.Store.Current()
+		if err != nil || !ok || !u.State.Terminal() {
+			return false
+		}
+		s.mu.Lock()
+		idle := s.idle
+		s.mu.Unlock()
+		select {
+		case <-idle:
+		case <-deadline.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// ensureDriving starts the engine goroutine on the current upgrade
+// unless one runs; it says who drives the upgrade now.
+func (s *Server) ensureDriving() (string, error) {
+	if !s.reserve() {
+		return DrivenByServer, nil
+	}
+	unlock, err := s.cfg.Store.LockEngine()
+	if err != nil {
+		s.release()
+		if errors.Is(err, store.ErrLocked) {
+			s.note("another ferry process drives the upgrade: " + err.Error())
+			return DrivenByOther, nil
+		}
+		return DrivenByNone, err
+	}
+	s.run(unlock)
+	return DrivenByServer, nil
+}
+
+func (s *Server) note(msg string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if msg != s.lastNote {
+		s.lastNote = msg
+		s.log.Info("server: " + msg)
+	}
+}
+
+// run drives the current upgrade in a goroutine owned by the server,
+// holding the engine lock until it ends or the server closes. The
+// caller has reserved the server.
+func (s *Server) run(unlock func()) {
+	if cur, ok, err := s.cfg.Store.Current(); err == nil && ok {
+		s.mu.Lock()
+		s.driving = cur.ID
+		s.mu.Unlock()
+	}
+	s.note("driving the current upgrade")
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer s.signal()
+		defer s.release()
+		defer unlock()
+		u, err := s.drive.Run(s.ctx)
+		switch {
+		case err == nil:
+			s.log.Info("server: upgrade ended", "upgrade", u.ID, "state", u.State, "reason", u.Reason)
+		case s.ctx.Err() != nil:
+			s.log.Info("server: stopped driving the upgrade; it resumes at the next start", "upgrade", u.ID)
+		case errors.Is(err, engine.ErrLocked):
+			s.mu.Lock()
+			s.blocked[u.ID] = err.Error()
+			s.mu.Unlock()
+			s.note(err.Error())
+		default:
+			s.log.Error("server: driving the upgrade failed; retrying", "upgrade", u.ID, "err", err)
+		}
+	}()
+}
+
+// drivenBy says who drives the current upgrade u.
+func (s *Server) drivenBy(u upgrade.Upgrade) string {
+	s.mu.Lock()
+	busy := s.busy
+	s.mu.Unlock()
+	switch {
+	case busy:
+		return DrivenByServer
+	case u.State.Terminal():
+		return DrivenByNone
+	}
+	unlock, err := s.cfg.Store.LockEngine()
+	if err != nil {
+		return DrivenByOther
+	}
+	unlock()
+	return DrivenByNone
+}
+
+// observe returns an observation of the cluster no older than
+// ObserveTTL, shared by every view.
+func (s *Server) observe(ctx context.Context) (engine.Snapshot, error) {
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
+	if s.snapErr == nil && !s.snapAt.IsZero() && time.Since(s.snapAt) < s.cfg.ObserveTTL {
+		return s.snap, nil
+	}
+	snap, err := s.view.Observe(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return snap, err
+		}
+		s.snapErr, s.snapAt = err, time.Now()
+		return snap, errf(http.StatusServiceUnavailable, CodeObserveFailed, "the cluster could not be observed: %v", err)
+	}
+	s.snap, s.snapAt, s.snapErr = snap, time.Now(), nil
+	return snap, nil
+}
+
+// preflight runs the engine's preflight for the API.
+func (s *Server) preflight(ctx context.Context, to string) engine.Preflight {
+	s.viewMu.Lock()
+	defer s.viewMu.Unlock()
+	pf := s.view.RunPreflight(ctx, to)
+	s.metrics.setPreflight(pf)
+	return pf
+}
+
+// hub fans events out to the streams.
+type hub struct {
+	mu   sync.Mutex
+	subs map[chan store.Event]struct{}
+}
+
+func newHub() *hub { return &hub{subs: map[chan store.Event]struct{}{}} }
+
+// subscribe returns a channel of events published from now on. A
+// subscriber that falls more than its buffer behind is dropped (its
+// channel closed): an event stream client reconnects with
+// Last-Event-ID and misses nothing.
+func (h *hub) subscribe() (chan store.Event, func()) {
+	ch := make(chan store.Event, 1024)
+	h.mu.Lock()
+	h.subs[ch] = struct{}{}
+	h.mu.Unlock()
+	return ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if _, ok := h.subs[ch]; ok {
+			delete(h.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+func (h *hub) publish(ev store.Event) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.subs {
+		select {
+		case ch <- ev:
+		default:
+			delete(h.subs, ch)
+			close(ch)
+		}
+	}
+}
