@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -180,15 +181,7 @@ func releasesCmd(g *globals) *cobra.Command {
 		Short: "each release with its state computed from what runs: active, partial, available, unavailable",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.load()
-			if err != nil {
-				return err
-			}
-			e, _, err := g.engineFor(c, nil)
-			if err != nil {
-				return err
-			}
-			snap, err := e.Observe(cmd.Context())
+			e, _, snap, err := g.observed(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -215,15 +208,7 @@ func versionsCmd(g *globals) *cobra.Command {
 		Short: "count running members per component per version (like ceph versions)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.load()
-			if err != nil {
-				return err
-			}
-			e, _, err := g.engineFor(c, nil)
-			if err != nil {
-				return err
-			}
-			snap, err := e.Observe(cmd.Context())
+			e, _, snap, err := g.observed(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -249,15 +234,7 @@ func membersCmd(g *globals) *cobra.Command {
 		Short: "list members with target version, running version and status",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.load()
-			if err != nil {
-				return err
-			}
-			e, st, err := g.engineFor(c, nil)
-			if err != nil {
-				return err
-			}
-			snap, err := e.Observe(cmd.Context())
+			e, st, snap, err := g.observed(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -357,4 +334,19 @@ func eventsCmd(g *globals) *cobra.Command {
 
 func printEvent(g *globals, ev store.Event) {
 	fmt.Fprintf(g.stdout, "%s  %-8s %s\n", ev.Time.Local().Format("15:04:05.000"), ev.Kind, ev.Message)
+}
+
+// observed loads the description, builds the engine and observes the
+// cluster: what every listing starts with.
+func (g *globals) observed(ctx context.Context) (*engine.Engine, *store.Store, engine.Snapshot, error) {
+	c, err := g.load()
+	if err != nil {
+		return nil, nil, engine.Snapshot{}, err
+	}
+	e, st, err := g.engineFor(c, nil)
+	if err != nil {
+		return nil, nil, engine.Snapshot{}, err
+	}
+	snap, err := e.Observe(ctx)
+	return e, st, snap, err
 }
