@@ -78,21 +78,29 @@ build() {
 
 # ---------------------------------------------------------------- start
 
-# A loopback TCP port nobody listens on now (and not handed out already in this run).
+# PORT=<a loopback TCP port no socket uses now>, outside the kernel's
+# ephemeral range (outgoing connections take theirs from it, and a port one
+# of them holds cannot be bound), and not handed out already in this run.
 declare -A USED_PORTS=()
+PORT=
 free_port() {
-	local p i
-	for ((i = 0; i < 200; i++)); do
-		p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
-		[[ -n ${USED_PORTS[$p]-} ]] && continue
-		# Connection refused means free.
-		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-			USED_PORTS[$p]=1
-			echo "$p"
-			return
-		fi
+	if ((${#USED_PORTS[@]} == 0)); then
+		local sl local_addr rest
+		while read -r sl local_addr rest; do
+			[[ $local_addr == *:* ]] && USED_PORTS[$((16#${local_addr##*:}))]=1
+		done < <(cat /proc/net/tcp /proc/net/tcp6 2>/dev/null)
+	fi
+	local eph_lo=32768 eph_hi=60999 lo hi
+	read -r eph_lo eph_hi </proc/sys/net/ipv4/ip_local_port_range || true
+	if ((eph_lo - 10000 >= 4000)); then lo=10000 hi=$eph_lo; else lo=$((eph_hi + 1)) hi=65536; fi
+	local i
+	for ((i = 0; i < 1000; i++)); do
+		PORT=$((lo + (RANDOM * 32768 + RANDOM) % (hi - lo)))
+		[[ -n ${USED_PORTS[$PORT]-} ]] && continue
+		USED_PORTS[$PORT]=1
+		return
 	done
-	die "no free port found"
+	die "no free port found in $lo-$((hi - 1))"
 }
 
 # kwok's lifecycle stages, read from kwok's module in the module cache.
@@ -140,7 +148,7 @@ check_alive() {
 			log "$name exited early; last lines of $DIR/$name.log:"
 			tail -n 20 "$DIR/$name.log" >&2 || true
 			stop_dir
-			exit 1
+			exit 3
 		fi
 	done <"$DIR/pids"
 }
@@ -155,6 +163,25 @@ start() {
 	mkdir -p "$DIR"
 	DIR=$(cd "$DIR" && pwd)
 	[[ ! -s $DIR/pids ]] || die "$DIR/pids exists: already started? ('$0 stop $DIR' first)"
+	umask 077
+	# A component that exits early (most likely: a port taken between the
+	# pick and the bind by someone else) makes start try again, with new ports.
+	local attempt rc
+	for attempt in 1 2 3; do
+		set +e
+		(
+			set -e
+			start_once
+		)
+		rc=$?
+		set -e
+		((rc == 3 && attempt < 3)) || return "$rc"
+		log "attempt $attempt failed; trying again with other ports"
+		rm -rf "$DIR/etcd-data" "$DIR/certs"
+	done
+}
+
+start_once() {
 	: >"$DIR/pids"
 	# If the caller dies without stopping us (a test binary killed at its
 	# timeout), a watchdog stops the control plane.
@@ -162,15 +189,14 @@ start() {
 		spawn watchdog bash "$0" watch "$DIR" "$FERRY_KUBE_WATCH_PID"
 	fi
 	local t0=$SECONDS deadline=$((SECONDS + READY_TIMEOUT))
-	umask 077
 
 	local etcd_port etcd_peer api_port kcm_port sched_port kwok_port
-	etcd_port=$(free_port)
-	etcd_peer=$(free_port)
-	api_port=$(free_port)
-	kcm_port=$(free_port)
-	sched_port=$(free_port)
-	kwok_port=$(free_port)
+	free_port && etcd_port=$PORT
+	free_port && etcd_peer=$PORT
+	free_port && api_port=$PORT
+	free_port && kcm_port=$PORT
+	free_port && sched_port=$PORT
+	free_port && kwok_port=$PORT
 
 	# Credentials: one admin token (system:masters), a service account key pair.
 	local token
@@ -265,22 +291,28 @@ EOF
 stop_dir() {
 	[[ -f $DIR/pids ]] || return 0
 	local name pid
-	local -a pids=()
+	local -a pids=() etcd=()
 	while read -r name pid; do
-		[[ $pid == "$$" ]] || pids+=("$pid") # a watchdog does not stop itself
+		[[ $pid == "$$" ]] && continue # a watchdog does not stop itself
+		if [[ $name == etcd ]]; then etcd+=("$pid"); else pids+=("$pid"); fi
 	done <"$DIR/pids"
-	# Reverse order: kwok and the controllers first, etcd last. Each was started
-	# with setsid, so its pid is also its process group.
-	local i
-	for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-		kill -TERM -- "-${pids[i]}" 2>/dev/null || kill -TERM "${pids[i]}" 2>/dev/null || true
-	done
-	local deadline=$((SECONDS + 10))
-	for pid in "${pids[@]}"; do
+	# The state is throw-away: a short grace period, then SIGKILL. etcd last,
+	# so that the others do not hang on it. Each was started with setsid, so
+	# its pid is also its process group.
+	term_wait 1 "${pids[@]}"
+	term_wait 2 "${etcd[@]}"
+	rm -f "$DIR/pids"
+}
+
+term_wait() { # term_wait SECONDS PID...
+	local grace=$1 pid
+	shift
+	for pid; do kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true; done
+	local deadline=$((SECONDS + grace))
+	for pid; do
 		while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do sleep 0.1; done
 		kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
 	done
-	rm -f "$DIR/pids"
 }
 
 case ${1-} in
