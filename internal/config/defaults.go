@@ -30,6 +30,16 @@ import (
 //	expect_status                          0, kept: any 2xx
 //	policy.on_failure                      rollback
 //	policy.tick                            100ms
+//	components[].workload.namespace        default (not for a NodePool)
+//	components[].workload.drain_timeout    5m
+//	traffic.concurrency                    4
+//	traffic.rate                           100 requests/s
+//	traffic.timeout                        2s
+//	traffic.baseline                       5s
+//	traffic.requests[].method              POST if it has a body, else GET
+//	traffic.requests[].share               1
+//	traffic.verdict: alpha 0.01, p99_ratio 1.5, min_requests 20
+//	traffic.prometheus.step                1s
 //
 // ApplyDefaults also normalises: a method is upper-cased, an http
 // value written as "POST http://..." is split into method and URL (when
@@ -50,6 +60,15 @@ const (
 	DefaultMigrateDeadline = 10 * time.Minute
 	DefaultMigrateInterval = time.Second
 	DefaultTick            = Duration(100 * time.Millisecond)
+	DefaultDrainTimeout    = Duration(5 * time.Minute)
+	// The traffic spec's defaults (and the impact verdict's).
+	DefaultTrafficConcurrency = 4
+	DefaultTrafficRate        = 100.0
+	DefaultTrafficTimeout     = Duration(2 * time.Second)
+	DefaultTrafficBaseline    = Duration(5 * time.Second)
+	DefaultAlpha              = 0.01
+	DefaultP99Ratio           = 1.5
+	DefaultMinRequests        = 20
 	defaultMethod          = "GET"
 	defaultMethodWithABody = "POST"
 	defaultOneAtATimeBatch = 1
@@ -117,6 +136,59 @@ func (c *Cluster) ApplyDefaults() {
 	}
 	if c.Policy.Tick == 0 {
 		c.Policy.Tick = DefaultTick
+	}
+	for i := range c.Components {
+		if w := c.Components[i].Workload; w != nil {
+			if w.Namespace == "" && w.Kind != KindNodePool {
+				w.Namespace = "default"
+			}
+			if w.DrainTimeout == 0 {
+				w.DrainTimeout = DefaultDrainTimeout
+			}
+		}
+	}
+	if t := c.Traffic; t != nil {
+		t.applyDefaults()
+	}
+}
+
+func (t *Traffic) applyDefaults() {
+	if t.Concurrency == 0 {
+		t.Concurrency = DefaultTrafficConcurrency
+	}
+	if t.Rate == 0 {
+		t.Rate = DefaultTrafficRate
+	}
+	if t.Timeout == 0 {
+		t.Timeout = DefaultTrafficTimeout
+	}
+	if t.Baseline == 0 {
+		t.Baseline = DefaultTrafficBaseline
+	}
+	for i := range t.Requests {
+		r := &t.Requests[i]
+		r.Method = strings.ToUpper(r.Method)
+		if r.Method == "" {
+			r.Method = defaultMethod
+			if r.Body != "" {
+				r.Method = defaultMethodWithABody
+			}
+		}
+		if r.Share == 0 {
+			r.Share = 1
+		}
+	}
+	if t.Verdict.Alpha == 0 {
+		t.Verdict.Alpha = DefaultAlpha
+	}
+	if t.Verdict.P99Ratio == 0 {
+		t.Verdict.P99Ratio = DefaultP99Ratio
+	}
+	if t.Verdict.MinRequests == 0 {
+		t.Verdict.MinRequests = DefaultMinRequests
+	}
+	if p := t.Prometheus; p != nil && p.Step == 0 {
+		p.Step = Duration(time.Second)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -442,6 +443,31 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, own *owner,
 			return
 		}
 		v.SetInt(i)
+
+	case reflect.Uint64:
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+			d.badValue(line, path, "must be an integer, not %s", describe(n))
+			return
+		}
+		u, err := strconv.ParseUint(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
+		if err != nil {
+			d.badValue(line, path, "must be an integer from 0 to 2^64-1, not %s", n.Value)
+			return
+		}
+		v.SetUint(u)
+
+	case reflect.Float64:
+		tag := n.ShortTag()
+		if n.Kind != yaml.ScalarNode || (tag != "!!int" && tag != "!!float") {
+			d.badValue(line, path, "must be a number, not %s", describe(n))
+			return
+		}
+		f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			d.badValue(line, path, "must be a finite number, not %s", n.Value)
+			return
+		}
+		v.SetFloat(f)
 
 	case reflect.Bool:
 		b, ok := yamlBool(n)

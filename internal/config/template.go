@@ -78,6 +78,35 @@ const maxRendered = 1 << 20
 // does not have, with the list of those it has. Strings without "{{"
 // are returned as they are.
 func Render(tmpl string, d TemplateData) (string, error) {
+	return render(tmpl, d)
+}
+
+// TrafficData is what a traffic request's path and body are rendered
+// with (see TrafficRequest).
+type TrafficData struct {
+	Key, Value            string // a fresh key and value
+	Written, WrittenValue string // a key written before, and its value
+	Seq                   int    // the client's request number
+	Client                int    // the client's number
+}
+
+// RenderTraffic renders a traffic request's path or body.
+func RenderTraffic(tmpl string, d TrafficData) (string, error) {
+	return render(tmpl, d)
+}
+
+// UsesWritten reports whether the request reads a key written before
+// (and so waits until one exists).
+func (r *TrafficRequest) UsesWritten() bool {
+	return strings.Contains(r.Path+r.Body, ".Written")
+}
+
+func checkTrafficTemplate(tmpl string) error {
+	_, err := RenderTraffic(tmpl, TrafficData{Key: "k", Value: "v", Written: "w", WrittenValue: "wv"})
+	return err
+}
+
+func render(tmpl string, d any) (string, error) {
 	if !IsTemplate(tmpl) {
 		return tmpl, nil
 	}

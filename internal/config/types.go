@@ -15,6 +15,11 @@ type Cluster struct {
 	Components []Component `yaml:"components"`
 	Releases   []Release   `yaml:"releases"`
 	Policy     Policy      `yaml:"policy"`
+	// Kubernetes says how to reach the API server (substrate kubernetes).
+	Kubernetes Kubernetes `yaml:"kubernetes"`
+	// Traffic, if set, is the traffic ferry drives (or the signal it
+	// watches) during an upgrade to judge its impact on clients.
+	Traffic *Traffic `yaml:"traffic"`
 
 	// File is the path the description was read from, for messages.
 	File string `yaml:"-"`
@@ -56,7 +61,123 @@ type Component struct {
 	// stay red before the step fails.
 	GateDeadline Duration `yaml:"gate_deadline"`
 	Hooks        Hooks    `yaml:"hooks"`
-	pos          positions
+	// Workload is what the component is on Kubernetes; its members
+	// (pods, nodes) are then found at run time when none are listed.
+	Workload *Workload `yaml:"workload"`
+	pos      positions
+}
+
+// Kubernetes is how ferry reaches a cluster's API server.
+type Kubernetes struct {
+	// Kubeconfig is a kubeconfig file (relative to the description);
+	// empty means $KUBECONFIG, then the in-cluster service account.
+	Kubeconfig string `yaml:"kubeconfig"`
+	// Context picks a context of the kubeconfig (default: its current).
+	Context string `yaml:"context"`
+}
+
+// Workload kinds a component can be on Kubernetes.
+const (
+	KindStatefulSet = "StatefulSet"
+	KindDaemonSet   = "DaemonSet"
+	KindDeployment  = "Deployment"
+	KindNodePool    = "NodePool"
+)
+
+// Workload names a Kubernetes workload (by namespace and name, or by a
+// label selector that matches exactly one) or a pool of nodes (by a
+// node label selector). Its members are the StatefulSet's pods, the
+// nodes of the DaemonSet's pods, the Deployment's replicas, or the
+// pool's nodes.
+type Workload struct {
+	Kind      string `yaml:"kind"`
+	Namespace string `yaml:"namespace"` // default "default"; not for NodePool
+	Name      string `yaml:"name"`
+	Selector  string `yaml:"selector"`
+	// Container is the container whose image is the version (default:
+	// the pod template's first container).
+	Container string `yaml:"container"`
+	// Upgrade (NodePool) is the command run once a node is drained, to
+	// upgrade it: an argv, no shell, with FERRY_NODE and FERRY_VERSION
+	// in its environment. ferry then waits for the node to report the
+	// new kubelet version and be Ready.
+	Upgrade []string `yaml:"upgrade"`
+	// DrainTimeout bounds a node's drain (default 5m); evictions that a
+	// PodDisruptionBudget refuses are retried until then.
+	DrainTimeout Duration `yaml:"drain_timeout"`
+}
+
+// Traffic is the client load ferry drives through the service while it
+// upgrades it, and how the impact verdict judges what clients saw.
+type Traffic struct {
+	// Targets are base URLs; requests go to them in turn.
+	Targets []string `yaml:"targets"`
+	// Requests is the mix; each entry's share of the requests is its
+	// Share over the sum of the shares.
+	Requests []TrafficRequest `yaml:"requests"`
+	// Rate is the requests per second of all clients together;
+	// Concurrency the number of clients; Timeout one request's bound.
+	Rate        float64  `yaml:"rate"`
+	Concurrency int      `yaml:"concurrency"`
+	Timeout     Duration `yaml:"timeout"`
+	// Baseline is how long traffic runs before the first member is
+	// touched (the normal operations the upgrade is compared with);
+	// After how long it goes on once the upgrade has ended.
+	Baseline Duration `yaml:"baseline"`
+	After    Duration `yaml:"after"`
+	// Seed makes the mix reproducible (0: a random seed, printed).
+	Seed uint64 `yaml:"seed"`
+	// Verdict holds the thresholds of zero impact.
+	Verdict Verdict `yaml:"verdict"`
+	// Prometheus, if set, makes a Prometheus server's view of the
+	// service's own traffic a signal too (or the only one, with no
+	// targets): for services whose real clients should be the judge.
+	Prometheus *Prometheus `yaml:"prometheus"`
+}
+
+// Prometheus is a Prometheus server and the queries that measure what
+// the service's clients see.
+type Prometheus struct {
+	URL string `yaml:"url"`
+	// Latency is a PromQL expression of a latency in seconds (e.g. a
+	// p99 over a short rate window); each step's value is one sample.
+	Latency string `yaml:"latency"`
+	// Errors is a PromQL expression of failed requests per second; any
+	// step above zero during the upgrade breaks zero downtime.
+	Errors string `yaml:"errors"`
+	// Step is the resolution of the range queries (default 1s).
+	Step Duration `yaml:"step"`
+	// TokenFile holds a bearer token for the server (mode 0600).
+	TokenFile string `yaml:"token_file"`
+}
+
+// TrafficRequest is one kind of request of the mix. Path and Body are
+// Go templates over .Key and .Value (a fresh key and value), .Written
+// (a key an earlier request wrote and its value, .WrittenValue; a
+// request that uses them waits until one exists), .Seq and .Client.
+type TrafficRequest struct {
+	Name   string  `yaml:"name"`
+	Method string  `yaml:"method"` // default GET, POST with a body
+	Path   string  `yaml:"path"`
+	Body   string  `yaml:"body"`
+	Share  float64 `yaml:"share"` // default 1
+	// Writes marks a request whose success acknowledges .Key = .Value:
+	// ferry reads every acknowledged write back at the end.
+	Writes bool `yaml:"writes"`
+	// Verify marks a read whose body must equal .WrittenValue.
+	Verify bool `yaml:"verify"`
+	// ExpectStatus is the status of success (default any 2xx).
+	ExpectStatus int `yaml:"expect_status"`
+}
+
+// Verdict holds the thresholds of the zero-impact verdict: a window is
+// impacted when its latencies are worse than the baseline's at level
+// Alpha (one-sided Mann-Whitney U) and its p99 is above P99Ratio times
+// the baseline's; a window with fewer than MinRequests is insufficient.
+type Verdict struct {
+	Alpha       float64 `yaml:"alpha"`        // default 0.01
+	P99Ratio    float64 `yaml:"p99_ratio"`    // default 1.5
+	MinRequests int     `yaml:"min_requests"` // default 20
 }
 
 // Strategy names how members of a component are batched.

@@ -95,6 +95,7 @@ func (v *validator) cluster() {
 	v.components()
 	v.releases()
 	v.policy()
+	v.traffic()
 }
 
 func (v *validator) hosts() {
@@ -155,9 +156,10 @@ func (v *validator) components() {
 			orders[comp.Order] = i
 		}
 
-		if len(comp.Members) == 0 {
+		if len(comp.Members) == 0 && (c.Substrate != "kubernetes" || comp.Workload == nil) {
 			v.add(at("members"), path+".members", "at least one member is needed")
 		}
+		v.workload(comp, path, line)
 		for j := range comp.Members {
 			v.member(comp, j, path, line, members)
 		}
@@ -184,14 +186,17 @@ func (v *validator) member(comp *Component, j int, cpath string, cline int, seen
 			seen[m.Name] = path
 		}
 	}
+	kube := c.Substrate == "kubernetes"
 	switch {
+	case m.Host == "" && kube:
 	case m.Host == "":
 		v.add(at("host"), path+".host", "must be set: the name of one of the hosts")
-	case c.Host(m.Host) == nil:
+	case c.Host(m.Host) == nil && !kube:
 		v.add(at("host"), path+".host", "no host %q in hosts%s", m.Host, knownList(hostNames(c)))
 	}
-	if m.Address == "" {
+	if m.Address == "" && !kube {
 		v.add(at("address"), path+".address", "must be set: the member's host:port")
+	} else if m.Address == "" {
 	} else if err := checkHostPort(m.Address); err != nil {
 		v.add(at("address"), path+".address", "%v", err)
 	}
@@ -607,6 +612,9 @@ func (v *validator) artifacts(r *Release, path string, at func(string) int) {
 	}
 	var missing []string
 	for i := range c.Components {
+		if w := c.Components[i].Workload; w != nil && w.Kind == KindNodePool {
+			continue // a node's version is its kubelet's: no artifact
+		}
 		if n := c.Components[i].Name; n != "" {
 			if _, ok := r.ArtifactFor(n); !ok {
 				missing = append(missing, strconv.Quote(n))
@@ -620,6 +628,152 @@ func (v *validator) artifacts(r *Release, path string, at func(string) int) {
 		}
 		v.add(at("artifacts"), path+".artifacts", "no artifact for %s %s: add one, or a \"*\" entry for any component",
 			noun, strings.Join(missing, ", "))
+	}
+}
+
+var workloadKinds = []string{KindStatefulSet, KindDaemonSet, KindDeployment, KindNodePool}
+
+// selectorRE is an equality-based label selector: key, key=value,
+// key==value, key!=value, or !key, separated by commas.
+var selectorRE = regexp.MustCompile(`^\s*!?[A-Za-z0-9][A-Za-z0-9./_-]*(\s*(=|==|!=)\s*[A-Za-z0-9._-]*)?(\s*,\s*!?[A-Za-z0-9][A-Za-z0-9./_-]*(\s*(=|==|!=)\s*[A-Za-z0-9._-]*)?)*\s*$`)
+
+// dnsLabelRE is a Kubernetes object name (RFC 1123 subdomain, short).
+var dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$`)
+
+// workload checks a component's Kubernetes workload.
+func (v *validator) workload(comp *Component, cpath string, cline int) {
+	w := comp.Workload
+	path := cpath + ".workload"
+	line := comp.pos.at("workload", cline)
+	kube := v.c.Substrate == "kubernetes"
+	switch {
+	case w == nil && kube:
+		v.add(line, path, "must be set for the kubernetes substrate: kind (%s) and name or selector", strings.Join(workloadKinds, ", "))
+		return
+	case w == nil:
+		return
+	case !kube:
+		v.add(line, path, "applies to the kubernetes substrate only (this description's is %s)", v.c.Substrate)
+		return
+	}
+	at := func(rel string) int { return comp.pos.at("workload."+rel, line) }
+	if !contains(workloadKinds, w.Kind) {
+		v.add(at("kind"), path+".kind", "unknown kind %q; known: %s", w.Kind, strings.Join(workloadKinds, ", "))
+		return
+	}
+	if w.Selector != "" && !selectorRE.MatchString(w.Selector) {
+		v.add(at("selector"), path+".selector", "%q is not a label selector (key=value, key!=value, key, !key, separated by commas)", truncate(w.Selector, 70))
+	}
+	if w.Kind == KindNodePool {
+		if w.Selector == "" {
+			v.add(at("selector"), path+".selector", "must be set: the label selector of the pool's nodes")
+		}
+		if w.Name != "" || w.Namespace != "" || w.Container != "" {
+			v.add(at("kind"), path, "a NodePool is found by its selector: name, namespace and container do not apply")
+		}
+		for i, a := range w.Upgrade {
+			if a == "" {
+				v.add(at(index("upgrade", i)), index(path+".upgrade", i), "must not be empty")
+			}
+		}
+	} else {
+		switch {
+		case w.Name == "" && w.Selector == "":
+			v.add(at("name"), path+".name", "must be set, or a selector that matches exactly one %s", w.Kind)
+		case w.Name != "" && w.Selector != "":
+			v.add(at("selector"), path+".selector", "name and selector are exclusive: name the %s, or select it", w.Kind)
+		case w.Name != "" && !dnsLabelRE.MatchString(w.Name):
+			v.add(at("name"), path+".name", "%q is not a Kubernetes object name", truncate(w.Name, 70))
+		}
+		if w.Namespace != "" && !dnsLabelRE.MatchString(w.Namespace) {
+			v.add(at("namespace"), path+".namespace", "%q is not a namespace name", truncate(w.Namespace, 70))
+		}
+		if len(w.Upgrade) > 0 {
+			v.add(at("upgrade"), path+".upgrade", "applies to a NodePool only: a %s's members are upgraded by their image", w.Kind)
+		}
+	}
+	if w.DrainTimeout < 0 {
+		v.add(at("drain_timeout"), path+".drain_timeout", "must not be negative")
+	}
+}
+
+// traffic checks the traffic spec.
+func (v *validator) traffic() {
+	t := v.c.Traffic
+	if t == nil {
+		return
+	}
+	line := v.c.pos.at("traffic")
+	at := func(rel string) int { return v.c.pos.at("traffic."+rel, line) }
+	if len(t.Targets) == 0 && t.Prometheus == nil {
+		v.add(line, "traffic", "needs targets (ferry drives requests to them) or prometheus (ferry watches the service's own traffic)")
+	}
+	for i, u := range t.Targets {
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			v.add(at(index("targets", i)), index("traffic.targets", i), "%q is not an http(s) URL", truncate(u, 70))
+		}
+	}
+	if len(t.Targets) > 0 && len(t.Requests) == 0 {
+		v.add(at("requests"), "traffic.requests", "at least one request is needed to drive traffic to the targets")
+	}
+	for i := range t.Requests {
+		r := &t.Requests[i]
+		path := index("traffic.requests", i)
+		rat := func(rel string) int { return at(index("requests", i) + "." + rel) }
+		if r.Path == "" || !strings.HasPrefix(r.Path, "/") {
+			v.add(rat("path"), path+".path", "must be set and start with '/': the request's path (a template)")
+		}
+		for _, f := range []struct{ key, tmpl string }{{"path", r.Path}, {"body", r.Body}} {
+			if err := checkTrafficTemplate(f.tmpl); err != nil {
+				v.add(rat(f.key), path+"."+f.key, "%v", err)
+			}
+		}
+		if !headerNameRE.MatchString(r.Method) {
+			v.add(rat("method"), path+".method", "%q is not an HTTP method", r.Method)
+		}
+		if r.Share <= 0 {
+			v.add(rat("share"), path+".share", "must be more than 0")
+		}
+		if r.ExpectStatus != 0 && (r.ExpectStatus < 100 || r.ExpectStatus > 599) {
+			v.add(rat("expect_status"), path+".expect_status", "%d is not an HTTP status", r.ExpectStatus)
+		}
+		if r.Writes && r.Verify {
+			v.add(rat("verify"), path, "a request either writes (.Key = .Value) or verifies a read (.WrittenValue), not both")
+		}
+	}
+	if t.Rate <= 0 || t.Rate > 100000 {
+		v.add(at("rate"), "traffic.rate", "must be more than 0 and at most 100000 requests per second")
+	}
+	if t.Concurrency < 1 || t.Concurrency > 1024 {
+		v.add(at("concurrency"), "traffic.concurrency", "must be from 1 to 1024 clients")
+	}
+	if t.Timeout <= 0 {
+		v.add(at("timeout"), "traffic.timeout", "must be more than 0s")
+	}
+	if t.Baseline <= 0 {
+		v.add(at("baseline"), "traffic.baseline", "must be more than 0s: the upgrade is compared with it")
+	}
+	vd := &t.Verdict
+	if vd.Alpha <= 0 || vd.Alpha >= 0.5 {
+		v.add(at("verdict.alpha"), "traffic.verdict.alpha", "must be between 0 and 0.5 (e.g. 0.01)")
+	}
+	if vd.P99Ratio < 1 {
+		v.add(at("verdict.p99_ratio"), "traffic.verdict.p99_ratio", "must be at least 1 (e.g. 1.5)")
+	}
+	if vd.MinRequests < 2 {
+		v.add(at("verdict.min_requests"), "traffic.verdict.min_requests", "must be at least 2")
+	}
+	if pr := t.Prometheus; pr != nil {
+		if p, err := url.Parse(pr.URL); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			v.add(at("prometheus.url"), "traffic.prometheus.url", "%q is not an http(s) URL", truncate(pr.URL, 70))
+		}
+		if strings.TrimSpace(pr.Latency) == "" && strings.TrimSpace(pr.Errors) == "" {
+			v.add(at("prometheus"), "traffic.prometheus", "needs a latency query, an errors query, or both")
+		}
+		if pr.Step <= 0 {
+			v.add(at("prometheus.step"), "traffic.prometheus.step", "must be more than 0s")
+		}
 	}
 }
 

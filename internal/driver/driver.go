@@ -22,6 +22,33 @@ type Member struct {
 	Env       map[string]string
 	// StopTimeout bounds a graceful stop before the member is killed.
 	StopTimeout time.Duration
+	// Workload is the Kubernetes object the member belongs to (nil on
+	// other substrates).
+	Workload *Workload
+}
+
+// Workload is a Kubernetes workload or node pool, as the description
+// names it (config.Workload, defaults applied).
+type Workload struct {
+	Kind      string // StatefulSet, DaemonSet, Deployment, NodePool
+	Namespace string
+	Name      string
+	Selector  string
+	Container string
+	// Upgrade is the argv a NodePool member's upgrade runs once the
+	// node is drained (FERRY_NODE, FERRY_VERSION in its environment).
+	Upgrade      []string
+	DrainTimeout time.Duration
+}
+
+// Discoverer is a driver whose members are found at run time rather
+// than listed in the description: the pods of a StatefulSet, the nodes
+// of a DaemonSet's pods or of a node pool, a Deployment's replicas.
+type Discoverer interface {
+	// Discover lists the members of component's workload in a stable
+	// order (a StatefulSet's pods by ordinal, nodes by name), with
+	// Name, Component, Host and Address set.
+	Discover(ctx context.Context, component string, w Workload) ([]Member, error)
 }
 
 // Artifact is what a member runs: a binary (process, ssh) or an image

@@ -94,7 +94,7 @@ func New(cfg Config) (*Engine, error) {
 
 func renderSpec(comp *config.Component, m *config.Member, data config.TemplateData) (driver.Member, error) {
 	spec := driver.Member{Name: m.Name, Component: comp.Name, Host: m.Host, Address: m.Address,
-		StopTimeout: comp.Run.StopTimeout.D(), Env: map[string]string{}}
+		StopTimeout: comp.Run.StopTimeout.D(), Env: map[string]string{}, Workload: WorkloadOf(comp)}
 	for i, a := range comp.Run.Args {
 		v, err := config.Render(a, data)
 		if err != nil {
