@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -67,7 +68,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 	root.AddCommand(
 		validateCmd(g), planCmd(g), healthCmd(g), releasesCmd(g), upgradeCmd(g), versionsCmd(g), membersCmd(g), eventsCmd(g),
-		agentCmd(g), demoCmd(g), serverCmd(g),
+		agentCmd(g), demoCmd(g), serverCmd(g), trafficCmd(g),
 	)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -144,7 +145,7 @@ func newDriver(c *config.Cluster) (driver.Driver, error) {
 }
 
 // engineFor builds an engine over the description, its driver and the store.
-func (g *globals) engineFor(c *config.Cluster, onEvent func(store.Event)) (*engine.Engine, *store.Store, error) {
+func (g *globals) engineFor(c *config.Cluster, onEvent func(store.Event), judge ...func(from, to time.Time) string) (*engine.Engine, *store.Store, error) {
 	d, err := newDriver(c)
 	if err != nil {
 		return nil, nil, err
@@ -153,7 +154,11 @@ func (g *globals) engineFor(c *config.Cluster, onEvent func(store.Event)) (*engi
 	if err != nil {
 		return nil, nil, err
 	}
-	e, err := engine.New(engine.Config{Cluster: c, Driver: d, Store: st, Logger: g.logger(), OnEvent: onEvent})
+	cfg := engine.Config{Cluster: c, Driver: d, Store: st, Logger: g.logger(), OnEvent: onEvent}
+	if len(judge) > 0 {
+		cfg.Judge = judge[0]
+	}
+	e, err := engine.New(cfg)
 	if err != nil {
 		return nil, nil, err
 	}

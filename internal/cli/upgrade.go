@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ferry-upgrade/ferry/internal/proof"
 	"slices"
 	"strings"
 	"time"
@@ -17,7 +18,7 @@ import (
 
 func upgradeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "upgrade", Short: "start, follow and resume upgrades"}
-	var to string
+	var to, trafficFlag, report string
 	var quiet bool
 	start := &cobra.Command{
 		Use:   "start --to VERSION",
@@ -27,10 +28,20 @@ func upgradeCmd(g *globals) *cobra.Command {
 			if to == "" {
 				return errors.New("--to VERSION is required")
 			}
-			return g.runUpgrade(cmd.Context(), to, quiet)
+			var pr *proofRun
+			if cmd.Flags().Changed("traffic") {
+				pr = &proofRun{report: report}
+				if trafficFlag == "" {
+					trafficFlag = fromDescription
+				}
+			}
+			return g.runUpgrade(cmd.Context(), to, quiet, pr, trafficFlag)
 		},
 	}
 	start.Flags().StringVar(&to, "to", "", "target release version")
+	start.Flags().StringVar(&trafficFlag, "traffic", "", "drive traffic during the upgrade and judge its impact: the description's traffic spec, or --traffic=FILE")
+	start.Flags().Lookup("traffic").NoOptDefVal = fromDescription
+	start.Flags().StringVar(&report, "report", "", "with --traffic: where to write the JSON report (default DATA-DIR/reports/ID.json; the HTML page goes beside it)")
 	start.Flags().BoolVarP(&quiet, "quiet", "q", false, "no live view; print the outcome only")
 	resume := &cobra.Command{
 		Use:   "resume",
@@ -113,17 +124,24 @@ of the previous release could not read what the new one then writes.`,
 // takes up the current one) and drives it to its end.
 // A run that ends in a state other than completed (or, for an abort,
 // rolled-back) exits with code 4.
-func (g *globals) runUpgrade(ctx context.Context, to string, quiet bool, ok ...upgrade.State) error {
+func (g *globals) runUpgrade(ctx context.Context, to string, quiet bool, pr *proofRun, spec string, ok ...upgrade.State) error {
 	c, err := g.load()
 	if err != nil {
 		return err
+	}
+	var judge func(from, to time.Time) string
+	if pr != nil {
+		if pr.spec, err = trafficSpec(c, spec); err != nil {
+			return err
+		}
+		judge = func(from, to time.Time) string { return pr.session.Judge(from, to) }
 	}
 	var onEvent func(store.Event)
 	if !quiet && !g.json() {
 		start := time.Now()
 		onEvent = func(ev store.Event) { printLive(g, start, ev) }
 	}
-	e, st, err := g.engineFor(c, onEvent)
+	e, st, err := g.engineFor(c, onEvent, judge)
 	if err != nil {
 		return err
 	}
@@ -132,9 +150,23 @@ func (g *globals) runUpgrade(ctx context.Context, to string, quiet bool, ok ...u
 		return &exitError{code: 3, err: fmt.Errorf("%w: it drives the upgrade already; follow it with 'ferry upgrade status' or 'ferry events --follow'", err)}
 	}
 	defer unlock()
+	if pr != nil {
+		pr.session = proof.Start(ctx, pr.spec, proof.Options{})
+		if !quiet && !g.json() {
+			fmt.Fprintf(g.stdout, "traffic: %.0f requests/s from %d clients to %s; baseline for %s\n",
+				pr.spec.Rate, pr.spec.Concurrency, strings.Join(pr.spec.Targets, ", "), pr.spec.Baseline)
+		}
+		if err := pr.session.WaitBaseline(ctx); err != nil {
+			pr.session.Stop(ctx)
+			return err
+		}
+	}
 	if to != "" {
 		u, err := e.Begin(ctx, to)
 		if err != nil {
+			if pr != nil {
+				pr.session.Stop(ctx)
+			}
 			if errors.Is(err, store.ErrActive) {
 				return &exitError{code: 3, err: fmt.Errorf("%w\n  to continue it: ferry upgrade resume", err)}
 			}
@@ -150,12 +182,29 @@ func (g *globals) runUpgrade(ctx context.Context, to string, quiet bool, ok ...u
 	}
 	u, err := e.Run(ctx)
 	if err != nil {
+		if pr != nil {
+			pr.session.Stop(ctx)
+		}
 		if errors.Is(err, engine.ErrLocked) {
 			return &exitError{code: 3, err: err}
 		}
 		return err
 	}
+	var rep *proof.Report
+	if pr != nil {
+		r, err := pr.writeReport(ctx, g, st, u)
+		if err != nil {
+			return err
+		}
+		rep = &r
+	}
 	if g.json() {
+		if rep != nil {
+			return g.printJSON(struct {
+				upgrade.Upgrade
+				Proof *proof.Report `json:"proof"`
+			}{u, rep})
+		}
 		return g.printJSON(u)
 	}
 	printStatus(g, u)
@@ -289,7 +338,7 @@ func (g *globals) request(ctx context.Context, kind upgrade.IntentKind, quiet bo
 	}
 	unlock()
 	if kind == upgrade.IntentAbort {
-		return g.runUpgrade(ctx, "", quiet, upgrade.StateRolledBack)
+		return g.runUpgrade(ctx, "", quiet, nil, "", upgrade.StateRolledBack)
 	}
-	return g.runUpgrade(ctx, "", quiet)
+	return g.runUpgrade(ctx, "", quiet, nil, "")
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -132,5 +133,31 @@ func TestKubernetesAndTrafficRules(t *testing.T) {
 				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.wantLines, "\n"))
 			}
 		})
+	}
+}
+
+func TestLoadTraffic(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tr, err := LoadTraffic(write("ok.yaml", trafficBase))
+	if err != nil || tr.Rate != 200 || tr.Concurrency != DefaultTrafficConcurrency {
+		t.Fatalf("LoadTraffic: %+v, %v", tr, err)
+	}
+	for _, tc := range []struct{ name, body, want string }{
+		{"bad number", "traffic:\n  targets: [http://x:1]\n  requests: [{path: /x}]\n  rate: nope\n", "bad.yaml:4: traffic.rate: must be a number"},
+		{"more than traffic", "cluster: c\n" + trafficBase, "a traffic file holds traffic: only"},
+		{"empty", "{}\n", "traffic: must be set: the traffic spec"},
+		{"a list", "- 1\n", "a traffic spec is a mapping"},
+	} {
+		_, err := LoadTraffic(write("bad.yaml", tc.body))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
 	}
 }

@@ -808,3 +808,49 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(ks)
 	return ks
 }
+
+// LoadTraffic reads a file that holds a traffic spec alone (a
+// "traffic:" block, as in a description), for 'ferry upgrade start
+// --traffic FILE', and checks it like Parse.
+func LoadTraffic(path string) (*Traffic, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, fmt.Errorf("config: %s is larger than %d bytes: not a traffic spec", path, MaxFileSize)
+	}
+	root, err := parseYAML(data)
+	if err != nil {
+		line, reason := yamlErrorLine(err)
+		return nil, &Errors{Problems: []Problem{{File: path, Line: line, Reason: reason}}}
+	}
+	d := &decoder{file: path}
+	c := &Cluster{}
+	if root != nil && root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	if root == nil || root.Kind != yaml.MappingNode {
+		return nil, &Errors{Problems: []Problem{{File: path, Line: 1, Reason: "a traffic spec is a mapping with one key, traffic:"}}}
+	}
+	d.decode(root, reflect.ValueOf(c).Elem(), "", nil, "", 0)
+	probs := d.probs
+	if c.Name != "" || len(c.Components) > 0 || len(c.Hosts) > 0 || len(c.Releases) > 0 || c.Substrate != "" {
+		probs = append(probs, Problem{File: path, Line: 1, Reason: "a traffic file holds traffic: only (the rest belongs in the description)"})
+	}
+	if c.Traffic == nil && len(probs) == 0 {
+		probs = append(probs, Problem{File: path, Line: 1, Path: "traffic", Reason: "must be set: the traffic spec"})
+	}
+	if len(probs) == 0 {
+		c.File = path
+		c.Traffic.applyDefaults()
+		v := &validator{c: c}
+		v.traffic()
+		probs = v.probs
+	}
+	if len(probs) > 0 {
+		sortProblems(probs)
+		return nil, &Errors{Problems: probs}
+	}
+	return c.Traffic, nil
+}

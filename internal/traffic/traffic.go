@@ -5,7 +5,6 @@
 package traffic
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -13,31 +12,80 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/config"
 )
 
-// Config says how to drive the sample key-value API.
+// Config says how to drive a service: the request mix (from the
+// description's traffic spec, config.Traffic) and the load.
 type Config struct {
-	// BaseURL is the service's address, e.g. http://127.0.0.1:8000.
-	BaseURL string
+	// Targets are the service's base URLs; clients take them in turn.
+	Targets []string
+	// Requests is the mix; each is picked with probability Share over
+	// the sum of the shares.
+	Requests []config.TrafficRequest
 	// Concurrency is the number of clients; Rate the total requests per
 	// second they aim for (0: as fast as they can).
 	Concurrency int
 	Rate        float64
-	// WriteShare is the share of writes (the rest are reads of keys
-	// written before).
-	WriteShare float64
-	Timeout    time.Duration
+	Timeout     time.Duration
 	// Seed makes the request mix reproducible.
 	Seed uint64
+
+	// BaseURL and WriteShare, when Requests is empty, drive the sample
+	// key-value API (KVRequests) at BaseURL.
+	BaseURL    string
+	WriteShare float64
+}
+
+// FromSpec is the Config of a description's traffic spec.
+func FromSpec(t *config.Traffic) Config {
+	return Config{Targets: t.Targets, Requests: t.Requests, Concurrency: t.Concurrency, Rate: t.Rate,
+		Timeout: t.Timeout.D(), Seed: t.Seed}
+}
+
+// KVRequests is the sample key-value API's mix: writes of fresh keys
+// (a share of writeShare) and reads, checked, of acknowledged ones.
+func KVRequests(writeShare float64) []config.TrafficRequest {
+	return []config.TrafficRequest{
+		{Name: "put", Method: http.MethodPut, Path: "/v1/kv/{{.Key}}", Body: "{{.Value}}", Share: writeShare, Writes: true},
+		{Name: "get", Method: http.MethodGet, Path: "/v1/kv/{{.Written}}", Share: 1 - writeShare, Verify: true},
+	}
+}
+
+func (cfg Config) withDefaults() Config {
+	if len(cfg.Requests) == 0 {
+		cfg.Requests = KVRequests(cfg.WriteShare)
+	}
+	if len(cfg.Targets) == 0 && cfg.BaseURL != "" {
+		cfg.Targets = []string{cfg.BaseURL}
+	}
+	if cfg.Concurrency < 1 {
+		cfg.Concurrency = 4
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	for i := range cfg.Requests {
+		r := &cfg.Requests[i]
+		if r.Name == "" {
+			r.Name = strings.ToLower(r.Method)
+		}
+		if r.Method == "" {
+			r.Method = http.MethodGet
+		}
+	}
+	return cfg
 }
 
 // Sample is one request.
 type Sample struct {
 	Start   time.Time
 	Latency time.Duration
-	Op      string // put, get
+	Op      string // the request's name in the mix
 	OK      bool
 	Err     string
 }
@@ -47,7 +95,14 @@ type Recorder struct {
 	mu      sync.Mutex
 	samples []Sample
 	acked   map[string]string
+	keys    []string // acked keys, for picking one at random
+	// OnSample, if set before the traffic starts, sees every sample as
+	// it is recorded (metrics, a live chart). It must not block.
+	OnSample func(Sample)
 }
+
+// NewRecorder returns an empty recorder.
+func NewRecorder() *Recorder { return &Recorder{acked: map[string]string{}} }
 
 // Samples returns a copy of the samples so far.
 func (r *Recorder) Samples() []Sample {
@@ -69,33 +124,33 @@ func (r *Recorder) Acked() map[string]string {
 
 func (r *Recorder) add(s Sample, key, val string) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.samples = append(r.samples, s)
-	if s.OK && s.Op == "put" {
+	if s.OK && key != "" {
+		if _, seen := r.acked[key]; !seen {
+			r.keys = append(r.keys, key)
+		}
 		r.acked[key] = val
+	}
+	on := r.OnSample
+	r.mu.Unlock()
+	if on != nil {
+		on(s)
 	}
 }
 
 func (r *Recorder) pick(rng *rand.Rand) (string, string, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if len(r.acked) == 0 {
+	if len(r.keys) == 0 {
 		return "", "", false
 	}
-	// Maps have no index; a small sample of the last writes is enough.
-	n := rng.IntN(len(r.acked))
-	for k, v := range r.acked {
-		if n == 0 {
-			return k, v, true
-		}
-		n--
-	}
-	return "", "", false
+	k := r.keys[rng.IntN(len(r.keys))]
+	return k, r.acked[k], true
 }
 
 // Run drives traffic until ctx ends, and returns the recorder.
 func Run(ctx context.Context, cfg Config) *Recorder {
-	rec := &Recorder{acked: map[string]string{}}
+	rec := NewRecorder()
 	run(ctx, cfg, rec)
 	return rec
 }
@@ -104,26 +159,30 @@ func Run(ctx context.Context, cfg Config) *Recorder {
 // methods may be called while requests go on) and a channel closed when
 // the clients have stopped, after ctx ends.
 func Start(ctx context.Context, cfg Config) (*Recorder, <-chan struct{}) {
-	rec := &Recorder{acked: map[string]string{}}
+	rec := NewRecorder()
+	return rec, StartWith(ctx, cfg, rec)
+}
+
+// StartWith is Start with a recorder of the caller's (OnSample set).
+func StartWith(ctx context.Context, cfg Config, rec *Recorder) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		run(ctx, cfg, rec)
 	}()
-	return rec, done
+	return done
 }
 
 func run(ctx context.Context, cfg Config, rec *Recorder) {
-	if cfg.Concurrency < 1 {
-		cfg.Concurrency = 4
-	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 5 * time.Second
-	}
+	cfg = cfg.withDefaults()
 	client := &http.Client{Timeout: cfg.Timeout, Transport: &http.Transport{MaxIdleConnsPerHost: cfg.Concurrency}}
 	var interval time.Duration
 	if cfg.Rate > 0 {
 		interval = time.Duration(float64(time.Second) * float64(cfg.Concurrency) / cfg.Rate)
+	}
+	var total float64
+	for _, r := range cfg.Requests {
+		total += r.Share
 	}
 	var wg sync.WaitGroup
 	for w := 0; w < cfg.Concurrency; w++ {
@@ -143,12 +202,21 @@ func run(ctx context.Context, cfg Config, rec *Recorder) {
 						}
 					}
 				}
-				if rng.Float64() < cfg.WriteShare {
-					key := fmt.Sprintf("w%d-%d", w, n)
-					val := strconv.FormatUint(rng.Uint64(), 36)
-					rec.add(put(client, cfg.BaseURL, key, val), key, val)
-				} else if key, val, ok := rec.pick(rng); ok {
-					rec.add(get(client, cfg.BaseURL, key, val), "", "")
+				req := choose(cfg.Requests, total, rng.Float64())
+				d := config.TrafficData{Key: fmt.Sprintf("w%d-%d", w, n), Value: strconv.FormatUint(rng.Uint64(), 36), Seq: n, Client: w}
+				if req.UsesWritten() {
+					k, v, ok := rec.pick(rng)
+					if !ok {
+						continue // nothing written yet to read back
+					}
+					d.Written, d.WrittenValue = k, v
+				}
+				target := cfg.Targets[(w+n)%len(cfg.Targets)]
+				s := do(client, target, req, d)
+				if req.Writes {
+					rec.add(s, d.Key, d.Value)
+				} else {
+					rec.add(s, "", "")
 				}
 			}
 		}()
@@ -157,20 +225,62 @@ func run(ctx context.Context, cfg Config, rec *Recorder) {
 	client.CloseIdleConnections()
 }
 
-func put(c *http.Client, base, key, val string) Sample {
-	s := Sample{Start: time.Now(), Op: "put"}
-	req, err := http.NewRequest(http.MethodPut, base+"/v1/kv/"+key, bytes.NewBufferString(val))
-	if err == nil {
-		var resp *http.Response
-		resp, err = c.Do(req)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode/100 != 2 {
-				err = fmt.Errorf("PUT %s: status %d", key, resp.StatusCode)
-			}
+// choose picks the request whose share covers u in [0, 1).
+func choose(reqs []config.TrafficRequest, total, u float64) *config.TrafficRequest {
+	x := u * total
+	for i := range reqs {
+		if x < reqs[i].Share {
+			return &reqs[i]
 		}
+		x -= reqs[i].Share
 	}
+	return &reqs[len(reqs)-1]
+}
+
+// maxBody bounds what is read of a response.
+const maxBody = 1 << 20
+
+// do makes one request of the mix and records it as a sample.
+func do(c *http.Client, target string, r *config.TrafficRequest, d config.TrafficData) Sample {
+	s := Sample{Start: time.Now(), Op: r.Name}
+	err := func() error {
+		path, err := config.RenderTraffic(r.Path, d)
+		if err != nil {
+			return fmt.Errorf("path: %w", err)
+		}
+		var body io.Reader
+		if r.Body != "" {
+			b, err := config.RenderTraffic(r.Body, d)
+			if err != nil {
+				return fmt.Errorf("body: %w", err)
+			}
+			body = strings.NewReader(b)
+		}
+		req, err := http.NewRequest(r.Method, strings.TrimSuffix(target, "/")+path, body)
+		if err != nil {
+			return err
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		got, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+		if err != nil {
+			return fmt.Errorf("%s %s: reading the response: %w", r.Method, path, err)
+		}
+		ok := resp.StatusCode/100 == 2
+		if r.ExpectStatus != 0 {
+			ok = resp.StatusCode == r.ExpectStatus
+		}
+		if !ok {
+			return fmt.Errorf("%s %s: status %d", r.Method, path, resp.StatusCode)
+		}
+		if r.Verify && string(got) != d.WrittenValue {
+			return fmt.Errorf("%s %s: read %q, acknowledged %q", r.Method, path, truncate(string(got), 64), d.WrittenValue)
+		}
+		return nil
+	}()
 	s.Latency = time.Since(s.Start)
 	s.OK = err == nil
 	if err != nil {
@@ -179,20 +289,56 @@ func put(c *http.Client, base, key, val string) Sample {
 	return s
 }
 
-func get(c *http.Client, base, key, want string) Sample {
-	s := Sample{Start: time.Now(), Op: "get"}
-	got, status, err := Read(c, base, key)
-	if err == nil && status != http.StatusOK {
-		err = fmt.Errorf("GET %s: status %d", key, status)
-	} else if err == nil && got != want {
-		err = fmt.Errorf("GET %s: read %q, acknowledged %q", key, got, want)
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	s.Latency = time.Since(s.Start)
-	s.OK = err == nil
-	if err != nil {
-		s.Err = err.Error()
+	return s[:n] + "…"
+}
+
+// VerifyWrites reads back every acknowledged write with the mix's
+// first verifying request (Verify set), at the first target, and
+// returns how many read back and the keys that did not (lost). It
+// reports ok=false when the mix has no verifying request.
+func VerifyWrites(ctx context.Context, cfg Config, acked map[string]string) (verified int, lost []string, ok bool) {
+	cfg = cfg.withDefaults()
+	var vr *config.TrafficRequest
+	for i := range cfg.Requests {
+		if cfg.Requests[i].Verify {
+			vr = &cfg.Requests[i]
+			break
+		}
 	}
-	return s
+	if vr == nil || len(cfg.Targets) == 0 {
+		return 0, nil, false
+	}
+	c := &http.Client{Timeout: cfg.Timeout}
+	defer c.CloseIdleConnections()
+	keys := make([]string, 0, len(acked))
+	for k := range acked {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if ctx.Err() != nil {
+			lost = append(lost, k)
+			continue
+		}
+		// A read is retried a few times: the check is of the data, not
+		// of one request's luck.
+		var s Sample
+		for try := 0; try < 3; try++ {
+			if s = do(c, cfg.Targets[0], vr, config.TrafficData{Written: k, WrittenValue: acked[k]}); s.OK {
+				break
+			}
+		}
+		if s.OK {
+			verified++
+		} else {
+			lost = append(lost, k)
+		}
+	}
+	return verified, lost, true
 }
 
 // Read reads one key through the service.
