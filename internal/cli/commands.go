@@ -61,6 +61,9 @@ what runs, and the artifacts of the target and of the running release (which a
 rollback needs) present with the right sha256. Exit code 1 if any check fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.remote() {
+				return g.remoteHealth(cmd.Context(), to)
+			}
 			c, err := g.load()
 			if err != nil {
 				return err
@@ -70,26 +73,7 @@ rollback needs) present with the right sha256. Exit code 1 if any check fails.`,
 				return err
 			}
 			pf := e.RunPreflight(cmd.Context(), to)
-			if g.json() {
-				if err := g.printJSON(map[string]any{"ok": pf.OK(), "to": to, "checks": pf.Checks}); err != nil {
-					return err
-				}
-			} else {
-				w := g.table()
-				fmt.Fprintln(w, "CHECK\tRESULT\tDETAIL")
-				for _, ch := range pf.Checks {
-					res := "pass"
-					if !ch.OK {
-						res = "FAIL"
-					}
-					fmt.Fprintf(w, "%s\t%s\t%s\n", ch.Name, res, ch.Detail)
-				}
-				w.Flush()
-			}
-			if n := len(pf.Failed()); n > 0 {
-				return &exitError{code: 1, err: fmt.Errorf("%d of %d checks failed", n, len(pf.Checks))}
-			}
-			return nil
+			return g.printHealth(pf.OK(), to, pf.Checks)
 		},
 	}
 	cmd.Flags().StringVar(&to, "to", "", "also check that this release can be upgraded to")
@@ -174,6 +158,36 @@ func printPlan(g *globals, p plan.Plan, c *config.Cluster) {
 	w.Flush()
 }
 
+// printHealth prints a preflight's checks; any failed check exits 1.
+func (g *globals) printHealth(ok bool, to string, checks []engine.Check) error {
+	if g.json() {
+		if err := g.printJSON(map[string]any{"ok": ok, "to": to, "checks": checks}); err != nil {
+			return err
+		}
+	} else {
+		w := g.table()
+		fmt.Fprintln(w, "CHECK\tRESULT\tDETAIL")
+		for _, ch := range checks {
+			res := "pass"
+			if !ch.OK {
+				res = "FAIL"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\n", ch.Name, res, ch.Detail)
+		}
+		w.Flush()
+	}
+	failed := 0
+	for _, ch := range checks {
+		if !ch.OK {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return &exitError{code: 1, err: fmt.Errorf("%d of %d checks failed", failed, len(checks))}
+	}
+	return nil
+}
+
 func releasesCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "releases", Short: "the release catalog"}
 	list := &cobra.Command{
@@ -181,25 +195,31 @@ func releasesCmd(g *globals) *cobra.Command {
 		Short: "each release with its state computed from what runs: active, partial, available, unavailable",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.remote() {
+				return g.remoteReleases(cmd.Context())
+			}
 			e, _, snap, err := g.observed(cmd.Context())
 			if err != nil {
 				return err
 			}
-			rv := e.ReleasesView(snap)
-			if g.json() {
-				return g.printJSON(rv)
-			}
-			w := g.table()
-			fmt.Fprintln(w, "VERSION\tSTATE\tMEMBERS\tPATH\tUPGRADE_FROM\tDOWNGRADE_TO\tMIGRATIONS")
-			for _, r := range rv {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Version, r.State, r.Members, dash(strings.Join(r.Path, " → ")),
-					dash(strings.Join(r.UpgradeFrom, ",")), dash(strings.Join(r.DowngradeTo, ",")), dash(strings.Join(r.Migrations, ",")))
-			}
-			return w.Flush()
+			return g.printReleases(e.ReleasesView(snap))
 		},
 	}
 	cmd.AddCommand(list)
 	return cmd
+}
+
+func (g *globals) printReleases(rv []engine.ReleaseView) error {
+	if g.json() {
+		return g.printJSON(rv)
+	}
+	w := g.table()
+	fmt.Fprintln(w, "VERSION\tSTATE\tMEMBERS\tPATH\tUPGRADE_FROM\tDOWNGRADE_TO\tMIGRATIONS")
+	for _, r := range rv {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Version, r.State, r.Members, dash(strings.Join(r.Path, " → ")),
+			dash(strings.Join(r.UpgradeFrom, ",")), dash(strings.Join(r.DowngradeTo, ",")), dash(strings.Join(r.Migrations, ",")))
+	}
+	return w.Flush()
 }
 
 func versionsCmd(g *globals) *cobra.Command {
@@ -208,24 +228,30 @@ func versionsCmd(g *globals) *cobra.Command {
 		Short: "count running members per component per version (like ceph versions)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.remote() {
+				return g.remoteVersions(cmd.Context())
+			}
 			e, _, snap, err := g.observed(cmd.Context())
 			if err != nil {
 				return err
 			}
-			vv := e.VersionsView(snap)
-			if g.json() {
-				return g.printJSON(vv)
-			}
-			w := g.table()
-			fmt.Fprintln(w, "COMPONENT\tVERSION\tMEMBERS")
-			for _, cv := range vv {
-				for _, v := range engine.SortedVersions(cv.Versions) {
-					fmt.Fprintf(w, "%s\t%s\t%d\n", cv.Component, v, cv.Versions[v])
-				}
-			}
-			return w.Flush()
+			return g.printVersions(e.VersionsView(snap))
 		},
 	}
+}
+
+func (g *globals) printVersions(vv []engine.ComponentVersions) error {
+	if g.json() {
+		return g.printJSON(vv)
+	}
+	w := g.table()
+	fmt.Fprintln(w, "COMPONENT\tVERSION\tMEMBERS")
+	for _, cv := range vv {
+		for _, v := range engine.SortedVersions(cv.Versions) {
+			fmt.Fprintf(w, "%s\t%s\t%d\n", cv.Component, v, cv.Versions[v])
+		}
+	}
+	return w.Flush()
 }
 
 func membersCmd(g *globals) *cobra.Command {
@@ -234,6 +260,9 @@ func membersCmd(g *globals) *cobra.Command {
 		Short: "list members with target version, running version and status",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if g.remote() {
+				return g.remoteMembers(cmd.Context())
+			}
 			e, st, snap, err := g.observed(cmd.Context())
 			if err != nil {
 				return err
@@ -280,6 +309,9 @@ func eventsCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := g.checkOutput(); err != nil {
 				return err
+			}
+			if g.remote() {
+				return g.remoteEvents(cmd.Context(), all, follow, limit)
 			}
 			st, err := store.Open(g.dataDir)
 			if err != nil {

@@ -41,10 +41,12 @@ func (e *exitError) Unwrap() error { return e.err }
 type globals struct {
 	file    string
 	dataDir string
-	output  string
-	verbose bool
-	stdout  io.Writer
-	stderr  io.Writer
+	// addr, tokenFile and caFile reach a ferry server (remote.go).
+	addr, tokenFile, caFile string
+	output                  string
+	verbose                 bool
+	stdout                  io.Writer
+	stderr                  io.Writer
 }
 
 // Main runs the CLI and returns the process exit code.
@@ -65,6 +67,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	pf.StringVar(&g.dataDir, "data-dir", envOr("FERRY_DATA_DIR", ".ferry"), "ferry's data directory: the embedded store (env FERRY_DATA_DIR)")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	pf.BoolVarP(&g.verbose, "verbose", "v", false, "log every step to stderr")
+	pf.StringVar(&g.addr, "addr", os.Getenv("FERRY_ADDR"), "a ferry server's address (host:port or URL): the commands go through its API (env FERRY_ADDR)")
+	pf.StringVar(&g.tokenFile, "token-file", os.Getenv("FERRY_TOKEN_FILE"), "with --addr: the server's API token file (default DATA-DIR/api-token; env FERRY_TOKEN_FILE)")
+	pf.StringVar(&g.caFile, "ca-file", os.Getenv("FERRY_CA_FILE"), "with --addr over https: the CA certificate that signs the server's (env FERRY_CA_FILE)")
 
 	root.AddCommand(
 		validateCmd(g), planCmd(g), healthCmd(g), releasesCmd(g), upgradeCmd(g), versionsCmd(g), membersCmd(g), eventsCmd(g),

@@ -28,6 +28,9 @@ func upgradeCmd(g *globals) *cobra.Command {
 			if to == "" {
 				return errors.New("--to VERSION is required")
 			}
+			if g.remote() {
+				return g.remoteStart(cmd.Context(), to, cmd.Flags().Changed("traffic"), quiet)
+			}
 			var pr *proofRun
 			if cmd.Flags().Changed("traffic") {
 				pr = &proofRun{report: report}
@@ -84,6 +87,9 @@ driving the upgrade, this one runs the rollback in the foreground.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := g.checkOutput(); err != nil {
 				return err
+			}
+			if g.remote() {
+				return g.remoteStatus(cmd.Context())
 			}
 			st, err := store.Open(g.dataDir)
 			if err != nil {
@@ -284,6 +290,9 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 // its next step; when none is (it was stopped, or crashed), resume and
 // abort drive the upgrade here, in the foreground.
 func (g *globals) request(ctx context.Context, kind upgrade.IntentKind, quiet bool) error {
+	if g.remote() {
+		return g.remoteRequest(ctx, kind, quiet)
+	}
 	c, err := g.load()
 	if err != nil {
 		return err

@@ -69,9 +69,9 @@ const (
 	DefaultAlpha              = 0.01
 	DefaultP99Ratio           = 1.5
 	DefaultMinRequests        = 20
-	defaultMethod          = "GET"
-	defaultMethodWithABody = "POST"
-	defaultOneAtATimeBatch = 1
+	defaultMethod             = "GET"
+	defaultMethodWithABody    = "POST"
+	defaultOneAtATimeBatch    = 1
 )
 
 // ApplyDefaults fills every zero field that has a default (the table

@@ -1,0 +1,341 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/client"
+	"github.com/ferry-upgrade/ferry/internal/engine"
+	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/upgrade"
+)
+
+// remote reports whether the commands go through a ferry server
+// (--addr or FERRY_ADDR) rather than a local data directory.
+func (g *globals) remote() bool { return g.addr != "" }
+
+// client returns the server's client; the token is read from
+// --token-file (FERRY_TOKEN_FILE), by default DATA-DIR/api-token.
+func (g *globals) client() (*client.Client, error) {
+	path := g.tokenFile
+	if path == "" {
+		path = filepath.Join(g.dataDir, "api-token")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("the server's API token: %w (pass --token-file, or FERRY_TOKEN_FILE)", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+		return nil, fmt.Errorf("%s does not hold an API token (one line, no spaces)", path)
+	}
+	return client.New(client.Options{Addr: g.addr, Token: tok, CAFile: g.caFile})
+}
+
+// remoteErr maps the server's refusals to the exit codes the local
+// commands use: 3 for a conflict (an upgrade in progress, the lock), 5
+// for a failed preflight.
+func remoteErr(err error) error {
+	var ce *client.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	switch {
+	case ce.Status == http.StatusConflict:
+		return &exitError{code: 3, err: err}
+	case ce.Code == "preflight_failed":
+		return &exitError{code: 5, err: err}
+	}
+	return err
+}
+
+func (g *globals) get(ctx context.Context, path string, out any) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	return remoteErr(c.Do(ctx, http.MethodGet, path, nil, out))
+}
+
+func (g *globals) remoteHealth(ctx context.Context, to string) error {
+	var h struct {
+		OK     bool           `json:"ok"`
+		Checks []engine.Check `json:"checks"`
+	}
+	path := "/v1/health"
+	if to != "" {
+		path += "?to=" + url.QueryEscape(to)
+	}
+	if err := g.get(ctx, path, &h); err != nil {
+		return err
+	}
+	return g.printHealth(h.OK, to, h.Checks)
+}
+
+func (g *globals) remoteReleases(ctx context.Context) error {
+	var r struct {
+		Releases []engine.ReleaseView `json:"releases"`
+	}
+	if err := g.get(ctx, "/v1/releases", &r); err != nil {
+		return err
+	}
+	return g.printReleases(r.Releases)
+}
+
+func (g *globals) remoteVersions(ctx context.Context) error {
+	var v struct {
+		Components []engine.ComponentVersions `json:"components"`
+	}
+	if err := g.get(ctx, "/v1/versions", &v); err != nil {
+		return err
+	}
+	return g.printVersions(v.Components)
+}
+
+func (g *globals) remoteMembers(ctx context.Context) error {
+	var m struct {
+		Members []engine.MemberView `json:"members"`
+	}
+	if err := g.get(ctx, "/v1/members", &m); err != nil {
+		return err
+	}
+	if g.json() {
+		return g.printJSON(m.Members)
+	}
+	printMembers(g, m.Members)
+	return nil
+}
+
+func (g *globals) remoteEvents(ctx context.Context, all, follow bool, limit int) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	which := "current"
+	if all {
+		which = ""
+	}
+	var after uint64
+	show := func(ev store.Event) {
+		after = ev.Seq
+		if g.json() {
+			_ = g.printJSON(ev)
+			return
+		}
+		printEvent(g, ev)
+	}
+	for {
+		q := url.Values{}
+		if which != "" {
+			q.Set("upgrade", which)
+		}
+		q.Set("after", strconv.FormatUint(after, 10))
+		if limit > 0 {
+			q.Set("limit", strconv.Itoa(limit))
+		}
+		var page struct {
+			Events []store.Event `json:"events"`
+			Last   uint64        `json:"last"`
+		}
+		if err := c.Do(ctx, http.MethodGet, "/v1/events?"+q.Encode(), nil, &page); err != nil {
+			return remoteErr(err)
+		}
+		for _, ev := range page.Events {
+			show(ev)
+		}
+		if limit > 0 || len(page.Events) == 0 {
+			break
+		}
+	}
+	if !follow {
+		return nil
+	}
+	id := ""
+	if u, ok, err := g.remoteCurrent(ctx, c); err == nil && ok {
+		if u.State.Terminal() {
+			return nil
+		}
+		id = u.ID
+	}
+	return g.followRemote(ctx, c, id, after, show)
+}
+
+// followRemote streams events of upgrade id (any, if empty) after
+// after to show, until the upgrade ends or ctx does.
+func (g *globals) followRemote(ctx context.Context, c *client.Client, id string, after uint64, show func(store.Event)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ended := make(chan struct{})
+	go func() {
+		// The stream says what happens; the record says when it is over.
+		defer close(ended)
+		for ctx.Err() == nil {
+			if u, ok, err := g.remoteCurrent(ctx, c); err == nil && ok && u.State.Terminal() && (id == "" || u.ID == id) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	errc := make(chan error, 1)
+	go func() {
+		errc <- c.Stream(ctx, after, func(ev store.Event) bool {
+			if id == "" || ev.Upgrade == id {
+				show(ev)
+			}
+			return true
+		})
+	}()
+	select {
+	case <-ended:
+		// Give the stream a moment to deliver the last events.
+		t := time.NewTimer(300 * time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-errc:
+		}
+		return nil
+	case err := <-errc:
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+func (g *globals) remoteCurrent(ctx context.Context, c *client.Client) (upgrade.Upgrade, bool, error) {
+	var st struct {
+		Upgrade  upgrade.Upgrade `json:"upgrade"`
+		DrivenBy string          `json:"driven_by"`
+	}
+	err := c.Do(ctx, http.MethodGet, "/v1/upgrade", nil, &st)
+	var ce *client.Error
+	if errors.As(err, &ce) && ce.Status == http.StatusNotFound {
+		return upgrade.Upgrade{}, false, nil
+	}
+	if err != nil {
+		return upgrade.Upgrade{}, false, err
+	}
+	return st.Upgrade, true, nil
+}
+
+func (g *globals) remoteStatus(ctx context.Context) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	u, ok, err := g.remoteCurrent(ctx, c)
+	if err != nil {
+		return remoteErr(err)
+	}
+	if !ok {
+		return errors.New("no upgrade yet")
+	}
+	if g.json() {
+		return g.printJSON(u)
+	}
+	printStatus(g, u)
+	return nil
+}
+
+// remoteStart asks the server to start an upgrade and follows it to its
+// end. Interrupting the CLI stops the following, not the upgrade: the
+// server drives it.
+func (g *globals) remoteStart(ctx context.Context, to string, withTraffic, quiet bool) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	body := map[string]any{"to": to}
+	if withTraffic {
+		body["traffic"] = true
+	}
+	var st struct {
+		Upgrade upgrade.Upgrade `json:"upgrade"`
+	}
+	if err := c.Do(ctx, http.MethodPost, "/v1/upgrade", body, &st); err != nil {
+		return remoteErr(err)
+	}
+	u := st.Upgrade
+	if !quiet && !g.json() {
+		fmt.Fprintf(g.stdout, "upgrade %s: %s → %s (driven by the server at %s)\n", u.ID, u.From, u.To, g.addr)
+	}
+	return g.followToEnd(ctx, c, u.ID, quiet)
+}
+
+// followToEnd prints the events of upgrade id until it ends, then its
+// status; a state other than completed exits 4.
+func (g *globals) followToEnd(ctx context.Context, c *client.Client, id string, quiet bool, ok ...upgrade.State) error {
+	start := time.Now()
+	show := func(ev store.Event) {}
+	if !quiet && !g.json() {
+		show = func(ev store.Event) { printLive(g, start, ev) }
+	}
+	if err := g.followRemote(ctx, c, id, 0, show); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(g.stderr, "ferry: stopped following; the server drives upgrade %s on (ferry upgrade status)\n", id)
+		return ctx.Err()
+	}
+	u, _, err := g.remoteCurrent(context.WithoutCancel(ctx), c)
+	if err != nil {
+		return remoteErr(err)
+	}
+	if g.json() {
+		return g.printJSON(u)
+	}
+	printStatus(g, u)
+	if u.State != upgrade.StateCompleted && !containsState(ok, u.State) {
+		return &exitError{code: 4, err: fmt.Errorf("upgrade %s ended %s: %s", u.ID, u.State, u.Reason)}
+	}
+	return nil
+}
+
+func containsState(ss []upgrade.State, s upgrade.State) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// remoteRequest asks the server for pause, resume, abort or finalize.
+// Resume, abort and finalize follow the upgrade to its end unless quiet.
+func (g *globals) remoteRequest(ctx context.Context, kind upgrade.IntentKind, quiet bool) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	var res struct {
+		Upgrade  upgrade.Upgrade `json:"upgrade"`
+		DrivenBy string          `json:"driven_by"`
+	}
+	if err := c.Do(ctx, http.MethodPatch, "/v1/upgrade", map[string]string{"action": string(kind)}, &res); err != nil {
+		return remoteErr(err)
+	}
+	if !g.json() {
+		fmt.Fprintf(g.stdout, "%s requested for upgrade %s (%s, driven by %s)\n", kind, res.Upgrade.ID, res.Upgrade.State, res.DrivenBy)
+	}
+	if kind == upgrade.IntentPause || quiet {
+		if g.json() {
+			return g.printJSON(res.Upgrade)
+		}
+		return nil
+	}
+	return g.followToEnd(ctx, c, res.Upgrade.ID, false, upgrade.StateRolledBack)
+}
