@@ -24,7 +24,7 @@ import (
 type Config struct {
 	Cluster *config.Cluster
 	Driver  driver.Driver
-	Store   *store.Store
+	Store   Store
 	Logger  *slog.Logger
 	// Now is the clock (default time.Now); tests may pass their own.
 	Now func() time.Time
@@ -40,6 +40,28 @@ type Config struct {
 	// hurt batch leads to.
 	Judge func(from, to time.Time) string
 }
+
+// Store is where the engine keeps the upgrade record and its events,
+// written before each action: the embedded store (store.Store) for the
+// CLI and the server, an Upgrade resource's status for the Kubernetes
+// controller. ErrActive and ErrNotFound are the store package's.
+type Store interface {
+	// Current returns the current upgrade record, if any.
+	Current() (upgrade.Upgrade, bool, error)
+	// Create records a new upgrade as the current one; it fails with
+	// store.ErrActive while another has not ended.
+	Create(u upgrade.Upgrade) error
+	// Get returns the record of upgrade id, with the operator's latest
+	// request (Intent) as recorded.
+	Get(id string) (upgrade.Upgrade, error)
+	// SaveWithEvents writes the record and its events together, and
+	// returns the events with their sequence numbers.
+	SaveWithEvents(u upgrade.Upgrade, evs []store.Event) ([]store.Event, error)
+	// Append records events alone.
+	Append(evs ...store.Event) ([]store.Event, error)
+}
+
+var _ Store = (*store.Store)(nil)
 
 // Engine drives upgrades of one cluster.
 type Engine struct {
