@@ -77,6 +77,7 @@ func demoCmd(g *globals) *cobra.Command {
 	f.StringVar(&report, "report", "", "write the JSON report to this file")
 	f.StringVar(&o.HTML, "html", "", "write the self-contained HTML report here (default: beside --report, .html)")
 	f.BoolVar(&o.Compare, "compare", false, "also upgrade the api tier naively (all at once; rolling without draining) on fresh clusters and compare")
+	f.BoolVar(&o.Direct, "direct", false, "drive the upgrade with an engine in this process instead of through a ferry server's API")
 	f.BoolVar(&o.Migrations, "migrations", true, "give 2.0.0 the kv store's migrations to its format 2 (expand, migrate, finalize, contract)")
 	f.BoolVar(&clusterOnly, "cluster-only", false, "start the sample cluster and keep it running (until Ctrl-C) to try ferry's commands by hand")
 	f.StringVar(&o.Dir, "dir", "", "work directory (default: a new temporary directory)")

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ferry-upgrade/ferry/internal/server"
 	"io"
 	"log/slog"
 	"net"
@@ -46,7 +47,11 @@ type Options struct {
 	// when empty they are built from ./examples/sample/cmd/sample.
 	Artifacts string
 	// Self is the ferry binary that runs the agent (os.Executable).
-	Self        string
+	Self string
+	// Direct drives the upgrade with an engine in this process rather
+	// than through a ferry server's API (the default, as an operator's
+	// scripts would).
+	Direct      bool
 	From, To    string
 	Rate        float64
 	Concurrency int
@@ -175,9 +180,23 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer cl.Close()
 	say("agent and members up, cluster healthy after %s", time.Since(start).Round(time.Millisecond))
-	eng, st, err := cl.Engine(o.Logger, func(ev store.Event) { live(o.Out, t0, ev) })
+	var onEvent func(store.Event)
+	if o.Direct {
+		onEvent = func(ev store.Event) { live(o.Out, t0, ev) }
+	}
+	eng, st, err := cl.Engine(o.Logger, onEvent)
 	if err != nil {
 		return nil, err
+	}
+	var srv *viaServer
+	if !o.Direct {
+		// The upgrade goes through ferry's server, as an operator's
+		// scripts would; its dashboard shows it live.
+		if srv, err = startServer(ctx, cl, st, o.Logger); err != nil {
+			return nil, err
+		}
+		defer srv.stop()
+		say("ferry server on %s: dashboard %s/dashboard/ (token in %s)", srv.url, srv.url, filepath.Join(cl.DataDir, server.TokenFile))
 	}
 
 	// Traffic runs from before the first member is touched to after the last.
@@ -198,12 +217,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	say("baseline traffic for %s; upgrading %s → %s", time.Since(baseStart).Round(time.Millisecond), o.From, o.To)
 
 	upStart := time.Now()
-	u, err := eng.Begin(ctx, o.To)
-	if err != nil {
-		stopT()
-		return nil, err
+	var u upgrade.Upgrade
+	var runErr error
+	if o.Direct {
+		if u, runErr = eng.Begin(ctx, o.To); runErr == nil {
+			u, runErr = eng.Run(ctx)
+		}
+	} else {
+		u, runErr = srv.run(ctx, o.To, func(ev store.Event) { live(o.Out, t0, ev) })
 	}
-	u, runErr := eng.Run(ctx)
 	upEnd := time.Now()
 	sleepCtx(ctx, time.Second)
 	stopT()

@@ -67,7 +67,7 @@ func TestDemo(t *testing.T) {
 	if rep.Requests.Total < 1000 || rep.Writes.Acknowledged < 500 {
 		t.Errorf("too little traffic to prove anything: %d requests, %d writes", rep.Requests.Total, rep.Writes.Acknowledged)
 	}
-	for _, want := range []string{"expanding", "upgrading-kv", "upgraded-kv", "upgrading-api", "migrating", "finalizing", "contracting", "completed", "drain"} {
+	for _, want := range []string{"expanding", "upgrading-kv", "upgraded-kv", "upgrading-api", "migrating", "finalizing", "contracting", "completed", "drain", "ferry server on http://127.0.0.1:"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("live view never showed %q", want)
 		}
