@@ -273,7 +273,8 @@ EOF
 		--manage-all-nodes=false \
 		--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
 		--node-ip=127.0.0.1 --node-port="$kwok_port" --server-address="127.0.0.1:$kwok_port" \
-		--cidr=10.0.0.1/16
+		--cidr=10.0.0.1/16 \
+		--node-lease-duration-seconds=40
 
 	# Ready: the apiserver says so and the controllers are up (the default
 	# service account appears once the controller-manager runs).

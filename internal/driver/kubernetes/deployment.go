@@ -1,0 +1,339 @@
+package kubernetes
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/ferry-upgrade/ferry/internal/driver"
+)
+
+func (d *Driver) getDeployment(ctx context.Context, w driver.Workload) (*appsv1.Deployment, error) {
+	api := d.client.AppsV1().Deployments(w.Namespace)
+	if w.Name != "" {
+		s, err := api.Get(ctx, w.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, apiError(ctx, err, "getting %s", workloadString(w))
+		}
+		return s, nil
+	}
+	sel, err := parseSelector(w)
+	if err != nil {
+		return nil, err
+	}
+	l, err := api.List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, apiError(ctx, err, "listing %s", workloadString(w))
+	}
+	var names []string
+	for _, s := range l.Items {
+		names = append(names, s.Name)
+	}
+	if _, err := selectOne(w, names); err != nil {
+		return nil, err
+	}
+	return &l.Items[0], nil
+}
+
+// discoverDeployment lists the replica slots <name>.1 .. <name>.<n>.
+func (d *Driver) discoverDeployment(ctx context.Context, w driver.Workload) ([]driver.Member, error) {
+	dep, err := d.getDeployment(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	n := replicas(dep.Spec.Replicas)
+	ms := make([]driver.Member, 0, n)
+	for i := 1; i <= n; i++ {
+		ms = append(ms, driver.Member{Name: dep.Name + "." + strconv.Itoa(i)})
+	}
+	return ms, nil
+}
+
+func slotOf(dep *appsv1.Deployment, m driver.Member) (int, error) {
+	s, ok := strings.CutPrefix(m.Name, dep.Name+".")
+	i, err := strconv.Atoi(s)
+	if !ok || err != nil || i < 1 {
+		return 0, fmt.Errorf("kubernetes driver: member %s is not a replica slot of Deployment %s/%s (%s.<1..n>)",
+			m.Name, dep.Namespace, dep.Name, dep.Name)
+	}
+	return i, nil
+}
+
+// slotPods orders the Deployment's live pods the way slots are filled:
+// Ready pods of the template's version, other Ready pods, then the pods
+// not Ready (template's version first); by name within each.
+func slotPods(ps []corev1.Pod, container, target string) []*corev1.Pod {
+	rank := func(p *corev1.Pod) int {
+		r := 0
+		if !podReady(p) {
+			r += 2
+		}
+		if podVersion(p.ObjectMeta, p.Spec, container) != target {
+			r++
+		}
+		return r
+	}
+	var out []*corev1.Pod
+	for i := range ps {
+		if ps[i].DeletionTimestamp == nil {
+			out = append(out, &ps[i])
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return rank(out[i]) < rank(out[j]) })
+	return out
+}
+
+// templateVersion is the version the Deployment's template runs.
+func templateVersion(dep *appsv1.Deployment, container string) string {
+	return podVersion(dep.Spec.Template.ObjectMeta, dep.Spec.Template.Spec, container)
+}
+
+func (d *Driver) observeDeployment(ctx context.Context, w driver.Workload, ms []driver.Member) ([]driver.Status, error) {
+	dep, err := d.getDeployment(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	container, err := containerOf(dep.Spec.Template, w)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := d.listPods(ctx, w, dep.Spec.Selector)
+	if err != nil {
+		return nil, err
+	}
+	slots := slotPods(ps, container, templateVersion(dep, container))
+	out := make([]driver.Status, len(ms))
+	for i, m := range ms {
+		s, err := slotOf(dep, m)
+		if err != nil {
+			return nil, err
+		}
+		if s > len(slots) {
+			out[i] = driver.Status{Detail: fmt.Sprintf("no pod for slot %d (%d pods)", s, len(slots))}
+			continue
+		}
+		out[i] = podStatus(slots[s-1], container)
+	}
+	return out, nil
+}
+
+// newPods counts the live pods that run version.
+func newPods(ps map[string]*corev1.Pod, container, version string) int {
+	n := 0
+	for _, p := range ps {
+		if p.DeletionTimestamp == nil && podVersion(p.ObjectMeta, p.Spec, container) == version {
+			n++
+		}
+	}
+	return n
+}
+
+// rollingPatch is the strategy under which a gated rollout never has
+// fewer Ready pods than replicas, and makes one new pod at a time.
+var rollingPatch = map[string]any{"type": "RollingUpdate",
+	"rollingUpdate": map[string]any{"maxSurge": 1, "maxUnavailable": 0}}
+
+func isRollingOneByOne(s appsv1.DeploymentStrategy) bool {
+	r := s.RollingUpdate
+	return s.Type == appsv1.RollingUpdateDeploymentStrategyType && r != nil &&
+		r.MaxSurge != nil && *r.MaxSurge == intstr.FromInt32(1) &&
+		r.MaxUnavailable != nil && (*r.MaxUnavailable == intstr.FromInt32(0) || *r.MaxUnavailable == intstr.FromString("0%"))
+}
+
+// startDeployment lets the Deployment's rollout to ref run until slot
+// pods run version, then pauses it (the gate, in the background); the
+// last slot leaves it unpaused.
+func (d *Driver) startDeployment(ctx context.Context, w driver.Workload, m driver.Member, version, ref string) error {
+	dep, err := d.getDeployment(ctx, w)
+	if err != nil {
+		return err
+	}
+	container, err := containerOf(dep.Spec.Template, w)
+	if err != nil {
+		return err
+	}
+	slot, err := slotOf(dep, m)
+	if err != nil {
+		return err
+	}
+	ps, err := d.listPods(ctx, w, dep.Spec.Selector)
+	if err != nil {
+		return err
+	}
+	have := newPods(podsByName(ps), container, version)
+	last := slot >= replicas(dep.Spec.Replicas)
+	pause := !last && have >= slot
+
+	key := dep.Namespace + "/" + dep.Name
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if g := d.gates[key]; g != nil {
+		g.cancel()
+		delete(d.gates, key)
+	}
+	spec := map[string]any{}
+	if !templateCurrent(dep.Spec.Template, container, version, ref) {
+		spec["template"] = templatePatch(container, version, ref)
+	}
+	if !isRollingOneByOne(dep.Spec.Strategy) {
+		spec["strategy"] = rollingPatch
+		d.log.Info("set the strategy to RollingUpdate maxSurge 1 maxUnavailable 0, so that the rollout can be gated one pod at a time",
+			"deployment", key)
+	}
+	if dep.Spec.Paused != pause {
+		spec["paused"] = pause
+	}
+	if len(spec) > 0 {
+		_, err = d.client.AppsV1().Deployments(dep.Namespace).Patch(ctx, dep.Name, strategic,
+			mustJSON(map[string]any{"spec": spec}), metav1.PatchOptions{FieldManager: "ferry"})
+		if err != nil {
+			return apiError(ctx, err, "setting the image of %s to %s", workloadString(w), ref)
+		}
+		d.log.Info("let the rollout run", "deployment", key, "version", version, "slot", slot,
+			"pods_on_version", have, "paused", pause)
+	}
+	if pause || last {
+		return nil
+	}
+	gctx, cancel := context.WithTimeout(d.ctx, d.gateLifetime)
+	g := &gate{cancel: cancel}
+	d.gates[key] = g
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		defer cancel()
+		d.runGate(gctx, g, w, dep, container, version, slot)
+	}()
+	return nil
+}
+
+// gate pauses one Deployment's rollout once enough pods run the new
+// version.
+type gate struct {
+	cancel context.CancelFunc
+}
+
+// runGate watches the Deployment's pods and pauses its rollout as soon
+// as slot pods of version exist. It reacts to the pods' creation, not
+// their readiness: the controller creates the next pod only once this
+// one is Ready, which leaves the gate a pod's start-up time to pause.
+func (d *Driver) runGate(ctx context.Context, g *gate, w driver.Workload, dep *appsv1.Deployment, container, version string, slot int) {
+	log := d.log.With("deployment", dep.Namespace+"/"+dep.Name, "version", version, "slot", slot)
+	sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
+	if err != nil {
+		log.Error("rollout gate: bad selector", "err", err)
+		return
+	}
+	api := d.client.CoreV1().Pods(dep.Namespace)
+	for ctx.Err() == nil {
+		l, err := api.List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+		if err != nil {
+			log.Warn("rollout gate: listing pods", "err", err)
+			sleep(ctx, d.poll)
+			continue
+		}
+		pods := podsByName(l.Items)
+		if d.gateReached(ctx, g, dep, log, newPods(pods, container, version), slot) {
+			return
+		}
+		wi, err := api.Watch(ctx, metav1.ListOptions{LabelSelector: sel.String(), ResourceVersion: l.ResourceVersion})
+		if err != nil {
+			log.Warn("rollout gate: watching pods", "err", err)
+			sleep(ctx, d.poll)
+			continue
+		}
+		for ev := range wi.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				break // an error event: list again
+			}
+			if ev.Type == watch.Deleted {
+				delete(pods, p.Name)
+			} else {
+				pods[p.Name] = p
+			}
+			if d.gateReached(ctx, g, dep, log, newPods(pods, container, version), slot) {
+				wi.Stop()
+				return
+			}
+		}
+		wi.Stop()
+	}
+	if ctx.Err() == context.DeadlineExceeded {
+		log.Warn("rollout gate: gave up waiting for the new pods; the rollout runs on unpaused", "lifetime", d.gateLifetime)
+	}
+}
+
+// gateReached pauses the rollout if have pods reached slot and g is
+// still the Deployment's gate.
+func (d *Driver) gateReached(ctx context.Context, g *gate, dep *appsv1.Deployment, log interface {
+	Info(string, ...any)
+	Warn(string, ...any)
+}, have, slot int) bool {
+	if have < slot {
+		return false
+	}
+	key := dep.Namespace + "/" + dep.Name
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.gates[key] != g {
+		return true // a later Start took over
+	}
+	for ctx.Err() == nil {
+		_, err := d.client.AppsV1().Deployments(dep.Namespace).Patch(ctx, dep.Name, types.MergePatchType,
+			[]byte(`{"spec":{"paused":true}}`), metav1.PatchOptions{FieldManager: "ferry"})
+		if err == nil {
+			log.Info("paused the rollout at its gate", "pods_on_version", have)
+			delete(d.gates, key)
+			return true
+		}
+		log.Warn("rollout gate: pausing", "err", err)
+		sleep(ctx, d.poll)
+	}
+	return true
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// stopDeployment deletes the pod in the member's slot; the ReplicaSet
+// replaces it.
+func (d *Driver) stopDeployment(ctx context.Context, w driver.Workload, m driver.Member) error {
+	dep, err := d.getDeployment(ctx, w)
+	if err != nil {
+		return err
+	}
+	container, err := containerOf(dep.Spec.Template, w)
+	if err != nil {
+		return err
+	}
+	slot, err := slotOf(dep, m)
+	if err != nil {
+		return err
+	}
+	ps, err := d.listPods(ctx, w, dep.Spec.Selector)
+	if err != nil {
+		return err
+	}
+	slots := slotPods(ps, container, templateVersion(dep, container))
+	if slot > len(slots) {
+		return nil
+	}
+	return d.deletePod(ctx, slots[slot-1], "stop")
+}

@@ -1,0 +1,67 @@
+// Package kubernetes is ferry's driver for workloads and nodes of a
+// Kubernetes cluster, through the API server (client-go). Like every
+// driver it knows members and artifacts, not plans: the engine picks
+// which members move in which batch, and this package makes one member
+// move.
+//
+// # Members
+//
+// A component names one workload (driver.Workload); its members are:
+//
+//   - StatefulSet: the pods name-0 .. name-(replicas-1). The driver
+//     sets the StatefulSet's update strategy to OnDelete, so that the
+//     controller never replaces a pod on its own and ferry can take the
+//     pods in any order: Start writes the new image into the pod
+//     template and deletes the one pod, which the controller recreates
+//     from the new template.
+//   - DaemonSet: one member per node that runs a pod of it, named
+//     "<daemonset>.<node>" (member names are unique across components).
+//     Same OnDelete approach as a StatefulSet.
+//   - Deployment: replica slots "<deployment>.1" .. "<deployment>.<n>".
+//     Kubernetes cannot replace one chosen pod of a Deployment, so Start
+//     of slot i gates the Deployment's own rollout: it lets the rollout
+//     run (spec.paused false) until i pods of the new template exist,
+//     then pauses it. The strategy is set to RollingUpdate with
+//     maxSurge 1 and maxUnavailable 0, so that the rollout never takes a
+//     Ready pod away before its replacement is Ready. Slot i is on the
+//     new version when at least i Ready pods run it (new Ready pods fill
+//     the low slots). The driver pauses the rollout when it sees the
+//     i-th new pod created (a watch of the pods, in the background:
+//     Start does not wait for it). The controller creates the (i+1)-th
+//     only once the i-th is available (Ready for minReadySeconds), so
+//     the gate has a pod's start-up time plus minReadySeconds to pause;
+//     a driver slower than that lets the rollout overshoot by maxSurge
+//     (one pod), and by more only if it is slower than several pods'
+//     start-ups: give pods that are Ready within milliseconds a
+//     minReadySeconds. An overshoot never costs availability
+//     (maxUnavailable 0). While paused between batches the Deployment
+//     runs one pod above its replicas (the surge). The last slot leaves
+//     the Deployment unpaused. A ferry that dies while a gate is open
+//     leaves the rollout running to its end.
+//   - NodePool: the nodes matching a node label selector, by name.
+//     Start cordons the node, drains it with kubectl's drain package
+//     (evictions through the Eviction API, so PodDisruptionBudgets are
+//     honoured and a refused eviction is retried until DrainTimeout),
+//     runs the workload's Upgrade argv (no shell; FERRY_NODE and
+//     FERRY_VERSION in its environment), waits for the node to report
+//     the new kubelet version and be Ready, and uncordons it.
+//
+// # Versions and digests
+//
+// An artifact is an image and its sha256 digest. The driver writes the
+// image as <image>@sha256:<digest>, so that the kubelet pulls by digest
+// and the checksum is verified before the image is used. Since an image
+// reference does not say which release it is, the pod template also
+// gets the annotations ferry.dev/version (the artifact's version) and
+// ferry.dev/image (the reference written): a pod's version is its
+// ferry.dev/version annotation while its container runs the image that
+// annotation went with, and otherwise (a pod ferry never touched, or
+// one whose image was changed by hand) the image's tag without a
+// leading "v". A node's version is its kubelet version without the "v".
+//
+// # Permissions
+//
+// RBAC (rbac.yaml, also the RBAC constant) is the least the driver
+// needs: it is checked by the tests, which run the driver as a
+// ServiceAccount bound to exactly that ClusterRole.
+package kubernetes
