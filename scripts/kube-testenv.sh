@@ -115,7 +115,13 @@ kwok_stages() {
 		[[ $(basename "$f") == kustomization.yaml ]] && continue
 		((first)) || echo "---"
 		first=0
-		cat "$f"
+		if [[ $(basename "$f") == pod-ready.yaml ]]; then
+			# A stand-in for a bad release: a pod with a container whose
+			# image contains "never-ready" is never made Running and Ready.
+			awk '{ print } /^    matchExpressions:$/ && !done { print "    - key: '"'"'.spec.containers.[] | select( .image | contains(\"never-ready\") ) | .image'"'"'"; print "      operator: '"'"'DoesNotExist'"'"'"; done = 1 }' "$f"
+		else
+			cat "$f"
+		fi
 	done
 }
 

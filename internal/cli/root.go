@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ferry-upgrade/ferry/internal/driver/kubernetes"
 	"io"
 	"log/slog"
 	"os"
@@ -73,7 +74,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 	root.AddCommand(
 		validateCmd(g), planCmd(g), healthCmd(g), releasesCmd(g), upgradeCmd(g), versionsCmd(g), membersCmd(g), eventsCmd(g),
-		agentCmd(g), demoCmd(g), serverCmd(g), trafficCmd(g),
+		agentCmd(g), demoCmd(g), serverCmd(g), trafficCmd(g), controllerCmd(g),
 	)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -144,6 +145,12 @@ func newDriver(c *config.Cluster) (driver.Driver, error) {
 			hosts = append(hosts, process.Host{Name: h.Name, Addr: h.Agent, Token: tok})
 		}
 		return process.New(hosts), nil
+	case "kubernetes":
+		kc := kubernetes.Config{Kubeconfig: c.Kubernetes.Kubeconfig, Context: c.Kubernetes.Context}
+		if kc.Kubeconfig != "" {
+			kc.Kubeconfig = c.ResolvePath(kc.Kubeconfig)
+		}
+		return kubernetes.New(kc)
 	default:
 		return nil, fmt.Errorf("substrate %q is not supported by this build yet", c.Substrate)
 	}
@@ -157,6 +164,13 @@ func (g *globals) engineFor(c *config.Cluster, onEvent func(store.Event), judge 
 	}
 	st, err := store.Open(g.dataDir)
 	if err != nil {
+		return nil, nil, err
+	}
+	// Members of Kubernetes workloads are found now (the pods and nodes
+	// that exist); a description that lists them keeps its list.
+	dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := engine.Discover(dctx, c, d); err != nil {
 		return nil, nil, err
 	}
 	cfg := engine.Config{Cluster: c, Driver: d, Store: st, Logger: g.logger(), OnEvent: onEvent}

@@ -1,0 +1,123 @@
+package controller
+
+import (
+	"encoding/json"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// GroupVersion is the API group of the Upgrade resource.
+var GroupVersion = schema.GroupVersion{Group: "ferry.dev", Version: "v1alpha1"}
+
+// Upgrade is one upgrade of a cluster on Kubernetes: kubectl apply of
+// an Upgrade starts it, its status is the engine's record, so that a
+// restarted or failed-over controller resumes from it.
+type Upgrade struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              UpgradeSpec   `json:"spec"`
+	Status            UpgradeStatus `json:"status,omitempty"`
+}
+
+// UpgradeSpec is what the operator asks for.
+type UpgradeSpec struct {
+	// Description is the cluster description (YAML, substrate
+	// kubernetes), as 'ferry validate' checks it.
+	Description string `json:"description"`
+	// To is the release to upgrade to.
+	To string `json:"to"`
+	// Action is the operator's request once it runs: pause, resume,
+	// abort or finalize. Each change of the spec with an action is a
+	// new request (the generation orders them).
+	Action string `json:"action,omitempty"`
+}
+
+// UpgradeStatus is the engine's record of the upgrade and what
+// 'kubectl get upgrades' shows.
+type UpgradeStatus struct {
+	State    string `json:"state,omitempty"`
+	Phase    string `json:"phase,omitempty"`
+	Batch    string `json:"batch,omitempty"`
+	Progress string `json:"progress,omitempty"` // members done / members
+	Reason   string `json:"reason,omitempty"`
+	Waiting  string `json:"waiting,omitempty"`
+	// Members is each member's step.
+	Members []MemberStatus `json:"members,omitempty"`
+	// Conditions: Progressing, Completed, Failed.
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Events are the last events (MaxEvents), newest last.
+	Events []Event `json:"events,omitempty"`
+	// LastSeq is the sequence number of the last event.
+	LastSeq uint64 `json:"lastSeq,omitempty"`
+	// Record is the engine's whole record (upgrade.Upgrade as JSON):
+	// what a controller resumes from.
+	Record json.RawMessage `json:"record,omitempty"`
+	// ObservedGeneration is the spec generation whose action the record
+	// has taken in.
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// MemberStatus is one member's progress.
+type MemberStatus struct {
+	Name      string `json:"name"`
+	Component string `json:"component"`
+	From      string `json:"from,omitempty"`
+	Target    string `json:"target"`
+	Step      string `json:"step"`
+	Detail    string `json:"detail,omitempty"`
+}
+
+// Event is one event of the upgrade.
+type Event struct {
+	Seq     uint64      `json:"seq"`
+	Time    metav1.Time `json:"time"`
+	Kind    string      `json:"kind"`
+	Member  string      `json:"member,omitempty"`
+	Message string      `json:"message"`
+}
+
+// UpgradeList is a list of Upgrades.
+type UpgradeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Upgrade `json:"items"`
+}
+
+// DeepCopyObject copies through JSON: the record is raw JSON already,
+// and an Upgrade is copied once per reconcile, not in a hot loop.
+func (u *Upgrade) DeepCopyObject() runtime.Object {
+	if u == nil {
+		return nil
+	}
+	out := new(Upgrade)
+	b, err := json.Marshal(u)
+	if err != nil {
+		panic(err) // an Upgrade always marshals
+	}
+	if err := json.Unmarshal(b, out); err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// DeepCopyObject copies the list.
+func (l *UpgradeList) DeepCopyObject() runtime.Object {
+	if l == nil {
+		return nil
+	}
+	out := &UpgradeList{TypeMeta: l.TypeMeta}
+	l.ListMeta.DeepCopyInto(&out.ListMeta)
+	for i := range l.Items {
+		out.Items = append(out.Items, *l.Items[i].DeepCopyObject().(*Upgrade))
+	}
+	return out
+}
+
+// AddToScheme registers Upgrade and UpgradeList.
+func AddToScheme(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &Upgrade{}, &UpgradeList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}
