@@ -220,6 +220,14 @@ start_once() {
 
 	wait_for etcd "$deadline" curl -fsS "http://127.0.0.1:$etcd_port/health"
 
+	# FERRY_KUBE_SCALE=1 (a thousand fake nodes): without the node
+	# lifecycle controller and the admission plugin that taints new nodes
+	# not-ready, kwok's nodes and their pods are Ready at once and stay so.
+	local controllers='*,-nodeipam' scale_apiserver=()
+	if [[ ${FERRY_KUBE_SCALE:-} == 1 ]]; then
+		controllers='*,-nodeipam,-nodelifecycle'
+		scale_apiserver=(--disable-admission-plugins=TaintNodesByCondition --max-requests-inflight=2000 --max-mutating-requests-inflight=1000)
+	fi
 	spawn kube-apiserver "$BIN/kube-apiserver" \
 		--etcd-servers="http://127.0.0.1:$etcd_port" \
 		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
@@ -229,7 +237,8 @@ start_once() {
 		--service-account-issuer=https://kubernetes.default.svc.cluster.local \
 		--service-cluster-ip-range=10.96.0.0/16 \
 		--allow-privileged=true \
-		--endpoint-reconciler-type=none
+		--endpoint-reconciler-type=none \
+		"${scale_apiserver[@]}"
 
 	# The serving certificate the apiserver generated (its CA is in the same file).
 	wait_for "kube-apiserver certificate" "$deadline" test -s "$DIR/certs/apiserver.crt"
@@ -265,7 +274,7 @@ EOF
 		--authorization-kubeconfig="$DIR/kubeconfig" \
 		--bind-address=127.0.0.1 --secure-port="$kcm_port" --cert-dir="$DIR/certs" \
 		--service-account-private-key-file="$DIR/sa.key" --use-service-account-credentials=false \
-		--controllers='*,-nodeipam' --leader-elect=false
+		--controllers="$controllers" --leader-elect=false
 
 	spawn kube-scheduler "$BIN/kube-scheduler" \
 		--kubeconfig="$DIR/kubeconfig" --authentication-kubeconfig="$DIR/kubeconfig" \

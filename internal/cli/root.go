@@ -103,6 +103,17 @@ func (g *globals) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(g.stderr, nil))
 }
 
+// driverLogger is for what a driver does that the engine's events do
+// not say (a drain waiting on a PodDisruptionBudget): warnings always,
+// everything with -v.
+func (g *globals) driverLogger() *slog.Logger {
+	level := slog.LevelWarn
+	if g.verbose {
+		level = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+}
+
 func (g *globals) json() bool {
 	return g.output == "json"
 }
@@ -129,7 +140,7 @@ func (g *globals) load() (*config.Cluster, error) {
 }
 
 // newDriver builds the driver for the description's substrate.
-func newDriver(c *config.Cluster) (driver.Driver, error) {
+func newDriver(c *config.Cluster, logger *slog.Logger) (driver.Driver, error) {
 	switch c.Substrate {
 	case "", "process":
 		var hosts []process.Host
@@ -150,6 +161,7 @@ func newDriver(c *config.Cluster) (driver.Driver, error) {
 		if kc.Kubeconfig != "" {
 			kc.Kubeconfig = c.ResolvePath(kc.Kubeconfig)
 		}
+		kc.Logger = logger
 		return kubernetes.New(kc)
 	default:
 		return nil, fmt.Errorf("substrate %q is not supported by this build yet", c.Substrate)
@@ -158,7 +170,7 @@ func newDriver(c *config.Cluster) (driver.Driver, error) {
 
 // engineFor builds an engine over the description, its driver and the store.
 func (g *globals) engineFor(c *config.Cluster, onEvent func(store.Event), judge ...func(from, to time.Time) string) (*engine.Engine, *store.Store, error) {
-	d, err := newDriver(c)
+	d, err := newDriver(c, g.driverLogger())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -34,7 +34,7 @@ The dashboard asks for it once per browser tab (or takes it from the address's
 			if err != nil {
 				return err
 			}
-			d, err := newDriver(c)
+			d, err := newDriver(c, g.driverLogger())
 			if err != nil {
 				return err
 			}

@@ -192,3 +192,10 @@ func splitVersion(v string) (versionParts, bool) {
 	}
 	return p, true
 }
+
+// NeedsArtifact reports whether the component runs an artifact of each
+// release: a NodePool's version is its nodes' kubelet version, upgraded
+// by its workload's upgrade command, not an image.
+func (comp *Component) NeedsArtifact() bool {
+	return comp.Workload == nil || comp.Workload.Kind != KindNodePool
+}

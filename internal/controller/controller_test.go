@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ferry-upgrade/ferry/internal/controller"
+	"github.com/ferry-upgrade/ferry/internal/driver/kubernetes"
 	"github.com/ferry-upgrade/ferry/internal/kubetest"
 )
 
@@ -29,6 +30,19 @@ import (
 var ferryBin string
 
 func TestMain(m *testing.M) {
+	// The tests' node upgrade command (ferry runs no shell): "upgrade-node
+	// KUBECTL KUBECONFIG" sets the kubelet version of $FERRY_NODE to
+	// v$FERRY_VERSION, as a node's upgrade would.
+	if len(os.Args) == 4 && os.Args[1] == "upgrade-node" {
+		out, err := exec.Command(os.Args[2], "--kubeconfig="+os.Args[3], "patch", "node", os.Getenv("FERRY_NODE"),
+			"--subresource=status", "--type=merge",
+			"-p", `{"status":{"nodeInfo":{"kubeletVersion":"v`+os.Getenv("FERRY_VERSION")+`"}}}`).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "upgrade-node: %v: %s", err, out)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code := func() int {
 		if os.Getenv(kubetest.EnvVar) != "1" {
 			return m.Run() // every test skips, saying why
@@ -158,10 +172,10 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	return w.b.Write(p)
 }
 
-func startController(t *testing.T, env *kubetest.Env, name string) *controllerProc {
+func startController(t *testing.T, kubeconfig string, name string) *controllerProc {
 	t.Helper()
 	p := &controllerProc{out: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
-	p.cmd = exec.Command(ferryBin, "controller", "--kubeconfig", env.Kubeconfig, "--namespace", "ferry-system",
+	p.cmd = exec.Command(ferryBin, "controller", "--kubeconfig", kubeconfig, "--namespace", "ferry-system",
 		"--leader-elect", "--lease-duration", "4s", "-v")
 	p.cmd.Env = append(os.Environ(), "HOSTNAME="+name)
 	w := lockedWriter{p.mu, p.out}
@@ -284,10 +298,12 @@ func (o *observer) observe(pods map[string]corev1.Pod) {
 	o.rounds++
 	want := map[string]int{"mon": 3, "osd": 20, "web": 4}
 	readyN := map[string]int{}
+	present := map[string]bool{}
 	monNew := 0
 	for _, pod := range pods {
 		p := &pod
 		app := p.Labels["app"]
+		present[app] = true
 		if ready(p) {
 			readyN[app]++
 		}
@@ -303,6 +319,9 @@ func (o *observer) observe(pods map[string]corev1.Pod) {
 		o.lastMon = time.Now()
 	}
 	for app, n := range want {
+		if !present[app] {
+			continue // not in this test
+		}
 		if down := n - readyN[app]; down > o.maxDown[app] {
 			o.maxDown[app] = down
 		}
@@ -318,20 +337,11 @@ func (o *observer) observe(pods map[string]corev1.Pod) {
 // completes it without replacing again the pods already upgraded.
 func TestUpgradeResource(t *testing.T) {
 	env := kubetest.Start(t, kubetest.Options{Nodes: 20})
-	crd, err := os.ReadFile("../../deploy/crd.yaml")
-	if err != nil {
+	sa := install(t, env)
+	if err := env.Apply(workloads); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Apply(string(crd)); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Apply("apiVersion: v1\nkind: Namespace\nmetadata: {name: ferry-system}\n" + "---\n" + workloads); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.Kubectl("wait", "--for=condition=established", "crd/upgrades.ferry.dev", "--timeout=60s"); err != nil {
-		t.Fatal(err)
-	}
-	err = env.WaitUntil(2*time.Minute, "27 pods Ready", func() (bool, string, error) {
+	err := env.WaitUntil(2*time.Minute, "27 pods Ready", func() (bool, string, error) {
 		out, err := env.Kubectl("get", "pods", "-n", "storage", "--no-headers")
 		if err != nil {
 			return false, "", err
@@ -344,7 +354,7 @@ func TestUpgradeResource(t *testing.T) {
 	}
 
 	obs := observe(t, env)
-	first := startController(t, env, "controller-a")
+	first := startController(t, sa, "controller-a")
 	began := time.Now()
 	if err := env.Apply(upgradeResource("storage-2", description("1s"), "2.0.0")); err != nil {
 		t.Fatal(err)
@@ -374,7 +384,7 @@ func TestUpgradeResource(t *testing.T) {
 	killed := time.Now()
 	t.Logf("killed the controller at %s after %s (progress %s)", killed.Format(time.TimeOnly), killed.Sub(began).Round(time.Millisecond), before.Status.Progress)
 
-	second := startController(t, env, "controller-b")
+	second := startController(t, sa, "controller-b")
 	err = env.WaitUntil(4*time.Minute, "the upgrade completed", func() (bool, string, error) {
 		u := getUpgrade(t, env, "storage-2")
 		if u.Status.State == "failed" || u.Status.State == "rolled-back" {
@@ -447,4 +457,242 @@ func podUIDs(t *testing.T, env *kubetest.Env) map[string]string {
 		}
 	}
 	return m
+}
+
+// install applies the CRD and the controller's RBAC (deploy/, without
+// its Deployment: the tests run the controller as a process) and
+// returns a kubeconfig for the controller's ServiceAccount: the
+// controllers of the tests run with no more than what deploy/ grants.
+func install(t *testing.T, env *kubetest.Env) string {
+	t.Helper()
+	crd, err := os.ReadFile("../../deploy/crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl, err := os.ReadFile("../../deploy/controller.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []string
+	for _, d := range strings.Split(string(ctl), "\n---\n") {
+		if !strings.Contains(d, "kind: Deployment") {
+			docs = append(docs, d)
+		}
+	}
+	all := "apiVersion: v1\nkind: Namespace\nmetadata: {name: ferry-system}\n---\n" + string(crd) + "\n---\n" +
+		strings.Join(docs, "\n---\n") + "\n---\n" + kubernetes.RBAC
+	if err := env.Apply(all); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Kubectl("wait", "--for=condition=established", "crd/upgrades.ferry.dev", "--timeout=60s"); err != nil {
+		t.Fatal(err)
+	}
+	as := "--as=system:serviceaccount:ferry-system:ferry-controller"
+	for _, check := range [][]string{{"update", "statefulsets"}, {"delete", "upgrades.ferry.dev"}, {"get", "secrets"}} {
+		if out, _ := env.Kubectl(append([]string{"auth", "can-i", as}, check...)...); strings.TrimSpace(out) != "no" {
+			t.Fatalf("the controller's ServiceAccount may %v: more than deploy/ means to grant", check)
+		}
+	}
+	token, err := env.Kubectl("create", "token", "ferry-controller", "-n", "ferry-system", "--duration=2h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.LoadFromFile(env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ai := range cfg.AuthInfos {
+		ai.Token, ai.TokenFile, ai.ClientCertificateData, ai.ClientKeyData = strings.TrimSpace(token), "", nil, nil
+	}
+	path := filepath.Join(t.TempDir(), "controller.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestBadImageRollsBack applies an Upgrade whose StatefulSet image never
+// becomes Ready (kwok's stand-in for a bad release): the first pod
+// misses its deadline, the controller rolls it back, and every pod
+// runs 1.0.0 again, never more than one down.
+func TestBadImageRollsBack(t *testing.T) {
+	env := kubetest.Start(t, kubetest.Options{Nodes: 3})
+	sa := install(t, env)
+	if err := env.Apply(strings.SplitN(workloads, "---\napiVersion: apps/v1\nkind: DaemonSet", 2)[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.WaitUntil(2*time.Minute, "3 mon pods Ready", func() (bool, string, error) {
+		out, err := env.Kubectl("get", "pods", "-n", "storage", "-l", "app=mon", "--no-headers")
+		n := strings.Count(out, " 1/1 ")
+		return n == 3, fmt.Sprintf("%d Ready", n), err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	desc := fmt.Sprintf(`cluster: storage
+substrate: kubernetes
+components:
+  - name: mon
+    order: 1
+    workload: {kind: StatefulSet, namespace: storage, name: mon}
+    strategy: {type: one-at-a-time}
+    soak: 1s
+    deadline: 8s
+releases:
+  - version: 1.0.0
+    artifacts: {mon: {image: "registry.local/mon:1.0.0", sha256: %s}}
+  - version: 2.0.0
+    upgrade_from: [1.0.0]
+    artifacts: {mon: {image: "registry.local/mon:2.0.0-never-ready", sha256: %s}}
+`, sha1, sha2)
+	obs := observe(t, env)
+	startController(t, sa, "controller-a")
+	began := time.Now()
+	if err := env.Apply(upgradeResource("bad", desc, "2.0.0")); err != nil {
+		t.Fatal(err)
+	}
+	var u controller.Upgrade
+	if err := env.WaitUntil(3*time.Minute, "the upgrade rolled back", func() (bool, string, error) {
+		u = getUpgrade(t, env, "bad")
+		if u.Status.State == "completed" {
+			return false, "", fmt.Errorf("a release that never gets Ready completed")
+		}
+		return u.Status.State == "rolled-back", fmt.Sprintf("state %s waiting %s", u.Status.State, u.Status.Waiting), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.WaitUntil(time.Minute, "3 mon pods Ready on 1.0.0", func() (bool, string, error) {
+		out, err := env.Kubectl("get", "pods", "-n", "storage", "-l", "app=mon", "-o",
+			"jsonpath={range .items[*]}{.spec.containers[0].image} {.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}")
+		// mon-0 comes back pinned by digest; the others were never touched.
+		good := strings.Count(out, ":1.0.0@sha256:"+sha1+" True") + strings.Count(out, ":1.0.0 True")
+		return good == 3 && !strings.Contains(out, "never-ready"), out, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	obs.stop()
+	t.Logf("rolled back in %s: %s; most pods not Ready at once %v", time.Since(began).Round(time.Millisecond), u.Status.Reason, obs.maxDown)
+	if obs.maxDown["mon"] > 1 {
+		t.Errorf("%d mon pods down at once; one at a time allows 1", obs.maxDown["mon"])
+	}
+	if !strings.Contains(u.Status.Reason, "mon-") {
+		t.Errorf("the reason does not name the member: %q", u.Status.Reason)
+	}
+}
+
+// TestNodePoolFromOutside drives a node pool from outside the cluster
+// with the CLI and a kubeconfig: each node is cordoned, drained through
+// the Eviction API (ferry waits while a PodDisruptionBudget refuses,
+// and says so), upgraded by the pool's command and uncordoned.
+func TestNodePoolFromOutside(t *testing.T) {
+	env := kubetest.Start(t, kubetest.Options{Nodes: 3})
+	for i := 0; i < 3; i++ {
+		node := fmt.Sprintf("kwok-node-%d", i)
+		if _, err := env.Kubectl("label", "node", node, "pool=workers"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.Kubectl("patch", "node", node, "--subresource=status", "--type=merge",
+			"-p", `{"status":{"nodeInfo":{"kubeletVersion":"v1.37.2"}}}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := env.Apply(`apiVersion: v1
+kind: Namespace
+metadata: {name: pool}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: guarded, namespace: pool}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: guarded}}
+  template:
+    metadata: {labels: {app: guarded}}
+    spec:
+      tolerations: [{operator: Exists}]
+      containers: [{name: app, image: "registry.local/app:1.0.0"}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: guarded, namespace: pool}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: guarded}}
+`); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.WaitUntil(time.Minute, "the guarded pod Ready", func() (bool, string, error) {
+		out, err := env.Kubectl("get", "pdb", "guarded", "-n", "pool", "-o", "jsonpath={.status.currentHealthy}/{.status.disruptionsAllowed}")
+		return out == "1/0", out, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	desc := filepath.Join(dir, "cluster.yaml")
+	up, _ := json.Marshal([]string{self, "upgrade-node", filepath.Join(env.BinDir, "kubectl"), env.Kubeconfig})
+	if err := os.WriteFile(desc, []byte(fmt.Sprintf(`cluster: nodes
+substrate: kubernetes
+kubernetes: {kubeconfig: %q}
+components:
+  - name: workers
+    order: 1
+    workload: {kind: NodePool, selector: pool=workers, upgrade: %s, drain_timeout: 2m}
+    strategy: {type: one-at-a-time, quorum: 1}
+    deadline: 3m
+releases:
+  - version: 1.37.2
+  - version: 1.38.0
+    upgrade_from: [1.37.x]
+`, env.Kubeconfig, up)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(ferryBin, "-f", desc, "--data-dir", filepath.Join(dir, "ferry"), "upgrade", "start", "--to", "1.38.0", "-v")
+	var out lockedWriter = lockedWriter{&sync.Mutex{}, &bytes.Buffer{}}
+	cmd.Stdout, cmd.Stderr = out, out
+	text := func() string { out.mu.Lock(); defer out.mu.Unlock(); return out.b.String() }
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
+	// ferry waits on the budget: the node with the guarded pod stays
+	// cordoned, the pod where it was.
+	if err := env.WaitUntil(2*time.Minute, "ferry waiting on the PodDisruptionBudget", func() (bool, string, error) {
+		select {
+		case err := <-done:
+			return false, "", fmt.Errorf("ferry exited (%v) before the budget was relaxed:\n%s", err, text())
+		default:
+		}
+		return strings.Contains(text(), "PodDisruptionBudget pool/guarded"), "", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waiting, _ := env.Kubectl("get", "nodes", "-l", "pool=workers")
+	t.Logf("ferry waits on the budget; nodes:\n%s", waiting)
+	if !strings.Contains(waiting, "SchedulingDisabled") {
+		t.Errorf("no node cordoned while ferry waits on the budget")
+	}
+	if _, err := env.Kubectl("patch", "pdb", "guarded", "-n", "pool", "--type=merge", "-p", `{"spec":{"minAvailable":0}}`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("ferry upgrade start: %v\n%s", err, text())
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("ferry did not end within 3 minutes after the budget was relaxed:\n%s", text())
+	}
+	if !strings.Contains(text(), "state:    completed") {
+		t.Fatalf("ferry upgrade start:\n%s", text())
+	}
+	nodes, _ := env.Kubectl("get", "nodes", "-l", "pool=workers", "-o", "jsonpath={range .items[*]}{.status.nodeInfo.kubeletVersion} {.spec.unschedulable}{\"\\n\"}{end}")
+	if strings.Count(nodes, "v1.38.0 \n") != 3 {
+		t.Errorf("nodes (kubelet version, unschedulable):\n%s", nodes)
+	}
+	t.Logf("every node on v1.38.0 and schedulable again")
 }

@@ -13,6 +13,9 @@ func (e *Engine) artifact(comp, version string) (driver.Artifact, error) {
 	if r == nil {
 		return driver.Artifact{}, fmt.Errorf("release %s is not in the catalog", version)
 	}
+	if c := e.c.Component(comp); c != nil && !c.NeedsArtifact() {
+		return driver.Artifact{Version: version}, nil
+	}
 	a, ok := r.ArtifactFor(comp)
 	if !ok {
 		return driver.Artifact{}, fmt.Errorf("release %s has no artifact for component %s", version, comp)

@@ -148,6 +148,8 @@ func (e *Engine) RunPreflight(ctx context.Context, to string) Preflight {
 			switch {
 			case err != nil:
 				add(name, false, err.Error())
+			case !comp.NeedsArtifact():
+				add(name, true, "the kubelet version of its nodes, upgraded by its upgrade command")
 			case a.Path == "":
 				add(name, true, "image "+a.Image+" (pulled and checked by its substrate)")
 			default:

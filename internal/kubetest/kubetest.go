@@ -37,6 +37,10 @@ type Options struct {
 	// Nodes is the number of kwok fake nodes to create, named kwok-node-0, ...
 	// Start returns once they are all Ready.
 	Nodes int
+	// Scale runs the control plane for a thousand nodes: no node
+	// lifecycle controller, no not-ready taint on new nodes (kwok's
+	// nodes would otherwise be marked NotReady and their pods with them).
+	Scale bool
 }
 
 // Env is a running control plane.
@@ -74,6 +78,9 @@ func Start(t testing.TB, opts Options) *Env {
 	// The script's watchdog stops the control plane if this process dies
 	// without running its cleanups (a test timeout, a kill).
 	cmd.Env = append(os.Environ(), "FERRY_KUBE_WATCH_PID="+strconv.Itoa(os.Getpid()))
+	if opts.Scale {
+		cmd.Env = append(cmd.Env, "FERRY_KUBE_SCALE=1")
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	// Registered before the start so that a half-started plane is stopped too;

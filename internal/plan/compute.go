@@ -48,7 +48,7 @@ func Compute(c *config.Cluster, obs Observed, to string) (Plan, error) {
 	from := newUpgradeFrom(c, rel)
 	var errs []error
 	for _, comp := range c.ComponentsInOrder() {
-		if _, ok := rel.ArtifactFor(comp.Name); !ok {
+		if _, ok := rel.ArtifactFor(comp.Name); !ok && comp.NeedsArtifact() {
 			errs = append(errs, fmt.Errorf("%w: release %s has no artifact for component %s (and no %q entry)",
 				ErrNoArtifact, to, comp.Name, config.AnyComponent))
 		}
