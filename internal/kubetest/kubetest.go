@@ -152,15 +152,27 @@ metadata:
 	if err := e.Apply(b.String()); err != nil {
 		return fmt.Errorf("creating %d nodes: %w", n, err)
 	}
-	names := make([]string, 0, n+3)
-	names = append(names, "wait", "--for=condition=Ready", "--timeout=120s")
+	// One listing per poll: 'kubectl wait' on a thousand nodes waits on
+	// them one by one.
+	want := map[string]bool{}
 	for i := first; i < first+n; i++ {
-		names = append(names, "node/kwok-node-"+strconv.Itoa(i))
+		want["kwok-node-"+strconv.Itoa(i)] = true
 	}
-	if _, err := e.Kubectl(names...); err != nil {
-		return fmt.Errorf("waiting for %d nodes to be Ready: %w", n, err)
-	}
-	return nil
+	return e.WaitUntil(3*time.Minute, fmt.Sprintf("%d nodes Ready", n), func() (bool, string, error) {
+		out, err := e.Kubectl("get", "nodes", "-o",
+			`jsonpath={range .items[*]}{.metadata.name} {.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}`)
+		if err != nil {
+			return false, "", err
+		}
+		ready := 0
+		for _, line := range strings.Split(out, "\n") {
+			name, status, _ := strings.Cut(line, " ")
+			if want[name] && status == "True" {
+				ready++
+			}
+		}
+		return ready == n, fmt.Sprintf("%d of %d Ready", ready, n), nil
+	})
 }
 
 // WaitUntil polls cond every 200 ms until it reports true, returns an error,

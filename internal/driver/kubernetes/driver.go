@@ -139,6 +139,13 @@ func NewForConfig(rc *rest.Config, opts ...Option) (*Driver, error) {
 		// short requests.
 		rc.Timeout = time.Minute
 	}
+	if rc.QPS == 0 && rc.RateLimiter == nil {
+		// client-go's default (5 requests/s, bursts of 10) starves a
+		// batch of a hundred pods on a thousand nodes: each needs a
+		// delete, and every observation a listing. The API server's own
+		// priority and fairness still protects it.
+		rc.QPS, rc.Burst = 100, 200
+	}
 	c, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes driver: %w", err)
