@@ -5,7 +5,7 @@ BIN     := bin
 FLAGS   := -trimpath
 SAMPLE  := ./examples/sample/cmd/sample
 
-.PHONY: faults all build sample demo test test-short bench fuzz vet clean
+.PHONY: faults all build sample demo test test-short bench bench-kube fuzz vet clean
 
 all: build
 
@@ -33,6 +33,12 @@ test-short:
 # Benchmarks: the planner, the state machine, the engine's own overhead per step.
 bench:
 	bash scripts/bench.sh
+
+# ferry against Kubernetes' own DaemonSet RollingUpdate on 1,000 kwok
+# nodes, same max unavailable, timed in the same run, ferry's memory.
+bench-kube:
+	bash scripts/kube-testenv.sh build
+	FERRY_KUBE=1 $(GO) test ./internal/kubebench/ -run '^$$' -bench DaemonSet -benchtime 1x -timeout 30m -v
 
 # A longer fault-injection run: ferry killed with SIGKILL at 100 random
 # moments of upgrades back and forth (CI runs 20). FERRY_KILL_SEED=N

@@ -46,6 +46,18 @@ func (c *Cluster) DataFor(comp *Component, m *Member) TemplateData {
 	return dataFor(comp, m, memberRefs(comp))
 }
 
+// MembersData is DataFor of every member of comp, in order, sharing one
+// Members list: a component of a thousand members would otherwise hold
+// a million references.
+func (c *Cluster) MembersData(comp *Component) []TemplateData {
+	refs := memberRefs(comp)
+	out := make([]TemplateData, len(comp.Members))
+	for i := range comp.Members {
+		out[i] = dataFor(comp, &comp.Members[i], refs)
+	}
+	return out
+}
+
 func memberRefs(comp *Component) []MemberRef {
 	refs := make([]MemberRef, len(comp.Members))
 	for i, m := range comp.Members {

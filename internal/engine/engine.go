@@ -100,9 +100,10 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, c: cfg.Cluster, members: map[string]memberInfo{}, tracker: &health.Tracker{},
 		lastProbe: map[string]time.Time{}, lastState: map[string]health.State{}}
 	for _, comp := range cfg.Cluster.ComponentsInOrder() {
+		all := cfg.Cluster.MembersData(comp)
 		for i := range comp.Members {
 			m := &comp.Members[i]
-			data := cfg.Cluster.DataFor(comp, m)
+			data := all[i]
 			spec, err := renderSpec(comp, m, data)
 			if err != nil {
 				return nil, err

@@ -39,9 +39,11 @@ func (d *Driver) getDaemonSet(ctx context.Context, w driver.Workload) (*appsv1.D
 	return &l.Items[0], nil
 }
 
-// daemonPods groups a DaemonSet's pods by node.
-func (d *Driver) daemonPods(ctx context.Context, w driver.Workload, s *appsv1.DaemonSet) (map[string][]*corev1.Pod, error) {
-	ps, err := d.listPods(ctx, w, s.Spec.Selector)
+// daemonPods groups a DaemonSet's pods by node: of every node, or of
+// node alone (one member's Start and Stop, which must not list a
+// thousand pods each).
+func (d *Driver) daemonPods(ctx context.Context, w driver.Workload, s *appsv1.DaemonSet, node string) (map[string][]*corev1.Pod, error) {
+	ps, err := d.listPodsOn(ctx, w, s.Spec.Selector, node)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +76,7 @@ func (d *Driver) discoverDaemonSet(ctx context.Context, w driver.Workload) ([]dr
 	if err != nil {
 		return nil, err
 	}
-	byNode, err := d.daemonPods(ctx, w, s)
+	byNode, err := d.daemonPods(ctx, w, s, "")
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +110,7 @@ func (d *Driver) observeDaemonSet(ctx context.Context, w driver.Workload, ms []d
 	if err != nil {
 		return nil, err
 	}
-	byNode, err := d.daemonPods(ctx, w, s)
+	byNode, err := d.daemonPods(ctx, w, s, "")
 	if err != nil {
 		return nil, err
 	}
@@ -157,11 +159,11 @@ func (d *Driver) startDaemonSet(ctx context.Context, w driver.Workload, m driver
 	}); err != nil {
 		return err
 	}
-	byNode, err := d.daemonPods(ctx, w, s)
+	node := memberNode(s, m)
+	byNode, err := d.daemonPods(ctx, w, s, node)
 	if err != nil {
 		return err
 	}
-	node := memberNode(s, m)
 	for _, p := range byNode[node] {
 		if p.DeletionTimestamp == nil && podVersion(p.ObjectMeta, p.Spec, container) == version {
 			return nil
@@ -182,7 +184,7 @@ func (d *Driver) stopDaemonSet(ctx context.Context, w driver.Workload, m driver.
 	if err != nil {
 		return err
 	}
-	byNode, err := d.daemonPods(ctx, w, s)
+	byNode, err := d.daemonPods(ctx, w, s, memberNode(s, m))
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -220,6 +221,12 @@ func waitingReason(p *corev1.Pod) string {
 
 // listPods lists the pods of sel in ns, sorted by name.
 func (d *Driver) listPods(ctx context.Context, w driver.Workload, sel *metav1.LabelSelector) ([]corev1.Pod, error) {
+	return d.listPodsOn(ctx, w, sel, "")
+}
+
+// listPodsOn is listPods of one node ("": every node), filtered by the
+// API server.
+func (d *Driver) listPodsOn(ctx context.Context, w driver.Workload, sel *metav1.LabelSelector, node string) ([]corev1.Pod, error) {
 	s, err := metav1.LabelSelectorAsSelector(sel)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes driver: %s: bad pod selector: %w", workloadString(w), err)
@@ -227,7 +234,11 @@ func (d *Driver) listPods(ctx context.Context, w driver.Workload, sel *metav1.La
 	if s.Empty() {
 		return nil, fmt.Errorf("kubernetes driver: %s: empty pod selector", workloadString(w))
 	}
-	l, err := d.client.CoreV1().Pods(w.Namespace).List(ctx, metav1.ListOptions{LabelSelector: s.String()})
+	opts := metav1.ListOptions{LabelSelector: s.String()}
+	if node != "" {
+		opts.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
+	}
+	l, err := d.client.CoreV1().Pods(w.Namespace).List(ctx, opts)
 	if err != nil {
 		return nil, apiError(ctx, err, "listing the pods of %s", workloadString(w))
 	}
@@ -237,13 +248,15 @@ func (d *Driver) listPods(ctx context.Context, w driver.Workload, sel *metav1.La
 }
 
 // ownedBy keeps the pods whose controller is uid.
+// It filters in place: pods are large, and a DaemonSet has thousands.
 func ownedBy(ps []corev1.Pod, uid types.UID) []corev1.Pod {
-	var out []corev1.Pod
-	for _, p := range ps {
-		if ref := metav1.GetControllerOf(&p); ref != nil && ref.UID == uid {
-			out = append(out, p)
+	out := ps[:0]
+	for i := range ps {
+		if ref := metav1.GetControllerOf(&ps[i]); ref != nil && ref.UID == uid {
+			out = append(out, ps[i])
 		}
 	}
+	clear(ps[len(out):])
 	return out
 }
 
