@@ -7,6 +7,14 @@ command -v go >/dev/null || { echo "test.sh: Go is required (https://go.dev/dl)"
 # Chromium for the browser tests (installed once, from Debian's
 # packages); without it they skip and say so.
 bash scripts/deps.sh || echo "test.sh: scripts/deps.sh failed; the browser tests will skip"
+# The Kubernetes control plane of the kube tests (kube-apiserver,
+# controller-manager, scheduler, etcd, kwok), built from Go modules into
+# ~/.cache/ferry once (about 11 minutes cold on 2 cores, then cached).
+# FERRY_KUBE=0 skips those tests (they say so).
+if [[ ${FERRY_KUBE:-1} == 1 ]]; then
+	bash scripts/kube-testenv.sh build
+	export FERRY_KUBE=1
+fi
 go vet ./...
-go test -count=1 -timeout 20m ./...
+go test -count=1 -timeout 30m ./...
 go test -count=1 -race -timeout 10m ./internal/upgrade/ ./internal/plan/ ./internal/config/ ./internal/health/ ./internal/store/
