@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/agent"
 	"github.com/ferry-upgrade/ferry/internal/demo"
+	"github.com/ferry-upgrade/ferry/internal/server"
+	"github.com/ferry-upgrade/ferry/internal/store"
 )
 
 func agentCmd(g *globals) *cobra.Command {
@@ -140,4 +143,21 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, b, 0o644)
+}
+
+// serveDemo starts a ferry server over the demo's cluster on loopback.
+func serveDemo(ctx context.Context, cl *demo.Cluster, st *store.Store, logger *slog.Logger) (string, string, func(), error) {
+	tok, _, err := server.LoadOrCreateToken(filepath.Join(cl.DataDir, server.TokenFile))
+	if err != nil {
+		return "", "", nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s, err := server.New(server.Config{Cluster: cl.Config, Driver: cl.Driver, Store: st, Token: tok, Logger: logger})
+	if err != nil {
+		return "", "", nil, err
+	}
+	url, stop, err := s.Loopback(ctx)
+	return url, tok, stop, err
 }

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ferry-upgrade/ferry/internal/server"
 	"io"
 	"log/slog"
 	"net"
@@ -48,9 +47,10 @@ type Options struct {
 	Artifacts string
 	// Self is the ferry binary that runs the agent (os.Executable).
 	Self string
-	// Direct drives the upgrade with an engine in this process rather
-	// than through a ferry server's API (the default, as an operator's
-	// scripts would).
+	// Serve, unless Direct, starts a ferry server over the cluster, and
+	// the upgrade goes through its API as an operator's scripts would;
+	// with Direct (or no Serve) an engine in this process drives it.
+	Serve       ServeFunc
 	Direct      bool
 	From, To    string
 	Rate        float64
@@ -181,7 +181,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer cl.Close()
 	say("agent and members up, cluster healthy after %s", time.Since(start).Round(time.Millisecond))
 	var onEvent func(store.Event)
-	if o.Direct {
+	direct := o.Direct || o.Serve == nil
+	if direct {
 		onEvent = func(ev store.Event) { live(o.Out, t0, ev) }
 	}
 	eng, st, err := cl.Engine(o.Logger, onEvent)
@@ -189,14 +190,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, err
 	}
 	var srv *viaServer
-	if !o.Direct {
+	if !direct {
 		// The upgrade goes through ferry's server, as an operator's
 		// scripts would; its dashboard shows it live.
-		if srv, err = startServer(ctx, cl, st, o.Logger); err != nil {
+		if srv, err = startServer(ctx, o.Serve, cl, st, o.Logger); err != nil {
 			return nil, err
 		}
 		defer srv.stop()
-		say("ferry server on %s: dashboard %s/dashboard/ (token in %s)", srv.url, srv.url, filepath.Join(cl.DataDir, server.TokenFile))
+		say("ferry server on %s: dashboard %s/dashboard/ (token in %s)", srv.url, srv.url, filepath.Join(cl.DataDir, "api-token"))
 	}
 
 	// Traffic runs from before the first member is touched to after the last.
@@ -219,7 +220,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	upStart := time.Now()
 	var u upgrade.Upgrade
 	var runErr error
-	if o.Direct {
+	if direct {
 		if u, runErr = eng.Begin(ctx, o.To); runErr == nil {
 			u, runErr = eng.Run(ctx)
 		}

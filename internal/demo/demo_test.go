@@ -2,6 +2,9 @@ package demo
 
 import (
 	"context"
+	"github.com/ferry-upgrade/ferry/internal/server"
+	"github.com/ferry-upgrade/ferry/internal/store"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,7 +54,21 @@ func TestDemo(t *testing.T) {
 	defer cancel()
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
-	rep, err := Run(ctx, Options{Dir: t.TempDir(), Artifacts: arts, Self: self, Rate: 400, Concurrency: 8, Seed: seed, Out: &out, Migrations: true})
+	// Through a ferry server, as 'ferry demo' runs it.
+	serve := func(ctx context.Context, cl *Cluster, st *store.Store, logger *slog.Logger) (string, string, func(), error) {
+		tok, _, err := server.LoadOrCreateToken(filepath.Join(cl.DataDir, server.TokenFile))
+		if err != nil {
+			return "", "", nil, err
+		}
+		s, err := server.New(server.Config{Cluster: cl.Config, Driver: cl.Driver, Store: st, Token: tok})
+		if err != nil {
+			return "", "", nil, err
+		}
+		url, stop, err := s.Loopback(ctx)
+		return url, tok, stop, err
+	}
+	rep, err := Run(ctx, Options{Dir: t.TempDir(), Artifacts: arts, Self: self, Rate: 400, Concurrency: 8, Seed: seed, Out: &out,
+		Migrations: true, Serve: serve})
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}

@@ -2,15 +2,12 @@ package demo
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/client"
-	"github.com/ferry-upgrade/ferry/internal/server"
 	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
@@ -25,40 +22,23 @@ type viaServer struct {
 	stop   func()
 }
 
-func startServer(ctx context.Context, cl *Cluster, st *store.Store, logger *slog.Logger) (*viaServer, error) {
-	tok, _, err := server.LoadOrCreateToken(filepath.Join(cl.DataDir, server.TokenFile))
+// ServeFunc starts a ferry server over the demo's cluster (its driver
+// and store) on loopback and returns its URL, its API token, and how
+// to stop it. The CLI passes one (the demo does not import the server,
+// whose tests start demo clusters).
+type ServeFunc func(ctx context.Context, cl *Cluster, st *store.Store, logger *slog.Logger) (url, token string, stop func(), err error)
+
+func startServer(ctx context.Context, serve ServeFunc, cl *Cluster, st *store.Store, logger *slog.Logger) (*viaServer, error) {
+	url, tok, stop, err := serve(ctx, cl, st, logger)
 	if err != nil {
-		return nil, err
-	}
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	s, err := server.New(server.Config{Cluster: cl.Config, Driver: cl.Driver, Store: st, Token: tok, Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	urls := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- s.ListenAndServe(sctx, server.ListenConfig{Addr: "127.0.0.1:0", OnListen: func(u string) { urls <- u }})
-	}()
-	var url string
-	select {
-	case url = <-urls:
-	case err := <-done:
-		cancel()
 		return nil, fmt.Errorf("demo: server: %w", err)
-	case <-time.After(30 * time.Second):
-		cancel()
-		return nil, errors.New("demo: the server did not listen within 30s")
 	}
 	c, err := client.New(client.Options{Addr: url, Token: tok})
 	if err != nil {
-		cancel()
+		stop()
 		return nil, err
 	}
-	return &viaServer{url: url, client: c, stop: func() { cancel(); <-done }}, nil
+	return &viaServer{url: url, client: c, stop: stop}, nil
 }
 
 // run starts the upgrade to version to through the API and follows its

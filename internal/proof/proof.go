@@ -89,6 +89,9 @@ func (s *Session) WaitBaseline(ctx context.Context) error {
 	return nil
 }
 
+// BaselineDone reports whether the baseline has ended.
+func (s *Session) BaselineDone() bool { return !s.baseTo.IsZero() }
+
 // BaselineEnd is when the baseline ended (the upgrade's start).
 func (s *Session) BaselineEnd() time.Time {
 	if s.baseTo.IsZero() {

@@ -42,6 +42,8 @@ func (s *Server) buildRoutes() http.Handler {
 		{Method: "POST", Pattern: "/v1/upgrade", handle: s.postUpgrade},
 		{Method: "PATCH", Pattern: "/v1/upgrade", handle: s.patchUpgrade},
 		{Method: "DELETE", Pattern: "/v1/upgrade", handle: s.deleteUpgrade},
+		{Method: "GET", Pattern: "/v1/upgrade/report", handle: s.getReport},
+		{Method: "GET", Pattern: "/v1/traffic", handle: s.getTraffic},
 		{Method: "GET", Pattern: "/v1/members", handle: s.getMembers},
 		{Method: "GET", Pattern: "/v1/versions", handle: s.getVersions},
 		{Method: "GET", Pattern: "/v1/events", handle: s.getEvents},
@@ -240,6 +242,10 @@ func (s *Server) getUpgrade(w http.ResponseWriter, r *http.Request) error {
 // StartRequest is the body of POST /v1/upgrade.
 type StartRequest struct {
 	To string `json:"to"`
+	// Traffic runs the description's traffic around the upgrade: the
+	// baseline first (the request returns after it), each batch judged,
+	// the report at the end (GET /v1/upgrade/report).
+	Traffic bool `json:"traffic,omitempty"`
 }
 
 func (s *Server) postUpgrade(w http.ResponseWriter, r *http.Request) error {
@@ -258,6 +264,9 @@ func (s *Server) postUpgrade(w http.ResponseWriter, r *http.Request) error {
 	case s.cfg.Cluster.Release(req.To) == nil:
 		return errf(http.StatusBadRequest, CodeUnknownRelease, `field "to": release %s is not in the catalog; known: %s`, req.To, s.releaseNames())
 	}
+	if req.Traffic && s.cfg.Cluster.Traffic == nil {
+		return errf(http.StatusUnprocessableEntity, CodeNoTrafficSpec, "%s has no traffic: spec to drive during the upgrade; add one, or start without \"traffic\"", s.cfg.Cluster.File)
+	}
 	if !s.reserveAfterEnd(r.Context(), 5*time.Second) {
 		id := s.drivingID()
 		return errf(http.StatusConflict, CodeUpgradeInProgress, "upgrade %s is in progress, driven by this server; follow it with GET /v1/upgrade", id)
@@ -270,8 +279,16 @@ func (s *Server) postUpgrade(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
+	if req.Traffic {
+		if _, err := s.startTraffic(r.Context()); err != nil {
+			unlock()
+			s.release()
+			return err
+		}
+	}
 	u, err := s.drive.Begin(r.Context(), req.To)
 	if err != nil {
+		s.stopTraffic(nil)
 		unlock()
 		s.release()
 		var pe *engine.PreflightError

@@ -31,9 +31,13 @@ const (
 	CodeFinalizeRefused   = "finalize_refused"    // 409
 	CodeBodyTooLarge      = "body_too_large"      // 413
 	CodeUnsupportedMedia  = "unsupported_media_type"
-	CodePreflightFailed   = "preflight_failed" // 422: the cluster is not fit, nothing changed
-	CodeObserveFailed     = "observe_failed"   // 503: the cluster could not be observed
-	CodeInternal          = "internal"         // 500: the store failed
+	CodePreflightFailed   = "preflight_failed"  // 422: the cluster is not fit, nothing changed
+	CodeObserveFailed     = "observe_failed"    // 503: the cluster could not be observed
+	CodeNoReport          = "no_report"         // 404: no upgrade ran with traffic
+	CodeNoTrafficSpec     = "no_traffic_spec"   // 422: "traffic": true, and the description has no traffic:
+	CodeChecksumMismatch  = "checksum_mismatch" // 422: an imported artifact is not what its sha256 says
+	CodeReleaseExists     = "release_exists"    // 409: an import of a version the catalog has, different
+	CodeInternal          = "internal"          // 500: the store failed
 )
 
 // apiError is the one error type handlers return; it becomes the JSON

@@ -80,3 +80,24 @@ func (s *Server) ListenAndServe(ctx context.Context, lc ListenConfig) error {
 	}
 	return nil
 }
+
+// Loopback serves on 127.0.0.1 on a free port until stop is called:
+// the demo's server, and tests'. It returns the server's URL.
+func (s *Server) Loopback(ctx context.Context) (url string, stop func(), err error) {
+	sctx, cancel := context.WithCancel(ctx)
+	urls := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.ListenAndServe(sctx, ListenConfig{Addr: "127.0.0.1:0", OnListen: func(u string) { urls <- u }})
+	}()
+	select {
+	case u := <-urls:
+		return u, func() { cancel(); <-done }, nil
+	case err := <-done:
+		cancel()
+		return "", nil, err
+	case <-time.After(30 * time.Second):
+		cancel()
+		return "", nil, errors.New("server: not listening after 30s")
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/config"
 	"github.com/ferry-upgrade/ferry/internal/driver"
 	"github.com/ferry-upgrade/ferry/internal/engine"
+	"github.com/ferry-upgrade/ferry/internal/proof"
 	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
@@ -97,6 +98,12 @@ type Server struct {
 	lastNote string // why the server does not drive the current upgrade
 	cur      *upgrade.Upgrade
 	lastSeq  uint64
+
+	// The proof session of an upgrade started with traffic (traffic.go).
+	trafficM  *trafficMetrics
+	trafficMu sync.Mutex
+	session   *proof.Session
+	report    *proof.Report
 }
 
 // New builds a server; Start begins its background work.
@@ -109,7 +116,7 @@ func New(cfg Config) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var err error
 	s.drive, err = engine.New(engine.Config{Cluster: cfg.Cluster, Driver: cfg.Driver, Store: cfg.Store, Logger: cfg.Logger,
-		OnEvent: func(store.Event) { s.signal() }})
+		OnEvent: func(store.Event) { s.signal() }, Judge: s.judge})
 	if err != nil {
 		return nil, err
 	}
@@ -118,6 +125,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.metrics = newMetrics(cfg.Cluster)
+	s.trafficM = newTrafficMetrics(s.metrics.reg)
 	s.handler = s.buildRoutes()
 	return s, nil
 }
@@ -348,6 +356,11 @@ func (s *Server) run(unlock func()) {
 		defer s.release()
 		defer unlock()
 		u, err := s.drive.Run(s.ctx)
+		if err == nil {
+			s.stopTraffic(&u)
+		} else {
+			s.stopTraffic(nil)
+		}
 		switch {
 		case err == nil:
 			s.log.Info("server: upgrade ended", "upgrade", u.ID, "state", u.State, "reason", u.Reason)
