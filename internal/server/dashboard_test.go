@@ -103,7 +103,8 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 
 // TestDashboardDrivesAnUpgrade opens the dashboard in headless
 // Chromium over a real sample cluster, starts the upgrade to 2.0.0 with
-// its button, pauses and resumes it with its buttons, and sees the
+// its button (with the description's traffic, drawn live in the
+// traffic chart), pauses and resumes it with its buttons, and sees the
 // member table reach 2.0.0 and the state completed.
 func TestDashboardDrivesAnUpgrade(t *testing.T) {
 	if testing.Short() {
@@ -131,10 +132,16 @@ func TestDashboardDrivesAnUpgrade(t *testing.T) {
 	waitJS(t, ctx, 10*time.Second, "2.0.0 offered to upgrade to", `document.getElementById("start-to").value === "2.0.0"`)
 	waitJS(t, ctx, 10*time.Second, "the event stream connected", `document.getElementById("conn").classList.contains("live")`)
 
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#btn-start"))); err != nil {
+	// With the description's traffic: the chart draws it live.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#start-traffic")), chromedp.Click(chromedp.CSS("#btn-start"))); err != nil {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, 30*time.Second, "an upgrading state", `document.getElementById("state").textContent.startsWith("upgrading-")`)
+	waitJS(t, ctx, 20*time.Second, "the traffic chart with p50 and p99 lines past the baseline",
+		`(() => { const c = document.getElementById("traffic-chart"); const p = c.querySelector("path.p99");
+		  return !document.getElementById("traffic-panel").hidden && p !== null && p.getAttribute("d").split("L").length > 4 &&
+		    c.querySelector("path.p50") !== null && c.querySelector("rect.base") !== null; })()`)
+	screenshot(t, ctx, "dashboard-traffic.png")
 	waitJS(t, ctx, 10*time.Second, "the current batch highlighted in the plan", `document.querySelector("#plan .batch.current .chip") !== null`)
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#btn-pause"))); err != nil {
 		t.Fatal(err)

@@ -280,7 +280,12 @@ async function start(ev) {
   if (!to) { say("no release is available to upgrade to", true); return; }
   say(`preflight and start of the upgrade to ${to}…`);
   try {
-    const r = await api("POST", "/v1/upgrade", { to });
+    const body = { to };
+    if ($("start-traffic").checked) {
+      body.traffic = true;
+      say(`traffic baseline, then the upgrade to ${to}…`);
+    }
+    const r = await api("POST", "/v1/upgrade", body);
     say(`upgrade ${r.upgrade.id} started: ${r.upgrade.from} → ${r.upgrade.to}`);
     renderUpgrade(r);
   } catch (e) {
@@ -298,6 +303,56 @@ async function clearUpgrade() {
   }
 }
 
+// ---- the traffic chart: p50 and p99 per second, as inline SVG ----
+
+const SVGNS = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, text) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = String(text);
+  return e;
+}
+
+async function refreshTraffic() {
+  let ts;
+  try {
+    ts = await api("GET", "/v1/traffic");
+  } catch (e) {
+    if (e.status === 404) $("traffic-panel").hidden = true;
+    return;
+  }
+  $("traffic-panel").hidden = false;
+  const pts = ts.points || [];
+  const chart = $("traffic-chart");
+  chart.replaceChildren();
+  const W = 960, H = 220, L = 50, B = 22, T = 8;
+  const last = pts.length ? pts[pts.length - 1].second : 1;
+  const maxMS = Math.max(1, ...pts.map((p) => p.p99_ms)) * 1.1;
+  const x = (sec) => L + (W - L - 8) * (sec / Math.max(1, last));
+  const y = (ms) => T + (H - T - B) * (1 - ms / maxMS);
+  const began = Date.parse(ts.began);
+  if (ts.started) {
+    const base = (Date.parse(ts.started) - began) / 1000;
+    chart.append(svg("rect", { class: "base", x: L, y: T, width: Math.max(0, x(base) - L), height: H - T - B }));
+  }
+  chart.append(svg("line", { class: "axis", x1: L, y1: H - B, x2: W - 8, y2: H - B }));
+  chart.append(svg("line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
+  for (const f of [0, 0.5, 1]) {
+    chart.append(svg("text", { class: "grid", x: 4, y: y(maxMS * f) + 4 }, `${(maxMS * f).toFixed(0)} ms`));
+  }
+  chart.append(svg("text", { class: "grid", x: W - 60, y: H - 6 }, `${last} s`));
+  let failed = 0, total = 0;
+  for (const p of pts) {
+    total += p.requests; failed += p.failed;
+    if (p.failed > 0) chart.append(svg("rect", { class: "fail", x: x(p.second) - 2, y: T, width: 4, height: H - T - B }));
+  }
+  for (const [key, cls] of [["p50_ms", "p50"], ["p99_ms", "p99"]]) {
+    const d = pts.filter((p) => p.requests > p.failed).map((p, i) => `${i ? "L" : "M"}${x(p.second).toFixed(1)},${y(p[key]).toFixed(1)}`).join(" ");
+    if (d) chart.append(svg("path", { class: cls, d }));
+  }
+  $("traffic-title").textContent = `${total} requests, ${failed} failed, over ${last} s`;
+}
+
 let timers = [];
 async function run() {
   $("login").hidden = true;
@@ -308,9 +363,10 @@ async function run() {
   } catch (e) { /* shown by the stream's state */ }
   await refreshUpgrade();
   if (!token) return;
-  refreshMembers(); refreshVersions(); refreshReleases();
+  refreshMembers(); refreshVersions(); refreshReleases(); refreshTraffic();
   timers.forEach(clearInterval);
   timers = [
+    setInterval(refreshTraffic, 1000),
     setInterval(refreshMembers, 1000),
     setInterval(refreshUpgrade, 2000),
     setInterval(refreshVersions, 2000),
