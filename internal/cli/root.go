@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ferry-upgrade/ferry/internal/driver/kubernetes"
+	"github.com/ferry-upgrade/ferry/internal/server"
 	"io"
 	"log/slog"
 	"os"
@@ -136,7 +137,16 @@ func (g *globals) load() (*config.Cluster, error) {
 	if err := g.checkOutput(); err != nil {
 		return nil, err
 	}
-	return config.Load(g.file)
+	c, err := config.Load(g.file)
+	if err != nil {
+		return nil, err
+	}
+	// Releases imported through a server on this data directory
+	// (POST /v1/releases) are in the catalog here too.
+	if err := server.LoadImported(c, g.dataDir); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // newDriver builds the driver for the description's substrate.

@@ -19,6 +19,9 @@ type route struct {
 	Pattern string
 	Public  bool
 	handle  func(w http.ResponseWriter, r *http.Request) error
+	// own: the handler takes the catalog lock itself (the import), or
+	// needs none and may run long (the event stream).
+	own bool
 }
 
 // Routes lists the API's endpoints as "METHOD /path" (path templates
@@ -38,6 +41,7 @@ func (s *Server) buildRoutes() http.Handler {
 		{Method: "GET", Pattern: "/v1/health", handle: s.getHealth},
 		{Method: "GET", Pattern: "/v1/releases", handle: s.getReleases},
 		{Method: "GET", Pattern: "/v1/releases/{version}", handle: s.getRelease},
+		{Method: "POST", Pattern: "/v1/releases", handle: s.postRelease, own: true},
 		{Method: "GET", Pattern: "/v1/upgrade", handle: s.getUpgrade},
 		{Method: "POST", Pattern: "/v1/upgrade", handle: s.postUpgrade},
 		{Method: "PATCH", Pattern: "/v1/upgrade", handle: s.patchUpgrade},
@@ -47,7 +51,7 @@ func (s *Server) buildRoutes() http.Handler {
 		{Method: "GET", Pattern: "/v1/members", handle: s.getMembers},
 		{Method: "GET", Pattern: "/v1/versions", handle: s.getVersions},
 		{Method: "GET", Pattern: "/v1/events", handle: s.getEvents},
-		{Method: "GET", Pattern: "/v1/events/stream", handle: s.streamEvents},
+		{Method: "GET", Pattern: "/v1/events/stream", handle: s.streamEvents, own: true},
 		{Method: "GET", Pattern: "/metrics", handle: s.getMetrics},
 	}
 	mux := http.NewServeMux()
@@ -88,6 +92,12 @@ func (s *Server) wrap(rt route) http.Handler {
 				writeError(rec, err)
 				return
 			}
+		}
+		if !rt.own {
+			// A release import changes the catalog between requests,
+			// never under one.
+			s.catalogMu.RLock()
+			defer s.catalogMu.RUnlock()
 		}
 		if err := rt.handle(rec, r); err != nil {
 			var ae *apiError

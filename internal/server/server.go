@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -99,6 +101,10 @@ type Server struct {
 	cur      *upgrade.Upgrade
 	lastSeq  uint64
 
+	// catalogMu: API handlers read the catalog under it; an import
+	// (releases.go) writes it.
+	catalogMu sync.RWMutex
+
 	// The proof session of an upgrade started with traffic (traffic.go).
 	trafficM  *trafficMetrics
 	trafficMu sync.Mutex
@@ -110,6 +116,9 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
+	}
+	if err := LoadImported(cfg.Cluster, filepath.Dir(cfg.Store.Path())); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, tokenHash: sha256.Sum256([]byte(cfg.Token)),
 		hub: newHub(), kick: make(chan struct{}, 1), blocked: map[string]string{}}
