@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ferry-upgrade/ferry/internal/prom"
 	"github.com/ferry-upgrade/ferry/internal/proof"
 	"slices"
 	"strings"
@@ -157,7 +158,15 @@ func (g *globals) runUpgrade(ctx context.Context, to string, quiet bool, pr *pro
 	}
 	defer unlock()
 	if pr != nil {
-		pr.session = proof.Start(ctx, pr.spec, proof.Options{})
+		sig, err := prom.ForCluster(c, pr.spec)
+		if err != nil {
+			return err
+		}
+		opts := proof.Options{}
+		if sig != nil {
+			opts.Signal = sig
+		}
+		pr.session = proof.Start(ctx, pr.spec, opts)
 		if !quiet && !g.json() {
 			fmt.Fprintf(g.stdout, "traffic: %.0f requests/s from %d clients to %s; baseline for %s\n",
 				pr.spec.Rate, pr.spec.Concurrency, strings.Join(pr.spec.Targets, ", "), pr.spec.Baseline)

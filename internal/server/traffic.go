@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferry-upgrade/ferry/internal/impact"
+	"github.com/ferry-upgrade/ferry/internal/prom"
 	"github.com/ferry-upgrade/ferry/internal/proof"
 	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/traffic"
@@ -55,7 +56,15 @@ func (m *trafficMetrics) observe(s traffic.Sample) {
 func (s *Server) startTraffic(ctx context.Context) (*proof.Session, error) {
 	rec := traffic.NewRecorder()
 	rec.OnSample = s.trafficM.observe
-	sess := proof.Start(s.ctx, s.cfg.Cluster.Traffic, proof.Options{Recorder: rec})
+	opts := proof.Options{Recorder: rec}
+	sig, err := prom.ForCluster(s.cfg.Cluster, s.cfg.Cluster.Traffic)
+	if err != nil {
+		return nil, errf(http.StatusUnprocessableEntity, CodeNoTrafficSpec, "%v", err)
+	}
+	if sig != nil {
+		opts.Signal = sig
+	}
+	sess := proof.Start(s.ctx, s.cfg.Cluster.Traffic, opts)
 	s.trafficMu.Lock()
 	s.session, s.report = sess, nil
 	s.trafficMu.Unlock()
