@@ -31,6 +31,9 @@ type Comparison struct {
 	Mode      Naive         `json:"mode"`
 	Requests  traffic.Stats `json:"requests"`
 	DurationS float64       `json:"duration_s"`
+	// ZeroDowntime is the verdict ferry's report gives: no request
+	// failed while the api tier was upgraded.
+	ZeroDowntime bool `json:"zero_downtime"`
 }
 
 // Compare runs each naive upgrade on its own fresh cluster under the
@@ -105,5 +108,6 @@ func compareOne(ctx context.Context, o Options, bins map[string]string, dir stri
 	sleepCtx(ctx, time.Second)
 	stop()
 	<-done
-	return Comparison{Mode: mode, Requests: traffic.Summarize(rec.Samples(), start, end), DurationS: end.Sub(start).Seconds()}, nil
+	st := traffic.Summarize(rec.Samples(), start, end)
+	return Comparison{Mode: mode, Requests: st, DurationS: end.Sub(start).Seconds(), ZeroDowntime: st.Failed == 0}, nil
 }

@@ -93,3 +93,27 @@ func TestDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestNaiveAllAtOnce upgrades the api tier of a fresh sample cluster
+// the naive way (every member stopped, then all started on 2.0.0)
+// under the demo's traffic: clients see failures, counted, and the
+// verdict is not zero-downtime (ferry's own upgrade of the same tier
+// is, in TestDemo).
+func TestNaiveAllAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: builds binaries and runs a real cluster")
+	}
+	self, arts := buildAll(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	o := Options{Self: self, From: "1.0.0", To: "2.0.0", Rate: 400, Concurrency: 8, Seed: 1}
+	bins := map[string]string{"1.0.0": filepath.Join(arts, "sample-1.0.0"), "2.0.0": filepath.Join(arts, "sample-2.0.0")}
+	c, err := compareOne(ctx, o, bins, t.TempDir(), AllAtOnce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("all at once: %d requests, %d failed, in %.1fs; zero downtime %v", c.Requests.Total, c.Requests.Failed, c.DurationS, c.ZeroDowntime)
+	if c.ZeroDowntime || c.Requests.Failed == 0 {
+		t.Errorf("restarting every api member at once: %+v; want failed requests and zero_downtime false", c)
+	}
+}
