@@ -140,6 +140,18 @@ func (p *proofRun) writeReport(ctx context.Context, g *globals, st *store.Store,
 	if err := os.WriteFile(path, append(b, '\n'), 0o640); err != nil {
 		return r, err
 	}
+	csvPath := trimExt(path) + ".samples.csv"
+	cf, err := os.OpenFile(csvPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+	if err != nil {
+		return r, err
+	}
+	err = p.session.WriteSamples(cf, u, evs, end)
+	if cerr := cf.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return r, fmt.Errorf("samples: %w", err)
+	}
 	html := trimExt(path) + ".html"
 	f, err := os.Create(html)
 	if err != nil {
@@ -153,7 +165,7 @@ func (p *proofRun) writeReport(ctx context.Context, g *globals, st *store.Store,
 		return r, fmt.Errorf("HTML report: %w", err)
 	}
 	if !g.json() {
-		printProof(g, r, path, html)
+		printProof(g, r, path, html, csvPath)
 	}
 	return r, nil
 }
@@ -167,7 +179,7 @@ func yesNo(b bool) string {
 	return "no"
 }
 
-func printProof(g *globals, r proof.Report, jsonPath, htmlPath string) {
+func printProof(g *globals, r proof.Report, jsonPath, htmlPath, csvPath string) {
 	fmt.Fprintf(g.stdout, "\nzero downtime: %s   zero impact: %s\n", yesNo(r.ZeroDowntime), yesNo(r.ZeroImpact))
 	if tr := r.Traffic; tr != nil {
 		fmt.Fprintf(g.stdout, "traffic: baseline %d requests p99 %.1f ms; during the upgrade %d requests, %d failed, p99 %.1f ms\n",
@@ -184,5 +196,5 @@ func printProof(g *globals, r proof.Report, jsonPath, htmlPath string) {
 		fmt.Fprintf(g.stdout, "prometheus: %d samples, zero downtime %s, zero impact %s %s\n", pr.Samples,
 			yesNo(pr.Verdict.ZeroDowntime), yesNo(pr.Verdict.ZeroImpact), pr.Error)
 	}
-	fmt.Fprintf(g.stdout, "report: %s, %s\n", jsonPath, htmlPath)
+	fmt.Fprintf(g.stdout, "report: %s, %s; every request: %s\n", jsonPath, htmlPath, csvPath)
 }

@@ -76,6 +76,22 @@ func TestTrafficFromTheDescription(t *testing.T) {
 	}
 	t.Logf("verdict: zero downtime %v, zero impact %v; %d requests during the upgrade, p99 %.1f ms (baseline %.1f ms); writes %+v",
 		r.ZeroDowntime, r.ZeroImpact, tr.Requests.Total, tr.Requests.P99MS, tr.Baseline.P99MS, *tr.Writes)
+	// Every request, with the state and batch that were running.
+	rows, err := os.ReadFile(strings.TrimSuffix(report, ".json") + ".samples.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(rows)), "\n")
+	inBatch := 0
+	for _, l := range lines[1:] {
+		if strings.Contains(l, "batch ") {
+			inBatch++
+		}
+	}
+	t.Logf("samples.csv: %d requests, %d during a batch; e.g. %s", len(lines)-1, inBatch, lines[len(lines)/2])
+	if lines[0] != "start,latency_ms,request,ok,error,state,batch" || len(lines)-1 < tr.Requests.Total || inBatch == 0 {
+		t.Errorf("samples.csv: header %q, %d rows (%d during the upgrade), %d in a batch", lines[0], len(lines)-1, tr.Requests.Total, inBatch)
+	}
 	html, err := os.ReadFile(strings.TrimSuffix(report, ".json") + ".html")
 	if err != nil || !strings.Contains(string(html), `id="latency-chart"`) {
 		t.Errorf("HTML report: %v", err)

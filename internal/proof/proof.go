@@ -8,7 +8,10 @@ package proof
 
 import (
 	"context"
+	"encoding/csv"
 	"fmt"
+	"io"
+	"strconv"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/config"
@@ -272,4 +275,33 @@ func (s *Session) Page(title string, r Report, u upgrade.Upgrade, evs []store.Ev
 		}
 	}
 	return p
+}
+
+// WriteSamples writes every request the session drove as CSV, one row
+// per request: when it began, its latency, which request of the mix,
+// its outcome, and the state and batch of the upgrade that were
+// running (empty in the baseline and after the end).
+func (s *Session) WriteSamples(w io.Writer, u upgrade.Upgrade, evs []store.Event, end time.Time) error {
+	windows := timeline.Windows(u, evs, end)
+	in := func(kind timeline.Kind, t time.Time) string {
+		for _, win := range windows {
+			if win.Kind == kind && !t.Before(win.From) && t.Before(win.To) {
+				return win.Name
+			}
+		}
+		return ""
+	}
+	cw := csv.NewWriter(w)
+	if err := cw.Write([]string{"start", "latency_ms", "request", "ok", "error", "state", "batch"}); err != nil {
+		return err
+	}
+	for _, smp := range s.rec.Samples() {
+		row := []string{smp.Start.UTC().Format(time.RFC3339Nano), strconv.FormatFloat(float64(smp.Latency.Microseconds())/1000, 'f', 3, 64),
+			smp.Op, strconv.FormatBool(smp.OK), smp.Err, in(timeline.KindState, smp.Start), in(timeline.KindBatch, smp.Start)}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
 }
