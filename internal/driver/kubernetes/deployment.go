@@ -20,29 +20,13 @@ import (
 
 func (d *Driver) getDeployment(ctx context.Context, w driver.Workload) (*appsv1.Deployment, error) {
 	api := d.client.AppsV1().Deployments(w.Namespace)
-	if w.Name != "" {
-		s, err := api.Get(ctx, w.Name, metav1.GetOptions{})
+	return getWorkload(ctx, w, api.Get, func(ctx context.Context, o metav1.ListOptions) ([]appsv1.Deployment, error) {
+		l, err := api.List(ctx, o)
 		if err != nil {
-			return nil, apiError(ctx, err, "getting %s", workloadString(w))
+			return nil, err
 		}
-		return s, nil
-	}
-	sel, err := parseSelector(w)
-	if err != nil {
-		return nil, err
-	}
-	l, err := api.List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return nil, apiError(ctx, err, "listing %s", workloadString(w))
-	}
-	var names []string
-	for _, s := range l.Items {
-		names = append(names, s.Name)
-	}
-	if _, err := selectOne(w, names); err != nil {
-		return nil, err
-	}
-	return &l.Items[0], nil
+		return l.Items, nil
+	})
 }
 
 // discoverDeployment lists the replica slots <name>.1 .. <name>.<n>.

@@ -15,29 +15,13 @@ import (
 
 func (d *Driver) getStatefulSet(ctx context.Context, w driver.Workload) (*appsv1.StatefulSet, error) {
 	api := d.client.AppsV1().StatefulSets(w.Namespace)
-	if w.Name != "" {
-		s, err := api.Get(ctx, w.Name, metav1.GetOptions{})
+	return getWorkload(ctx, w, api.Get, func(ctx context.Context, o metav1.ListOptions) ([]appsv1.StatefulSet, error) {
+		l, err := api.List(ctx, o)
 		if err != nil {
-			return nil, apiError(ctx, err, "getting %s", workloadString(w))
+			return nil, err
 		}
-		return s, nil
-	}
-	sel, err := parseSelector(w)
-	if err != nil {
-		return nil, err
-	}
-	l, err := api.List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return nil, apiError(ctx, err, "listing %s", workloadString(w))
-	}
-	var names []string
-	for _, s := range l.Items {
-		names = append(names, s.Name)
-	}
-	if _, err := selectOne(w, names); err != nil {
-		return nil, err
-	}
-	return &l.Items[0], nil
+		return l.Items, nil
+	})
 }
 
 func replicas(r *int32) int {

@@ -319,3 +319,35 @@ func (d *Driver) waitFor(ctx context.Context, timeout time.Duration, what string
 		}
 	}
 }
+
+// getWorkload finds the object w names: by name, or the one its
+// selector matches (more or fewer is an error naming them).
+func getWorkload[T any, P interface {
+	*T
+	GetName() string
+}](ctx context.Context, w driver.Workload, get func(context.Context, string, metav1.GetOptions) (P, error),
+	list func(context.Context, metav1.ListOptions) ([]T, error)) (P, error) {
+	if w.Name != "" {
+		o, err := get(ctx, w.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, apiError(ctx, err, "getting %s", workloadString(w))
+		}
+		return o, nil
+	}
+	sel, err := parseSelector(w)
+	if err != nil {
+		return nil, err
+	}
+	items, err := list(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, apiError(ctx, err, "listing %s", workloadString(w))
+	}
+	names := make([]string, len(items))
+	for i := range items {
+		names[i] = P(&items[i]).GetName()
+	}
+	if _, err := selectOne(w, names); err != nil {
+		return nil, err
+	}
+	return P(&items[0]), nil
+}
