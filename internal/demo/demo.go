@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ferry-upgrade/ferry/internal/proof"
 	"io"
 	"log/slog"
 	"net"
@@ -95,22 +96,12 @@ type Report struct {
 	Naive []Comparison `json:"naive,omitempty"`
 }
 
-// WindowStats is the client traffic of one window of the upgrade.
-type WindowStats struct {
-	Name     string        `json:"name"`
-	Kind     string        `json:"kind"` // state or batch
-	FromS    float64       `json:"from_s"`
-	ToS      float64       `json:"to_s"`
-	Requests traffic.Stats `json:"requests"`
-}
+// WindowStats is the client traffic of one window of the upgrade (the
+// same as in ferry's impact report).
+type WindowStats = proof.Window
 
 // Writes is the acknowledged-write check.
-type Writes struct {
-	Acknowledged int      `json:"acknowledged"`
-	Verified     int      `json:"verified"`
-	Lost         int      `json:"lost"`
-	LostKeys     []string `json:"lost_keys,omitempty"`
-}
+type Writes = proof.Writes
 
 // Member is one member's version at the end.
 type Member struct {
