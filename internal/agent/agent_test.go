@@ -516,9 +516,15 @@ func TestTokenFile(t *testing.T) {
 	if _, err := New(Config{Dir: filepath.Join(dir, "agent"), TokenFile: empty}); err == nil {
 		t.Errorf("empty token file accepted")
 	}
-	// A token written by hand (with a newline) works.
+	// A token too short to be a secret is refused; one written by hand
+	// (with a newline) works.
+	short := filepath.Join(dir, "short")
+	os.WriteFile(short, []byte("my-token\n"), 0o600)
+	if _, err := New(Config{Dir: filepath.Join(dir, "agent"), TokenFile: short}); err == nil || !strings.Contains(err.Error(), "fewer than 16") {
+		t.Errorf("an 8-character token: %v", err)
+	}
 	own := filepath.Join(dir, "own")
-	os.WriteFile(own, []byte("my-token\n"), 0o600)
+	os.WriteFile(own, []byte("my-own-token-of-the-agent\n"), 0o600)
 	s, err = New(Config{Dir: filepath.Join(dir, "agent2"), TokenFile: own})
 	if err != nil {
 		t.Fatal(err)

@@ -2,10 +2,10 @@ package agent
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ferry-upgrade/ferry/internal/bearer"
 	"io"
 	"log/slog"
 	"net"
@@ -33,10 +33,10 @@ type Config struct {
 // Server is an agent: it owns the member processes of one host and
 // answers for them over HTTP (see Handler).
 type Server struct {
-	dir       string
-	log       *slog.Logger
-	tokenHash [sha256.Size]byte
-	handler   http.Handler
+	dir     string
+	log     *slog.Logger
+	token   bearer.Checker
+	handler http.Handler
 
 	mu      sync.Mutex
 	members map[string]*member
@@ -81,10 +81,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	s := &Server{
-		dir:       dir,
-		log:       log,
-		tokenHash: sha256.Sum256([]byte(tok)),
-		members:   make(map[string]*member),
+		dir:     dir,
+		log:     log,
+		token:   bearer.NewChecker(tok),
+		members: make(map[string]*member),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.handler = s.routes()
@@ -188,7 +188,7 @@ func (s *Server) routes() http.Handler {
 			}
 		}()
 		health := r.URL.Path == "/v1/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead)
-		if !health && !tokenOK(r, s.tokenHash) {
+		if !health && s.token.Check(r) != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ferry-agent"`)
 			writeError(w, &apiError{http.StatusUnauthorized, CodeUnauthorized,
 				"missing or wrong bearer token"})

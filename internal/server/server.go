@@ -2,9 +2,9 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/ferry-upgrade/ferry/internal/bearer"
 	"log/slog"
 	"net/http"
 	"path/filepath"
@@ -64,13 +64,13 @@ func (c *Config) defaults() error {
 
 // Server is ferry's API, dashboard and metrics over one cluster.
 type Server struct {
-	cfg       Config
-	log       *slog.Logger
-	tokenHash [sha256.Size]byte
-	handler   http.Handler
-	routes    []route
-	metrics   *metrics
-	hub       *hub
+	cfg     Config
+	log     *slog.Logger
+	token   bearer.Checker
+	handler http.Handler
+	routes  []route
+	metrics *metrics
+	hub     *hub
 
 	// drive runs upgrades (one goroutine at a time); view serves the
 	// API's observations and preflights, under viewMu (an engine's
@@ -120,7 +120,7 @@ func New(cfg Config) (*Server, error) {
 	if err := LoadImported(cfg.Cluster, filepath.Dir(cfg.Store.Path())); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, tokenHash: sha256.Sum256([]byte(cfg.Token)),
+	s := &Server{cfg: cfg, log: cfg.Logger, token: bearer.NewChecker(cfg.Token),
 		hub: newHub(), kick: make(chan struct{}, 1), blocked: map[string]string{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	var err error
