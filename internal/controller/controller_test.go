@@ -479,7 +479,7 @@ func install(t *testing.T, env *kubetest.Env) string {
 			docs = append(docs, d)
 		}
 	}
-	all := "apiVersion: v1\nkind: Namespace\nmetadata: {name: ferry-system}\n---\n" + string(crd) + "\n---\n" +
+	all := string(crd) + "\n---\n" +
 		strings.Join(docs, "\n---\n") + "\n---\n" + kubernetes.RBAC
 	if err := env.Apply(all); err != nil {
 		t.Fatal(err)
