@@ -14,7 +14,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
-// TestImpactRollsBack: a 2.0.0 whose api answers 50 ms slower is
+// TestImpactRollsBack: a 2.0.0 whose api answers 200 ms slower is
 // healthy by every check, so only the clients notice. With ferry
 // judging each batch from the traffic it sees (Mann-Whitney against
 // the baseline, p99 ratio) and policy on_impact: rollback, an api batch

@@ -33,7 +33,7 @@ const (
 	faultSlow        = "slow"
 
 	crashDelay   = 4 * time.Second
-	slowLatency  = 50 * time.Millisecond
+	slowLatency  = 200 * time.Millisecond
 	stopDeadline = 20 * time.Second
 )
 
