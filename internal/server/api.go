@@ -290,6 +290,15 @@ func (s *Server) postUpgrade(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if req.Traffic {
+		// Not fit: say so now, not after the baseline. (Begin runs the
+		// preflight again, after it.)
+		if pf := s.preflight(r.Context(), req.To); !pf.OK() {
+			unlock()
+			s.release()
+			e := errf(http.StatusUnprocessableEntity, CodePreflightFailed, "the cluster is not fit to upgrade to %s, nothing was changed (no traffic was started): %s", req.To, failedChecks(pf))
+			e.Checks = pf.Checks
+			return e
+		}
 		if _, err := s.startTraffic(r.Context()); err != nil {
 			unlock()
 			s.release()
@@ -314,6 +323,9 @@ func (s *Server) postUpgrade(w http.ResponseWriter, r *http.Request) error {
 			return errf(http.StatusUnprocessableEntity, CodePreflightFailed, "nothing was changed: %v", err)
 		}
 		return err
+	}
+	if req.Traffic {
+		s.trafficBegun(u.ID)
 	}
 	s.run(unlock)
 	s.signal()

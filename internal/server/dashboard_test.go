@@ -141,12 +141,24 @@ func TestDashboardDrivesAnUpgrade(t *testing.T) {
 		`(() => { const c = document.getElementById("traffic-chart"); const p = c.querySelector("path.p99");
 		  return !document.getElementById("traffic-panel").hidden && p !== null && p.getAttribute("d").split("L").length > 4 &&
 		    c.querySelector("path.p50") !== null && c.querySelector("rect.base") !== null; })()`)
+	waitJS(t, ctx, 30*time.Second, "the batch in progress as a band in the traffic chart",
+		`document.querySelector("#traffic-chart rect.band.cur") !== null`)
 	screenshot(t, ctx, "dashboard-traffic.png")
 	waitJS(t, ctx, 10*time.Second, "the current batch highlighted in the plan", `document.querySelector("#plan .batch.current .chip") !== null`)
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#btn-pause"))); err != nil {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, time.Minute, "state paused", `document.getElementById("state").textContent === "paused"`)
+	// Opened anew during the upgrade (the token from sessionStorage):
+	// the chart comes back with the traffic so far.
+	if err := chromedp.Do(ctx, chromedp.Navigate(c.base+"/dashboard/")); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, ctx, 20*time.Second, "the traffic chart with data in a dashboard opened during the upgrade",
+		`(() => { const p = document.querySelector("#traffic-chart path.p99");
+		  return !document.getElementById("traffic-panel").hidden && p !== null && p.getAttribute("d").split("L").length > 4 &&
+		    document.querySelector("#traffic-chart rect.band") !== null; })()`)
+	waitJS(t, ctx, 10*time.Second, "state paused after the reload", `document.getElementById("state").textContent === "paused"`)
 	screenshot(t, ctx, "dashboard-paused.png")
 	if u := current(t, c).Upgrade; u.State != "paused" || u.Intent.Kind != "pause" {
 		t.Fatalf("the API says %s, intent %+v", u.State, u.Intent)

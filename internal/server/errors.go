@@ -37,6 +37,7 @@ const (
 	CodeNoTrafficSpec     = "no_traffic_spec"   // 422: "traffic": true, and the description has no traffic:
 	CodeChecksumMismatch  = "checksum_mismatch" // 422: an imported artifact is not what its sha256 says
 	CodeReleaseExists     = "release_exists"    // 409: an import of a version the catalog has, different
+	CodeInvalidRelease    = "invalid_release"   // 422: the catalog with the imported release would not be valid
 	CodeInternal          = "internal"          // 500: the store failed
 )
 

@@ -83,18 +83,25 @@ func buildBinaries(t *testing.T) {
 // its catalog, and closes it at the end of the test.
 func startCluster(t *testing.T, soak time.Duration) *demo.Cluster {
 	t.Helper()
+	return startClusterWith(t, soak, true)
+}
+
+// startClusterWith is startCluster, with 2.0.0 in the description's
+// catalog or not (to be imported through the API).
+func startClusterWith(t *testing.T, soak time.Duration, with200 bool) *demo.Cluster {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a real sample cluster; not with -short")
 	}
 	buildBinaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	rels := []demo.Release{{Version: "1.0.0", Path: bins.sample["1.0.0"]}}
+	if with200 {
+		rels = append(rels, demo.Release{Version: "2.0.0", Path: bins.sample["2.0.0"], UpgradeFrom: []string{"1.0.x"}})
+	}
 	cl, err := demo.StartCluster(ctx, demo.ClusterOptions{Dir: t.TempDir(), Self: bins.ferry, Start: "1.0.0",
-		Soak: soak, Deadline: 20 * time.Second, GateDeadline: 20 * time.Second,
-		Releases: []demo.Release{
-			{Version: "1.0.0", Path: bins.sample["1.0.0"]},
-			{Version: "2.0.0", Path: bins.sample["2.0.0"], UpgradeFrom: []string{"1.0.x"}},
-		}})
+		Soak: soak, Deadline: 20 * time.Second, GateDeadline: 20 * time.Second, Releases: rels})
 	if err != nil {
 		t.Fatalf("start the sample cluster: %v", err)
 	}

@@ -40,6 +40,16 @@ type ImportArtifact struct {
 	SHA256 string `json:"sha256"`
 }
 
+// importView is rel in the import's form: the answer of POST
+// /v1/releases and a record of releases.json.
+func importView(rel config.Release) ImportRequest {
+	ir := ImportRequest{Version: rel.Version, UpgradeFrom: rel.UpgradeFrom, DowngradeTo: rel.DowngradeTo, Artifacts: map[string]ImportArtifact{}}
+	for k, a := range rel.Artifacts {
+		ir.Artifacts[k] = ImportArtifact{Path: a.Path, Image: a.Image, SHA256: a.SHA256}
+	}
+	return ir
+}
+
 func (ir ImportRequest) release() config.Release {
 	r := config.Release{Version: ir.Version, UpgradeFrom: ir.UpgradeFrom, DowngradeTo: ir.DowngradeTo, Artifacts: map[string]config.Artifact{}}
 	for name, a := range ir.Artifacts {
@@ -97,30 +107,34 @@ func (s *Server) postRelease(w http.ResponseWriter, r *http.Request) error {
 	}
 	if old := s.cfg.Cluster.Release(rel.Version); old != nil {
 		if sameRelease(*old, rel) {
-			writeJSON(w, http.StatusOK, rel)
+			writeJSON(w, http.StatusOK, importView(*old))
 			return nil
 		}
 		return errf(http.StatusConflict, CodeReleaseExists, "release %s is already in the catalog with other artifacts or paths; a version names one release", rel.Version)
 	}
+	// The catalog with the release must still be a valid description.
+	// (The defaults a description's release gets, set here: ApplyDefaults
+	// on the whole description would write to what others read.)
+	rel.Migrations.Deadline = config.Duration(config.DefaultMigrateDeadline)
+	rel.Migrations.Interval = config.Duration(config.DefaultMigrateInterval)
+	next := *s.cfg.Cluster
+	next.Releases = append(slices.Clip(s.cfg.Cluster.Releases), rel)
+	if err := next.Validate(); err != nil {
+		return errf(http.StatusUnprocessableEntity, CodeInvalidRelease, "the catalog with release %s would not be valid, nothing imported: %s",
+			rel.Version, importProblems(err, len(next.Releases)-1))
+	}
 	for _, name := range slices.Sorted(mapKeys(rel.Artifacts)) {
 		a := rel.Artifacts[name]
 		if a.Path == "" {
-			continue
+			continue // an image: its substrate pulls and checks it
 		}
 		sum, err := checksum.File(a.Path)
 		if err != nil {
-			return errf(http.StatusUnprocessableEntity, CodeChecksumMismatch, "artifacts[%q]: %v", name, err)
+			return errf(http.StatusUnprocessableEntity, CodeChecksumMismatch, "artifacts[%q]: %v: nothing imported", name, err)
 		}
 		if !strings.EqualFold(sum, a.SHA256) {
 			return errf(http.StatusUnprocessableEntity, CodeChecksumMismatch, "artifacts[%q]: %s has sha256 %s, the request says %s: nothing imported", name, a.Path, sum, a.SHA256)
 		}
-	}
-	// The catalog with the release must still be a valid description.
-	next := *s.cfg.Cluster
-	next.Releases = append(slices.Clip(s.cfg.Cluster.Releases), rel)
-	next.ApplyDefaults()
-	if err := next.Validate(); err != nil {
-		return errf(http.StatusUnprocessableEntity, CodeBadRequest, "the catalog with release %s would not be valid: %v", rel.Version, err)
 	}
 	if err := s.saveImported(rel); err != nil {
 		return err
@@ -130,8 +144,27 @@ func (s *Server) postRelease(w http.ResponseWriter, r *http.Request) error {
 	s.catalogMu.Unlock()
 	s.log.Info("server: release imported", "version", rel.Version)
 	w.Header().Set("Location", "/v1/releases/"+rel.Version)
-	writeJSON(w, http.StatusCreated, rel)
+	writeJSON(w, http.StatusCreated, importView(rel))
 	return nil
+}
+
+// importProblems are the validation problems of the catalog with the
+// imported release (releases[i]), those of the release named by the
+// request's fields.
+func importProblems(err error, i int) string {
+	var ce *config.Errors
+	if !errors.As(err, &ce) {
+		return err.Error()
+	}
+	prefix := fmt.Sprintf("releases[%d]", i)
+	var out []string
+	for _, p := range ce.Problems {
+		if rest, ok := strings.CutPrefix(p.Path, prefix); ok && (rest == "" || rest[0] == '.' || rest[0] == '[') {
+			p.File, p.Line, p.Path = "", 0, strings.TrimPrefix(rest, ".")
+		}
+		out = append(out, p.String())
+	}
+	return strings.Join(out, "; ")
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {
@@ -165,20 +198,46 @@ func (s *Server) saveImported(rel config.Release) error {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	ir := ImportRequest{Version: rel.Version, UpgradeFrom: rel.UpgradeFrom, DowngradeTo: rel.DowngradeTo, Artifacts: map[string]ImportArtifact{}}
-	for k, a := range rel.Artifacts {
-		ir.Artifacts[k] = ImportArtifact{Path: a.Path, Image: a.Image, SHA256: a.SHA256}
-	}
-	all = append(all, ir)
+	all = append(all, importView(rel))
 	b, err := json.MarshalIndent(all, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	return writeAtomic(path, append(b, '\n'))
+}
+
+// writeAtomic replaces path with b: a new file (0600) written and
+// synced beside it, renamed over it, the directory synced.
+func writeAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	tmp := f.Name()
+	defer os.Remove(tmp) // after the rename, nothing
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
 }
 
 // LoadImported adds the releases imported into dataDir (POST

@@ -45,9 +45,19 @@ func TestImportRelease(t *testing.T) {
 	c.do("POST", "/v1/releases", `{"version": "2.1.0", "extra": 1}`).expect(t, "an unknown field", 400, CodeBadRequest)
 	c.do("POST", "/v1/releases", imp("2.1.0", filepath.Join(t.TempDir(), "none"), sum)).expect(t, "a missing file", 422, CodeChecksumMismatch)
 
-	resp := c.do("POST", "/v1/releases", imp("2.1.0", art, sum)).expect(t, "the import", 201)
+	c.do("POST", "/v1/releases", map[string]any{"version": "2.1.0",
+		"artifacts": map[string]any{"nope": map[string]string{"path": art, "sha256": sum}}}).
+		expect(t, "an artifact for no component", 422, CodeInvalidRelease)
+
+	resp := c.do("POST", "/v1/releases", imp("2.1.0", art, strings.ToUpper(sum))).expect(t, "the import", 201)
 	if resp.header.Get("Location") != "/v1/releases/2.1.0" {
 		t.Errorf("Location %q", resp.header.Get("Location"))
+	}
+	var answer ImportRequest
+	resp.json(t, &answer)
+	if !strings.Contains(string(resp.body), `"sha256"`) || answer.Version != "2.1.0" || answer.Artifacts["*"].SHA256 != sum ||
+		len(answer.UpgradeFrom) != 1 {
+		t.Errorf("the import's answer: %s", resp.body)
 	}
 	c.do("POST", "/v1/releases", imp("2.1.0", art, sum)).expect(t, "the same import again", 200)
 	c.do("POST", "/v1/releases", imp("2.0.0", art, sum)).expect(t, "another release under a version the catalog has", 409, CodeReleaseExists)

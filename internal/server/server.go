@@ -105,11 +105,14 @@ type Server struct {
 	// (releases.go) writes it.
 	catalogMu sync.RWMutex
 
-	// The proof session of an upgrade started with traffic (traffic.go).
-	trafficM  *trafficMetrics
-	trafficMu sync.Mutex
-	session   *proof.Session
-	report    *proof.Report
+	// The proof session of the last upgrade started with traffic
+	// (traffic.go): live until that upgrade ends, kept for its series.
+	trafficM    *trafficMetrics
+	trafficMu   sync.Mutex
+	session     *proof.Session
+	sessionUp   string // the upgrade it runs around ("" while its baseline runs)
+	sessionLive bool   // its traffic runs; batches are judged against it
+	report      *proof.Report
 }
 
 // New builds a server; Start begins its background work.
@@ -220,6 +223,7 @@ func (s *Server) refresh() {
 	after := s.lastSeq
 	s.mu.Unlock()
 	s.metrics.setUpgrade(cur)
+	s.reapTraffic(cur)
 	for {
 		evs, err := s.cfg.Store.Events("", after, 1000)
 		if err != nil {
@@ -365,10 +369,14 @@ func (s *Server) run(unlock func()) {
 		defer s.release()
 		defer unlock()
 		u, err := s.drive.Run(s.ctx)
-		if err == nil {
-			s.stopTraffic(&u)
-		} else {
+		switch {
+		case err == nil:
+			s.stopTraffic(&u) // the report, with the record as it ended
+		case s.ctx.Err() != nil, errors.Is(err, engine.ErrLocked):
 			s.stopTraffic(nil)
+		default:
+			// Taken up again after Retry: the traffic goes on, and the
+			// report comes at the end.
 		}
 		switch {
 		case err == nil:

@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +15,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/prom"
 	"github.com/ferry-upgrade/ferry/internal/proof"
 	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/timeline"
 	"github.com/ferry-upgrade/ferry/internal/traffic"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
@@ -52,7 +56,7 @@ func (m *trafficMetrics) observe(s traffic.Sample) {
 }
 
 // startTraffic begins the proof session of the next upgrade and waits
-// for its baseline.
+// for its baseline. The caller has reserved the server.
 func (s *Server) startTraffic(ctx context.Context) (*proof.Session, error) {
 	rec := traffic.NewRecorder()
 	rec.OnSample = s.trafficM.observe
@@ -66,7 +70,7 @@ func (s *Server) startTraffic(ctx context.Context) (*proof.Session, error) {
 	}
 	sess := proof.Start(s.ctx, s.cfg.Cluster.Traffic, opts)
 	s.trafficMu.Lock()
-	s.session, s.report = sess, nil
+	s.session, s.sessionUp, s.sessionLive, s.report = sess, "", true, nil
 	s.trafficMu.Unlock()
 	if err := sess.WaitBaseline(ctx); err != nil {
 		s.stopTraffic(nil)
@@ -75,24 +79,46 @@ func (s *Server) startTraffic(ctx context.Context) (*proof.Session, error) {
 	return sess, nil
 }
 
-// judge is the drive engine's Judge: the session's, while one runs.
+// trafficBegun ties the live session to upgrade id, which has begun.
+func (s *Server) trafficBegun(id string) {
+	s.trafficMu.Lock()
+	defer s.trafficMu.Unlock()
+	if s.sessionLive {
+		s.sessionUp = id
+	}
+}
+
+// judge is the drive engine's Judge: the live session's, if any.
 func (s *Server) judge(from, to time.Time) string {
 	s.trafficMu.Lock()
-	sess := s.session
+	sess, live := s.session, s.sessionLive
 	s.trafficMu.Unlock()
-	if sess == nil {
+	if sess == nil || !live {
 		return ""
 	}
 	return sess.Judge(from, to)
 }
 
-// stopTraffic ends the session once upgrade u has ended (nil: it never
-// began) and keeps its report.
+// stopTraffic ends the live session once upgrade u has ended (nil: it
+// never began, or the server stops) and keeps its report. The session
+// stays for GET /v1/traffic until the next one starts.
 func (s *Server) stopTraffic(u *upgrade.Upgrade) {
 	s.trafficMu.Lock()
 	sess := s.session
 	s.trafficMu.Unlock()
-	if sess == nil {
+	s.stopSession(sess, u)
+}
+
+// stopSession is stopTraffic for session sess, if it is still the
+// live one.
+func (s *Server) stopSession(sess *proof.Session, u *upgrade.Upgrade) {
+	s.trafficMu.Lock()
+	live := sess != nil && sess == s.session && s.sessionLive
+	if live {
+		s.sessionLive = false
+	}
+	s.trafficMu.Unlock()
+	if !live {
 		return
 	}
 	end := time.Now()
@@ -109,6 +135,46 @@ func (s *Server) stopTraffic(u *upgrade.Upgrade) {
 	s.trafficMu.Lock()
 	s.report = &r
 	s.trafficMu.Unlock()
+	s.log.Info("server: traffic report", "upgrade", u.ID, "zero_downtime", r.ZeroDowntime, "zero_impact", r.ZeroImpact)
+}
+
+// reapTraffic ends a live session whose upgrade this server no longer
+// drives and which has ended (driven to its end by another process) or
+// is no longer current (cur: the current record, nil if none). The
+// watcher calls it; the session stops in the background (the spec's
+// after may run long).
+func (s *Server) reapTraffic(cur *upgrade.Upgrade) {
+	s.mu.Lock()
+	busy := s.busy
+	s.mu.Unlock()
+	s.trafficMu.Lock()
+	sess, live, id := s.session, s.sessionLive, s.sessionUp
+	if busy && live && id != "" && cur != nil && cur.ID != id && !cur.State.Terminal() {
+		// The next step of a chain, begun by this server's engine: the
+		// traffic goes on around it.
+		s.sessionUp = cur.ID
+	}
+	s.trafficMu.Unlock()
+	if busy || !live || id == "" {
+		return
+	}
+	var ended *upgrade.Upgrade
+	switch {
+	case cur != nil && cur.ID == id && !cur.State.Terminal():
+		return // it goes on: whoever drives it, its batches are judged here
+	case cur != nil && cur.ID == id:
+		u := *cur
+		ended = &u
+	default:
+		if u, err := s.cfg.Store.Get(id); err == nil && u.State.Terminal() {
+			ended = &u
+		}
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.stopSession(sess, ended)
+	}()
 }
 
 func (s *Server) getReport(w http.ResponseWriter, r *http.Request) error {
@@ -116,11 +182,11 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.trafficMu.Lock()
-	rep, running := s.report, s.session != nil
+	rep, live := s.report, s.sessionLive
 	s.trafficMu.Unlock()
 	if rep == nil {
 		msg := "no report: start an upgrade with \"traffic\": true"
-		if running {
+		if live {
 			msg = "the upgrade with traffic has not ended yet: its report comes at its end (GET /v1/traffic meanwhile)"
 		}
 		return errf(http.StatusNotFound, CodeNoReport, "%s", msg)
@@ -132,11 +198,19 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) error {
 // TrafficSeries is the traffic of the current (or last) upgrade run
 // with traffic, second by second (GET /v1/traffic).
 type TrafficSeries struct {
+	// Upgrade is the upgrade the traffic runs around; empty while the
+	// baseline runs.
+	Upgrade string `json:"upgrade,omitempty"`
+	// Live: the traffic still runs.
+	Live  bool      `json:"live"`
 	Began time.Time `json:"began"`
-	// Started is when the upgrade began (the baseline's end); zero
+	// Started is when the upgrade began (the baseline's end); absent
 	// while the baseline runs.
 	Started *time.Time     `json:"started,omitempty"`
 	Points  []TrafficPoint `json:"points"`
+	// Batches are the upgrade's batches so far, in seconds since Began;
+	// the one in progress has Current set.
+	Batches []TrafficBatch `json:"batches"`
 }
 
 // TrafficPoint is one second: requests begun in it, how many failed,
@@ -149,33 +223,85 @@ type TrafficPoint struct {
 	P99MS    float64 `json:"p99_ms"`
 }
 
+// TrafficBatch is the span of one batch: from its first member leaving
+// pending to its last done (or now, for the batch in progress).
+type TrafficBatch struct {
+	Name    string  `json:"name"`
+	FromS   float64 `json:"from_s"`
+	ToS     float64 `json:"to_s"`
+	Current bool    `json:"current,omitempty"`
+}
+
 func (s *Server) getTraffic(w http.ResponseWriter, r *http.Request) error {
 	q, err := query(r, "since")
 	if err != nil {
 		return err
 	}
 	since := 0
-	if v := q["since"]; v != "" {
+	if v, ok := q["since"]; ok {
 		if since, err = strconv.Atoi(v); err != nil || since < 0 {
-			return badRequest("since: %q is not a number of seconds (0 or more)", v)
+			return badRequest("query parameter since=%q: want a number of seconds since the traffic began (0 or more)", v)
 		}
 	}
 	s.trafficMu.Lock()
-	sess := s.session
+	sess, id, live := s.session, s.sessionUp, s.sessionLive
 	s.trafficMu.Unlock()
 	if sess == nil {
 		return errf(http.StatusNotFound, CodeNoReport, "no traffic: start an upgrade with \"traffic\": true")
 	}
-	out := TrafficSeries{Began: sess.Began().UTC(), Points: []TrafficPoint{}}
+	began := sess.Began()
+	out := TrafficSeries{Upgrade: id, Live: live, Began: began.UTC(), Points: []TrafficPoint{}, Batches: []TrafficBatch{}}
 	if sess.BaselineDone() {
 		end := sess.BaselineEnd().UTC()
 		out.Started = &end
 	}
-	for _, p := range impact.Series(sess.Recorder().Samples(), sess.Began()) {
+	for _, p := range impact.Series(sess.Recorder().Samples(), began) {
 		if p.Second >= since {
 			out.Points = append(out.Points, TrafficPoint{Second: p.Second, Requests: p.N, Failed: p.Errors, P50MS: p.P50MS, P99MS: p.P99MS})
 		}
 	}
+	if id != "" {
+		bs, err := s.trafficBatches(id, began)
+		if err != nil {
+			return err
+		}
+		out.Batches = bs
+	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// trafficBatches are the batch windows of upgrade id so far.
+func (s *Server) trafficBatches(id string, began time.Time) ([]TrafficBatch, error) {
+	u, err := s.cfg.Store.Get(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return []TrafficBatch{}, nil
+	} else if err != nil {
+		return nil, err
+	}
+	evs, err := s.cfg.Store.Events(id, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	// The batch in progress, named as timeline names it.
+	cur := ""
+	if !u.State.Terminal() && u.Rollback == nil && u.Phase < len(u.Plan.Phases) {
+		ph := u.Plan.Phases[u.Phase]
+		if u.Batch < len(ph.Batches) {
+			cur = fmt.Sprintf("%s batch %d (%s)", ph.Component, u.Batch+1, strings.Join(ph.Batches[u.Batch].Members, ", "))
+		}
+	}
+	now := time.Now()
+	out := []TrafficBatch{}
+	for _, w := range timeline.Windows(u, evs, now) {
+		if w.Kind != timeline.KindBatch {
+			continue
+		}
+		b := TrafficBatch{Name: w.Name, FromS: w.From.Sub(began).Seconds(), ToS: w.To.Sub(began).Seconds(), Current: w.Name == cur}
+		if b.Current {
+			b.ToS = now.Sub(began).Seconds()
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }

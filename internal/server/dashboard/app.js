@@ -325,16 +325,26 @@ async function refreshTraffic() {
   const pts = ts.points || [];
   const chart = $("traffic-chart");
   chart.replaceChildren();
+  const batches = ts.batches || [];
   const W = 960, H = 220, L = 50, B = 22, T = 8;
-  const last = pts.length ? pts[pts.length - 1].second : 1;
+  const last = Math.max(1, pts.length ? pts[pts.length - 1].second : 1, ...batches.map((b) => Math.ceil(b.to_s)));
   const maxMS = Math.max(1, ...pts.map((p) => p.p99_ms)) * 1.1;
-  const x = (sec) => L + (W - L - 8) * (sec / Math.max(1, last));
+  const x = (sec) => L + (W - L - 8) * (Math.min(sec, last) / last);
   const y = (ms) => T + (H - T - B) * (1 - ms / maxMS);
   const began = Date.parse(ts.began);
   if (ts.started) {
     const base = (Date.parse(ts.started) - began) / 1000;
     chart.append(svg("rect", { class: "base", x: L, y: T, width: Math.max(0, x(base) - L), height: H - T - B }));
   }
+  // The batches as bands, the one in progress highlighted.
+  batches.forEach((b, i) => {
+    const band = svg("rect", { class: "band" + (i % 2 ? " odd" : "") + (b.current ? " cur" : ""),
+      x: x(b.from_s), y: T, width: Math.max(1, x(b.to_s) - x(b.from_s)), height: H - T - B });
+    band.append(svg("title", {}, b.name + (b.current ? " (in progress)" : "")));
+    chart.append(band);
+  });
+  const cur = batches.find((b) => b.current);
+  if (cur) chart.append(svg("text", { class: "grid cur", x: x(cur.from_s) + 3, y: T + 12 }, cur.name));
   chart.append(svg("line", { class: "axis", x1: L, y1: H - B, x2: W - 8, y2: H - B }));
   chart.append(svg("line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }));
   for (const f of [0, 0.5, 1]) {
@@ -350,7 +360,7 @@ async function refreshTraffic() {
     const d = pts.filter((p) => p.requests > p.failed).map((p, i) => `${i ? "L" : "M"}${x(p.second).toFixed(1)},${y(p[key]).toFixed(1)}`).join(" ");
     if (d) chart.append(svg("path", { class: cls, d }));
   }
-  $("traffic-title").textContent = `${total} requests, ${failed} failed, over ${last} s`;
+  $("traffic-title").textContent = `${total} requests, ${failed} failed, over ${last} s` + (ts.live ? "" : " (ended)");
 }
 
 let timers = [];
