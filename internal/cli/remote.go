@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -159,77 +160,17 @@ func (g *globals) remoteEvents(ctx context.Context, all, follow bool, limit int)
 		return nil
 	}
 	id := ""
-	if u, ok, err := g.remoteCurrent(ctx, c); err == nil && ok {
+	if u, ok, err := c.Current(ctx); err == nil && ok {
 		if u.State.Terminal() {
 			return nil
 		}
 		id = u.ID
 	}
-	return g.followRemote(ctx, c, id, after, show)
-}
-
-// followRemote streams events of upgrade id (any, if empty) after
-// after to show, until the upgrade ends or ctx does.
-func (g *globals) followRemote(ctx context.Context, c *client.Client, id string, after uint64, show func(store.Event)) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ended := make(chan struct{})
-	go func() {
-		// The stream says what happens; the record says when it is over.
-		defer close(ended)
-		for ctx.Err() == nil {
-			if u, ok, err := g.remoteCurrent(ctx, c); err == nil && ok && u.State.Terminal() && (id == "" || u.ID == id) {
-				return
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}()
-	errc := make(chan error, 1)
-	go func() {
-		errc <- c.Stream(ctx, after, func(ev store.Event) bool {
-			if id == "" || ev.Upgrade == id {
-				show(ev)
-			}
-			return true
-		})
-	}()
-	select {
-	case <-ended:
-		// Give the stream a moment to deliver the last events.
-		t := time.NewTimer(300 * time.Millisecond)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-errc:
-		}
-		return nil
-	case err := <-errc:
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	case <-ctx.Done():
+	_, err = c.Follow(ctx, id, after, show, func(u upgrade.Upgrade) bool { return u.State.Terminal() })
+	if ctx.Err() != nil {
 		return nil
 	}
-}
-
-func (g *globals) remoteCurrent(ctx context.Context, c *client.Client) (upgrade.Upgrade, bool, error) {
-	var st struct {
-		Upgrade  upgrade.Upgrade `json:"upgrade"`
-		DrivenBy string          `json:"driven_by"`
-	}
-	err := c.Do(ctx, http.MethodGet, "/v1/upgrade", nil, &st)
-	var ce *client.Error
-	if errors.As(err, &ce) && ce.Status == http.StatusNotFound {
-		return upgrade.Upgrade{}, false, nil
-	}
-	if err != nil {
-		return upgrade.Upgrade{}, false, err
-	}
-	return st.Upgrade, true, nil
+	return err
 }
 
 func (g *globals) remoteStatus(ctx context.Context) error {
@@ -237,7 +178,7 @@ func (g *globals) remoteStatus(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	u, ok, err := g.remoteCurrent(ctx, c)
+	u, ok, err := c.Current(ctx)
 	if err != nil {
 		return remoteErr(err)
 	}
@@ -259,17 +200,10 @@ func (g *globals) remoteStart(ctx context.Context, to string, withTraffic, quiet
 	if err != nil {
 		return err
 	}
-	body := map[string]any{"to": to}
-	if withTraffic {
-		body["traffic"] = true
-	}
-	var st struct {
-		Upgrade upgrade.Upgrade `json:"upgrade"`
-	}
-	if err := c.Do(ctx, http.MethodPost, "/v1/upgrade", body, &st); err != nil {
+	u, err := c.Start(ctx, to, withTraffic)
+	if err != nil {
 		return remoteErr(err)
 	}
-	u := st.Upgrade
 	if !quiet && !g.json() {
 		fmt.Fprintf(g.stdout, "upgrade %s: %s → %s (driven by the server at %s)\n", u.ID, u.From, u.To, g.addr)
 	}
@@ -284,14 +218,11 @@ func (g *globals) followToEnd(ctx context.Context, c *client.Client, id string, 
 	if !quiet && !g.json() {
 		show = func(ev store.Event) { printLive(g, start, ev) }
 	}
-	if err := g.followRemote(ctx, c, id, 0, show); err != nil {
-		return err
-	}
+	u, err := c.Follow(ctx, id, 0, show, func(u upgrade.Upgrade) bool { return u.State.Terminal() })
 	if ctx.Err() != nil {
 		fmt.Fprintf(g.stderr, "ferry: stopped following; the server drives upgrade %s on (ferry upgrade status)\n", id)
 		return ctx.Err()
 	}
-	u, _, err := g.remoteCurrent(context.WithoutCancel(ctx), c)
 	if err != nil {
 		return remoteErr(err)
 	}
@@ -299,19 +230,10 @@ func (g *globals) followToEnd(ctx context.Context, c *client.Client, id string, 
 		return g.printJSON(u)
 	}
 	printStatus(g, u)
-	if u.State != upgrade.StateCompleted && !containsState(ok, u.State) {
+	if u.State != upgrade.StateCompleted && !slices.Contains(ok, u.State) {
 		return &exitError{code: 4, err: fmt.Errorf("upgrade %s ended %s: %s", u.ID, u.State, u.Reason)}
 	}
 	return nil
-}
-
-func containsState(ss []upgrade.State, s upgrade.State) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // remoteRequest asks the server for pause, resume, abort or finalize.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/client"
 	"github.com/ferry-upgrade/ferry/internal/store"
@@ -42,45 +40,13 @@ func startServer(ctx context.Context, serve ServeFunc, cl *Cluster, st *store.St
 }
 
 // run starts the upgrade to version to through the API and follows its
-// events (to onEvent) until it ends; it returns the ended record.
+// events (to onEvent) until it ends or pauses; it returns the record.
 func (v *viaServer) run(ctx context.Context, to string, onEvent func(store.Event)) (upgrade.Upgrade, error) {
-	var started struct {
-		Upgrade upgrade.Upgrade `json:"upgrade"`
-	}
-	if err := v.client.Do(ctx, http.MethodPost, "/v1/upgrade", map[string]string{"to": to}, &started); err != nil {
+	u, err := v.client.Start(ctx, to, false)
+	if err != nil {
 		return upgrade.Upgrade{}, err
 	}
-	id := started.Upgrade.ID
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	streamed := make(chan error, 1)
-	go func() {
-		streamed <- v.client.Stream(sctx, 0, func(ev store.Event) bool {
-			if ev.Upgrade == id && onEvent != nil {
-				onEvent(ev)
-			}
-			return true
-		})
-	}()
-	for {
-		var cur struct {
-			Upgrade upgrade.Upgrade `json:"upgrade"`
-		}
-		if err := v.client.Do(ctx, http.MethodGet, "/v1/upgrade", nil, &cur); err != nil {
-			return upgrade.Upgrade{}, err
-		}
-		if cur.Upgrade.ID == id && (cur.Upgrade.State.Terminal() || cur.Upgrade.State == upgrade.StatePaused) {
-			// Let the stream deliver the last events before it is cut.
-			select {
-			case <-time.After(300 * time.Millisecond):
-			case <-streamed:
-			}
-			return cur.Upgrade, nil
-		}
-		select {
-		case <-ctx.Done():
-			return upgrade.Upgrade{}, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return v.client.Follow(ctx, u.ID, 0, onEvent, func(u upgrade.Upgrade) bool {
+		return u.State.Terminal() || u.State == upgrade.StatePaused
+	})
 }

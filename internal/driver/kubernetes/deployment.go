@@ -134,23 +134,33 @@ func isRollingOneByOne(s appsv1.DeploymentStrategy) bool {
 		r.MaxUnavailable != nil && (*r.MaxUnavailable == intstr.FromInt32(0) || *r.MaxUnavailable == intstr.FromString("0%"))
 }
 
+// deploymentMember is what Start and Stop of slot member m start from:
+// the Deployment, its container, m's slot number and the pods.
+func (d *Driver) deploymentMember(ctx context.Context, w driver.Workload, m driver.Member) (*appsv1.Deployment, string, int, []corev1.Pod, error) {
+	dep, err := d.getDeployment(ctx, w)
+	if err != nil {
+		return nil, "", 0, nil, err
+	}
+	container, err := containerOf(dep.Spec.Template, w)
+	if err != nil {
+		return nil, "", 0, nil, err
+	}
+	slot, err := slotOf(dep, m)
+	if err != nil {
+		return nil, "", 0, nil, err
+	}
+	ps, err := d.listPods(ctx, w, dep.Spec.Selector)
+	if err != nil {
+		return nil, "", 0, nil, err
+	}
+	return dep, container, slot, ps, nil
+}
+
 // startDeployment lets the Deployment's rollout to ref run until slot
 // pods run version, then pauses it (the gate, in the background); the
 // last slot leaves it unpaused.
 func (d *Driver) startDeployment(ctx context.Context, w driver.Workload, m driver.Member, version, ref string) error {
-	dep, err := d.getDeployment(ctx, w)
-	if err != nil {
-		return err
-	}
-	container, err := containerOf(dep.Spec.Template, w)
-	if err != nil {
-		return err
-	}
-	slot, err := slotOf(dep, m)
-	if err != nil {
-		return err
-	}
-	ps, err := d.listPods(ctx, w, dep.Spec.Selector)
+	dep, container, slot, ps, err := d.deploymentMember(ctx, w, m)
 	if err != nil {
 		return err
 	}
@@ -299,19 +309,7 @@ func sleep(ctx context.Context, d time.Duration) {
 // stopDeployment deletes the pod in the member's slot; the ReplicaSet
 // replaces it.
 func (d *Driver) stopDeployment(ctx context.Context, w driver.Workload, m driver.Member) error {
-	dep, err := d.getDeployment(ctx, w)
-	if err != nil {
-		return err
-	}
-	container, err := containerOf(dep.Spec.Template, w)
-	if err != nil {
-		return err
-	}
-	slot, err := slotOf(dep, m)
-	if err != nil {
-		return err
-	}
-	ps, err := d.listPods(ctx, w, dep.Spec.Selector)
+	dep, container, slot, ps, err := d.deploymentMember(ctx, w, m)
 	if err != nil {
 		return err
 	}
