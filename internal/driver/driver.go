@@ -72,14 +72,26 @@ type Status struct {
 	Since time.Time
 	// Detail says why a member is down (exit status, pod phase).
 	Detail string
+	// Restarts counts the times the substrate itself restarted the
+	// member since it was last started (an agent's supervision, a
+	// container's restarts): a crash loop shows here even when every
+	// observation finds the member running.
+	Restarts int
+	// Unknown is true when the substrate could not be asked about this
+	// member just now (its agent or the API server did not answer):
+	// the other fields are not an observation, and the member's fate is
+	// not to be judged from them. Detail says what did not answer.
+	Unknown bool
 }
 
 // Driver acts on members. Every method is idempotent: calling it again
 // after a crash, with the same arguments, leads to the same state.
 type Driver interface {
 	// Observe reports the status of each member, in order. A member
-	// that is down is a status, not an error; an error means the
-	// substrate could not be asked at all.
+	// that is down is a status, not an error; a member whose host or
+	// API server did not answer is Unknown. An error means the request
+	// itself was wrong (an unknown host), not that the substrate was
+	// away.
 	Observe(ctx context.Context, members []Member) ([]Status, error)
 	// Start starts the member on the artifact if it is not already
 	// running that version; a member running another version is
@@ -93,3 +105,70 @@ type Driver interface {
 // ErrUnreachable wraps errors that mean the substrate (agent, API
 // server) did not answer: worth retrying, not a verdict on a member.
 var ErrUnreachable = errors.New("driver: substrate unreachable")
+
+// Logger is a driver that keeps its members' output.
+type Logger interface {
+	// Logs returns the last lines of member m's output: of its current
+	// (or last) instance, or of the instance before it (previous), like
+	// kubectl logs --previous.
+	Logs(ctx context.Context, m Member, previous bool, lines int) (string, error)
+}
+
+// Effect is a change a driver makes outside a member's own process (a
+// node cordoned, a workload's update strategy changed, a rollout
+// paused), recorded with what undoes it before it is made.
+type Effect struct {
+	// Key names the change, stable across calls and processes, so
+	// that recording it again is a no-op: "node/worker-1/cordon".
+	Key string
+	// What says it in words for the operator: "node worker-1 cordoned".
+	What string
+	// Workload is true when the change belongs to the member's whole
+	// workload (its update strategy, its rollout) rather than to the
+	// member alone: it is undone when the component's phase ends.
+	Workload bool
+	// Undo is the driver's own description of how to undo it, handed
+	// back to Undoer.Undo.
+	Undo []byte
+}
+
+// Journal records effects before a driver makes them. Record returns
+// once the effect is durably recorded (in the upgrade's record, with
+// the step that makes it); a driver must not make the change if it
+// fails. Done says the driver undid the change itself, as part of the
+// member's move (a node uncordoned once upgraded).
+type Journal interface {
+	Record(ctx context.Context, e Effect) error
+	Done(ctx context.Context, key string) error
+}
+
+// Undoer is a driver that can undo the effects it recorded. Undo must
+// be idempotent: undoing an effect whose change was never made, or is
+// already undone, succeeds.
+type Undoer interface {
+	Undo(ctx context.Context, key string, undo []byte) error
+}
+
+type journalKey struct{}
+
+// WithJournal returns ctx carrying the journal of the upgrade a driver
+// call is made for. It travels in the context because drivers are made
+// once per cluster and serve many upgrades; a call without one (a
+// view, the demo's first start) makes no effect worth undoing.
+func WithJournal(ctx context.Context, j Journal) context.Context {
+	return context.WithValue(ctx, journalKey{}, j)
+}
+
+// JournalFrom returns the journal ctx carries, or one that records
+// nothing.
+func JournalFrom(ctx context.Context) Journal {
+	if j, ok := ctx.Value(journalKey{}).(Journal); ok && j != nil {
+		return j
+	}
+	return noJournal{}
+}
+
+type noJournal struct{}
+
+func (noJournal) Record(context.Context, Effect) error { return nil }
+func (noJournal) Done(context.Context, string) error   { return nil }

@@ -183,6 +183,9 @@ func (e *Engine) Observe(ctx context.Context) (Snapshot, error) {
 	snap := Snapshot{Time: now, Statuses: map[string]driver.Status{},
 		Obs: upgrade.Observation{Members: map[string]upgrade.MemberHealth{}, Gates: map[string]upgrade.Gate{}}}
 	for _, st := range sts {
+		if st.Unknown {
+			return Snapshot{}, fmt.Errorf("engine: observe: %s", st.Detail)
+		}
 		snap.Statuses[st.Name] = st
 	}
 	var wg sync.WaitGroup

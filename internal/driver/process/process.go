@@ -235,7 +235,8 @@ func (d *Driver) transportError(ctx context.Context, h Host, method, path string
 
 // Observe asks each host's agent once (concurrently) for all its
 // members, and returns the members' statuses in order. A member its
-// agent does not know is down with no version.
+// agent does not know is down with no version; the members of an
+// agent that does not answer are Unknown, with the error in Detail.
 func (d *Driver) Observe(ctx context.Context, members []driver.Member) ([]driver.Status, error) {
 	var order []string
 	seen := map[string]bool{}
@@ -269,7 +270,16 @@ func (d *Driver) Observe(ctx context.Context, members []driver.Member) ([]driver
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := ctx.Err(); err != nil {
+		return nil, err // the caller gave up: that says nothing of the agents
+	}
+	var refused []error
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, driver.ErrUnreachable) {
+			refused = append(refused, err) // it answered, and said no (a wrong token)
+		}
+	}
+	if err := errors.Join(refused...); err != nil {
 		return nil, err
 	}
 	index := make(map[string]int, len(order))
@@ -278,6 +288,12 @@ func (d *Driver) Observe(ctx context.Context, members []driver.Member) ([]driver
 	}
 	out := make([]driver.Status, len(members))
 	for i, m := range members {
+		if err := errs[index[m.Host]]; err != nil {
+			// The agent did not answer: nothing is known of its members,
+			// which is not to say they are down.
+			out[i] = driver.Status{Name: m.Name, Unknown: true, Detail: err.Error()}
+			continue
+		}
 		s, ok := lists[index[m.Host]][m.Name]
 		if !ok {
 			out[i] = driver.Status{Name: m.Name}

@@ -297,12 +297,17 @@ func TestUnreachableAgent(t *testing.T) {
 	d := New([]Host{h1.Host, dead})
 	ctx := context.Background()
 
-	_, err := d.Observe(ctx, []driver.Member{member("a", "h1", tag), member("b", "h2", tag)})
-	if !errors.Is(err, driver.ErrUnreachable) {
+	// The members of the dead agent are unknown (not down); the other
+	// host's are observed.
+	sts, err := d.Observe(ctx, []driver.Member{member("a", "h1", tag), member("b", "h2", tag)})
+	if err != nil {
 		t.Fatalf("Observe with a dead agent: %v", err)
 	}
-	if msg := err.Error(); !strings.Contains(msg, "host h2") || !strings.Contains(msg, dead.Addr) || strings.Contains(msg, "host h1") {
-		t.Errorf("error does not name the dead host and its address (only): %s", msg)
+	if sts[0].Unknown || !sts[1].Unknown {
+		t.Fatalf("Observe with a dead agent: %+v", sts)
+	}
+	if msg := sts[1].Detail; !strings.Contains(msg, "host h2") || !strings.Contains(msg, dead.Addr) || !strings.Contains(msg, driver.ErrUnreachable.Error()) {
+		t.Errorf("the unknown member's detail does not name the dead host, its address, and that it is unreachable: %s", msg)
 	}
 	// The healthy host alone still answers.
 	if _, err := d.Observe(ctx, []driver.Member{member("a", "h1", tag)}); err != nil {
