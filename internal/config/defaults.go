@@ -24,12 +24,20 @@ import (
 //	  timeout                              2s
 //	  success_threshold                    1
 //	  failure_threshold                    1
-//	hooks (pre_stop, post_start):
+//	components[].strategy.max_unavailable_per_host    0 (no bound)
+//	components[].strategy.max_unavailable_per_domain  0 (no bound)
+//	components[].members[].domain          its host's domain
+//	components[].crash_loop.exits          2
+//	components[].crash_loop.window         30s
+//	components[].role.check: interval      1s, timeout 2s, thresholds 1
+//	hooks (pre_stop, post_start, pre_phase, post_phase, and the
+//	  cluster's pre_upgrade, post_upgrade; their undos):
 //	  timeout                              5s
 //	method of an http check or hook        POST if it has a body, else GET
 //	expect_status                          0, kept: any 2xx
 //	policy.on_failure                      rollback
 //	policy.tick                            100ms
+//	policy.undo_deadline                   2m
 //	components[].workload.namespace        default (not for a NodePool)
 //	components[].workload.drain_timeout    5m
 //	traffic.concurrency                    4
@@ -61,6 +69,10 @@ const (
 	DefaultMigrateInterval = time.Second
 	DefaultTick            = Duration(100 * time.Millisecond)
 	DefaultDrainTimeout    = Duration(5 * time.Minute)
+	DefaultCrashExits      = 2
+	DefaultCrashWindow     = Duration(30 * time.Second)
+	DefaultRoleInterval    = Duration(time.Second)
+	DefaultUndoDeadline    = Duration(2 * time.Minute)
 	// The traffic spec's defaults (and the impact verdict's).
 	DefaultTrafficConcurrency = 4
 	DefaultTrafficRate        = 100.0
@@ -97,11 +109,32 @@ func (c *Cluster) ApplyDefaults() {
 				ch.applyDefaults()
 			}
 		}
-		for _, hooks := range [][]Call{comp.Hooks.PreStop, comp.Hooks.PostStart} {
-			for j := range hooks {
-				hooks[j].applyDefaults(DefaultHookTimeout)
+		for _, hooks := range comp.Hooks.lists() {
+			applyHookDefaults(hooks.calls)
+		}
+		if comp.CrashLoop.Exits == 0 {
+			comp.CrashLoop.Exits = DefaultCrashExits
+		}
+		if comp.CrashLoop.Window == 0 {
+			comp.CrashLoop.Window = DefaultCrashWindow
+		}
+		if r := comp.Role; r != nil && r.Check != nil {
+			if r.Check.Interval == 0 {
+				r.Check.Interval = DefaultRoleInterval
+			}
+			r.Check.applyDefaults()
+		}
+		for j := range comp.Members {
+			m := &comp.Members[j]
+			if h := c.Host(m.Host); m.Domain == "" && h != nil {
+				m.Domain = h.Domain
 			}
 		}
+	}
+	applyHookDefaults(c.Hooks.PreUpgrade)
+	applyHookDefaults(c.Hooks.PostUpgrade)
+	if c.Policy.UndoDeadline == 0 {
+		c.Policy.UndoDeadline = DefaultUndoDeadline
 	}
 	for i := range c.Releases {
 		for name, a := range c.Releases[i].Artifacts {
@@ -246,4 +279,50 @@ func (c *Call) applyDefaults(timeout Duration) {
 // httpMethods are the methods a call may use.
 var httpMethods = map[string]bool{
 	"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "OPTIONS": true,
+}
+
+// applyHookDefaults gives hook calls, and their undos, the hook timeout.
+func applyHookDefaults(calls []Call) {
+	for j := range calls {
+		calls[j].applyDefaults(DefaultHookTimeout)
+		if u := calls[j].Undo; u != nil {
+			u.applyDefaults(DefaultHookTimeout)
+		}
+	}
+}
+
+// hookList is one named list of a component's hooks.
+type hookList struct {
+	key   string
+	calls []Call
+	// undo: its calls may have an undo (they open an effect).
+	undo bool
+}
+
+func (h *Hooks) lists() []hookList {
+	return []hookList{{"pre_stop", h.PreStop, true}, {"post_start", h.PostStart, false},
+		{"pre_phase", h.PrePhase, true}, {"post_phase", h.PostPhase, false}}
+}
+
+// List returns the component's hook list named key (pre_stop,
+// post_start, pre_phase, post_phase), or nil.
+func (h *Hooks) List(key string) []Call {
+	for _, l := range h.lists() {
+		if l.key == key {
+			return l.calls
+		}
+	}
+	return nil
+}
+
+// List returns the upgrade's hook list named key (pre_upgrade,
+// post_upgrade), or nil.
+func (h *UpgradeHooks) List(key string) []Call {
+	switch key {
+	case "pre_upgrade":
+		return h.PreUpgrade
+	case "post_upgrade":
+		return h.PostUpgrade
+	}
+	return nil
 }

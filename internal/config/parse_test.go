@@ -79,7 +79,7 @@ func TestParseGood(t *testing.T) {
 	if a, ok := r.ArtifactFor("kv"); !ok || a.Path != "bin/sample-2.0.0" || len(a.SHA256) != 64 {
 		t.Errorf("kv artifact = %+v %v", a, ok)
 	}
-	if c.Policy != (Policy{OnFailure: "rollback", OnImpact: "continue", Tick: DefaultTick, Finalize: DefaultFinalize}) {
+	if c.Policy != (Policy{OnFailure: "rollback", OnImpact: "continue", Tick: DefaultTick, Finalize: DefaultFinalize, UndoDeadline: DefaultUndoDeadline}) {
 		t.Errorf("policy = %+v", c.Policy)
 	}
 
@@ -108,13 +108,13 @@ func eqStrategy(t *testing.T, name string, got, want Strategy) {
 func TestParseErrors(t *testing.T) {
 	runTable(t, []tcase{
 		{"unknown key with a suggestion", []edit{{"max_batch: 2", "maxbatch: 2"}},
-			[]string{"t.yaml:21: components[1].strategy.maxbatch: unknown key (did you mean max_batch?); known keys: type, quorum, max_batch, max_unavailable"}},
+			[]string{"t.yaml:21: components[1].strategy.maxbatch: unknown key (did you mean max_batch?); known keys: type, quorum, max_batch, max_unavailable, max_unavailable_per_host, max_unavailable_per_domain"}},
 		{"unknown key in a check lists the call's keys", []edit{{`{http: "http://{{.Address}}/ready"}`, `{http: "http://{{.Address}}/ready", intervall: 1s}`}},
-			[]string{"t.yaml:15: components[0].health.member.intervall: unknown key (did you mean interval?); known keys: http, method, body, headers, expect_status, json, tcp, exec, timeout, interval, success_threshold, failure_threshold"}},
+			[]string{"t.yaml:15: components[0].health.member.intervall: unknown key (did you mean interval?); known keys: http, method, body, headers, expect_status, json, tcp, exec, timeout, undo, interval, success_threshold, failure_threshold"}},
 		{"unknown key in a struct without positions", []edit{{"policy: {on_failure: rollback}", "policy: {on_failure: rollback,\n  ticks: 1s}"}},
-			[]string{"t.yaml:33: policy.ticks: unknown key (did you mean tick?); known keys: on_failure, on_impact, tick, finalize"}},
-		{"unknown top-level key", []edit{{"cluster: t\n", "cluster: t\nhooks: {}\n"}},
-			[]string{"t.yaml:2: hooks: unknown key (did you mean hosts?); known keys: cluster, substrate, hosts, components, releases, policy, kubernetes, traffic"}},
+			[]string{"t.yaml:33: policy.ticks: unknown key (did you mean tick?); known keys: on_failure, on_impact, tick, finalize, undo_deadline"}},
+		{"unknown top-level key", []edit{{"cluster: t\n", "cluster: t\nhostss: {}\n"}},
+			[]string{"t.yaml:2: hostss: unknown key (did you mean hosts?); known keys: cluster, substrate, hosts, components, releases, policy, kubernetes, traffic, hooks"}},
 		{"duplicate key", []edit{{"cluster: t\n", "cluster: t\ncluster: u\n"}},
 			[]string{"t.yaml:2: cluster: duplicate key (first on line 1)"}},
 		{"string for an integer", []edit{{"order: 2", "order: two"}},
@@ -263,7 +263,7 @@ func TestLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = Load(bad)
-	if want := bad + ":21: components[1].strategy.max_batch: must be at least 1"; err == nil || err.Error() != want {
+	if want := bad + ":21: components[1].strategy.max_batch: must be at least 1 (got -1)"; err == nil || err.Error() != want {
 		t.Errorf("Load(bad) = %v, want %s", err, want)
 	}
 }

@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/strategy"
 )
 
 // Cluster is one cluster description: everything one upgrade covers.
@@ -20,6 +22,9 @@ type Cluster struct {
 	// Traffic, if set, is the traffic ferry drives (or the signal it
 	// watches) during an upgrade to judge its impact on clients.
 	Traffic *Traffic `yaml:"traffic"`
+	// Hooks are calls made at the start and the end of every upgrade
+	// (a cluster-wide flag set for its duration, and unset).
+	Hooks UpgradeHooks `yaml:"hooks"`
 
 	// File is the path the description was read from, for messages.
 	File string `yaml:"-"`
@@ -39,7 +44,10 @@ type Host struct {
 	// TokenFile holds the agent's bearer token (mode 0600); relative
 	// paths are relative to the description file.
 	TokenFile string `yaml:"token_file"`
-	pos       positions
+	// Domain is the host's failure domain (a zone, a rack): its members
+	// are in it unless they name their own.
+	Domain string `yaml:"domain"`
+	pos    positions
 }
 
 // Component is a kind of member with one upgrade strategy.
@@ -64,7 +72,29 @@ type Component struct {
 	// Workload is what the component is on Kubernetes; its members
 	// (pods, nodes) are then found at run time when none are listed.
 	Workload *Workload `yaml:"workload"`
-	pos      positions
+	// Role, if set, is a role some members hold (the leader, the active
+	// controller), observed at run time: members holding it go last in
+	// their phase, so that it moves once.
+	Role *Role `yaml:"role"`
+	// CrashLoop says when a member that keeps exiting after its start
+	// on the new release fails its step at once, rather than at its
+	// deadline.
+	CrashLoop CrashLoop `yaml:"crash_loop"`
+	pos       positions
+}
+
+// Role is a role a member may hold, and the check that says whether it
+// does (passing: it holds the role).
+type Role struct {
+	Name  string `yaml:"name"`
+	Check *Check `yaml:"check"`
+}
+
+// CrashLoop is how many exits of a member within a window after its
+// start on the target release make a crash loop.
+type CrashLoop struct {
+	Exits  int      `yaml:"exits"`
+	Window Duration `yaml:"window"`
 }
 
 // Kubernetes is how ferry reaches a cluster's API server.
@@ -191,16 +221,28 @@ type Strategy struct {
 	// MaxUnavailable bounds members of the component down at once,
 	// counting those already down for any reason. 0 means 1.
 	MaxUnavailable int `yaml:"max_unavailable"`
-	pos            positions
+	// MaxUnavailablePerHost and MaxUnavailablePerDomain bound them per
+	// host and per failure domain (0: no bound).
+	MaxUnavailablePerHost   int `yaml:"max_unavailable_per_host"`
+	MaxUnavailablePerDomain int `yaml:"max_unavailable_per_domain"`
+	pos                     positions
 }
 
-// StrategyType is one of the batching strategies.
+// StrategyType names a strategy registered in package strategy.
 type StrategyType string
 
+// The strategies ferry ships with (package strategy has them all).
 const (
-	OneAtATime StrategyType = "one-at-a-time"
-	Canary     StrategyType = "canary"
+	OneAtATime StrategyType = strategy.OneAtATime
+	Canary     StrategyType = strategy.Canary
 )
+
+// Settings is the strategy's view of its settings.
+func (s Strategy) Settings() strategy.Settings {
+	return strategy.Settings{Type: string(s.Type), Quorum: s.Quorum, MaxBatch: s.MaxBatch,
+		MaxUnavailable: s.MaxUnavailable, MaxUnavailablePerHost: s.MaxUnavailablePerHost,
+		MaxUnavailablePerDomain: s.MaxUnavailablePerDomain}
+}
 
 // Member is one running instance of a component on one host.
 type Member struct {
@@ -208,7 +250,9 @@ type Member struct {
 	Host    string            `yaml:"host"`
 	Address string            `yaml:"address"`
 	Vars    map[string]string `yaml:"vars"`
-	pos     positions
+	// Domain is the member's failure domain (default: its host's).
+	Domain string `yaml:"domain"`
+	pos    positions
 }
 
 // Run is how the agent starts a member: argv and environment, each a
@@ -255,7 +299,13 @@ type Call struct {
 	TCP          string            `yaml:"tcp"`  // host:port
 	Exec         []string          `yaml:"exec"` // argv, no shell
 	Timeout      Duration          `yaml:"timeout"`
-	pos          positions
+	// Undo, on a hook that changes something for a while (pre_stop,
+	// pre_phase, pre_upgrade), is the call that undoes it. ferry
+	// records it before the hook runs and makes it when the change is
+	// over, or when the move, phase or upgrade ends any other way
+	// (abort, rollback, failure, pause, ferry's own crash).
+	Undo *Call `yaml:"undo"`
+	pos  positions
 }
 
 // JSONMatch requires a field of the JSON response (dotted path) to
@@ -268,13 +318,32 @@ type JSONMatch struct {
 	Equals any `yaml:"equals"`
 }
 
-// Hooks are calls made around a member's restart.
+// Hooks are calls made around a member's restart and around the
+// component's phase.
 type Hooks struct {
 	// PreStop runs before the member is stopped: out of rotation,
-	// leadership moved away.
+	// leadership moved away. A call's undo (back into rotation) runs
+	// when the member rejoins, or when its move ends any other way.
 	PreStop []Call `yaml:"pre_stop"`
-	// PostStart runs after the member has soaked: back into rotation.
+	// PostStart runs after the member has soaked (and its pre_stop
+	// undos have run).
 	PostStart []Call `yaml:"post_start"`
+	// PrePhase runs before the component's first member moves (set
+	// Ceph's noout before the first OSD); its undos run when the phase
+	// ends, however it ends.
+	PrePhase []Call `yaml:"pre_phase"`
+	// PostPhase runs once the phase's last member is done and the
+	// phase's undos have run.
+	PostPhase []Call `yaml:"post_phase"`
+}
+
+// UpgradeHooks are calls made at the start and the end of an upgrade.
+type UpgradeHooks struct {
+	// PreUpgrade runs once the preflight passed, before anything else;
+	// its undos run when the upgrade ends, however it ends.
+	PreUpgrade []Call `yaml:"pre_upgrade"`
+	// PostUpgrade runs at the end, once those undos have run.
+	PostUpgrade []Call `yaml:"post_upgrade"`
 }
 
 // Release is one version in the catalog, with its artifacts.
@@ -339,6 +408,9 @@ type Policy struct {
 	// manual waits for 'ferry upgrade finalize', so that a release can
 	// run pinned for a while before the operator commits to it.
 	Finalize string `yaml:"finalize"`
+	// UndoDeadline is how long an effect's undo is retried before the
+	// upgrade pauses on it, for the operator (default 2m).
+	UndoDeadline Duration `yaml:"undo_deadline"`
 }
 
 // Duration is a time.Duration written as "2s" or "150ms" in YAML.

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/ferry-upgrade/ferry/internal/strategy"
 )
 
 // Substrates ferry knows.
@@ -48,6 +50,8 @@ func (c *Cluster) Validate() error {
 type validator struct {
 	c     *Cluster
 	probs []Problem
+	// undoOK: the calls being checked may have an undo.
+	undoOK bool
 }
 
 func (v *validator) add(line int, path, format string, args ...any) {
@@ -96,6 +100,29 @@ func (v *validator) cluster() {
 	v.releases()
 	v.policy()
 	v.traffic()
+	v.upgradeHooks()
+}
+
+// upgradeHooks checks the cluster's pre_upgrade and post_upgrade hooks:
+// made once for the whole cluster, with no member of their own.
+func (v *validator) upgradeHooks() {
+	c := v.c
+	samples := []TemplateData{{Version: "0.0.0"}}
+	if len(c.Releases) > 0 {
+		samples[0].Version = c.Releases[0].Version
+	}
+	for _, l := range []struct {
+		key   string
+		calls []Call
+		undo  bool
+	}{{"pre_upgrade", c.Hooks.PreUpgrade, true}, {"post_upgrade", c.Hooks.PostUpgrade, false}} {
+		v.undoOK = l.undo
+		for i := range l.calls {
+			rel := index("hooks."+l.key, i)
+			v.call(&l.calls[i], rel, c.pos.at(rel), samples, false)
+		}
+		v.undoOK = false
+	}
 }
 
 func (v *validator) hosts() {
@@ -202,51 +229,27 @@ func (v *validator) member(comp *Component, j int, cpath string, cline int, seen
 	}
 }
 
+// strategy checks a component's strategy settings through its
+// registered strategy (package strategy), which knows its own rules.
 func (v *validator) strategy(comp *Component, cpath string, cline int) {
 	s := &comp.Strategy
 	path := cpath + ".strategy"
 	line := s.pos.at("", comp.pos.at("strategy", cline))
-	at := func(rel string) int { return s.pos.at(rel, line) }
-	n := len(comp.Members)
-	switch s.Type {
-	case OneAtATime, Canary:
-	default:
-		v.add(at("type"), path+".type", "unknown strategy %q; known: %s, %s", s.Type, OneAtATime, Canary)
-		return
-	}
-	switch {
-	case s.Quorum < 0:
-		v.add(at("quorum"), path+".quorum", "must not be negative (0 means a majority)")
-	case s.Quorum > 0 && s.Type != OneAtATime:
-		v.add(at("quorum"), path+".quorum", "applies to one-at-a-time only; %s is bounded by max_unavailable", s.Type)
-	case n == 0:
-	case s.Quorum > n:
-		v.add(at("quorum"), path+".quorum", "quorum %d is more than the %s", s.Quorum, plural(n, "member"))
-	case s.Quorum > 0 && s.Quorum >= n:
-		v.add(at("quorum"), path+".quorum", "quorum %d of %s leaves no member free to stop: it must be less than the number of members",
-			s.Quorum, plural(n, "member"))
-	case s.Quorum == 0 && s.Type == OneAtATime && s.QuorumOf(n) >= n:
-		hint := "set quorum: 1, or use type: canary"
-		if n == 1 {
-			hint = "use type: canary to allow stopping it"
+	for _, p := range strategy.Validate(s.Settings(), len(comp.Members)) {
+		if p.Field == "" { // the settings as a whole
+			v.add(s.pos.at("type", line), path, "%s", p.Reason)
+			continue
 		}
-		v.add(at("type"), path, "one-at-a-time keeps a majority up (quorum %d of %s), so no member can ever stop: %s",
-			s.QuorumOf(n), plural(n, "member"), hint)
+		v.add(s.pos.at(p.Field, line), path+"."+p.Field, "%s", p.Reason)
 	}
-	switch {
-	case s.MaxUnavailable < 1:
-		v.add(at("max_unavailable"), path+".max_unavailable", "must be at least 1")
-	case n > 0 && s.MaxUnavailable > n:
-		v.add(at("max_unavailable"), path+".max_unavailable", "max_unavailable %d is more than the %s", s.MaxUnavailable, plural(n, "member"))
-	}
-	switch {
-	case s.MaxBatch < 1:
-		v.add(at("max_batch"), path+".max_batch", "must be at least 1")
-	case s.Type == OneAtATime && s.MaxBatch != 1:
-		v.add(at("max_batch"), path+".max_batch", "applies to canary only: one-at-a-time moves one member at a time")
-	case s.Type == Canary && s.MaxUnavailable >= 1 && s.MaxBatch > s.MaxUnavailable:
-		v.add(at("max_batch"), path+".max_batch", "max_batch %d is more than max_unavailable %d: a batch that large could never move",
-			s.MaxBatch, s.MaxUnavailable)
+	if s.MaxUnavailablePerDomain > 0 && len(comp.Members) > 0 {
+		for _, m := range comp.Members {
+			if m.Domain != "" {
+				return
+			}
+		}
+		v.add(s.pos.at("max_unavailable_per_domain", line), path+".max_unavailable_per_domain",
+			"no member of %s has a domain: set domain: on its members or their hosts (a zone, a rack)", comp.Name)
 	}
 }
 
@@ -281,14 +284,36 @@ func (v *validator) component(comp *Component, cpath string, cline int) {
 		v.check(h.Cluster, cpath+".health.cluster", h.pos.at("cluster", hline), v.clusterSample(comp), true)
 	}
 
-	for _, hooks := range []struct {
-		key   string
-		calls []Call
-	}{{"pre_stop", comp.Hooks.PreStop}, {"post_start", comp.Hooks.PostStart}} {
+	for _, hooks := range comp.Hooks.lists() {
+		// Phase hooks are made once for the component: like a cluster
+		// check, through any member that answers.
+		hs, cluster := samples, false
+		if hooks.key == "pre_phase" || hooks.key == "post_phase" {
+			hs, cluster = v.clusterSample(comp), true
+		}
+		v.undoOK = hooks.undo
 		for i := range hooks.calls {
 			rel := index("hooks."+hooks.key, i)
-			v.call(&hooks.calls[i], cpath+"."+rel, at(rel), samples, false)
+			v.call(&hooks.calls[i], cpath+"."+rel, at(rel), hs, cluster)
 		}
+		v.undoOK = false
+	}
+	if r := comp.Role; r != nil {
+		rline := at("role")
+		switch {
+		case strings.TrimSpace(r.Name) == "":
+			v.add(rline, cpath+".role.name", "must be set: the role's name, like leader")
+		case r.Check == nil:
+			v.add(rline, cpath+".role.check", "must be set: the check that passes on a member holding the role")
+		default:
+			v.check(r.Check, cpath+".role.check", rline, samples, false)
+		}
+	}
+	if comp.CrashLoop.Exits < 1 {
+		v.add(at("crash_loop.exits"), cpath+".crash_loop.exits", "must be at least 1 (got %d)", comp.CrashLoop.Exits)
+	}
+	if comp.CrashLoop.Window <= 0 {
+		v.add(at("crash_loop.window"), cpath+".crash_loop.window", "must be more than 0s")
 	}
 
 	if comp.Deadline <= 0 {
@@ -483,6 +508,18 @@ func (v *validator) call(c *Call, path string, line int, samples []TemplateData,
 
 	if c.Timeout <= 0 {
 		v.add(at("timeout"), path+".timeout", "must be more than 0s")
+	}
+	if u := c.Undo; u != nil {
+		switch {
+		case !v.undoOK:
+			v.add(at("undo"), path+".undo", "undo applies only to the hooks that change something for a while: pre_upgrade, pre_phase, pre_stop")
+		case u.Undo != nil:
+			v.add(u.pos.at("undo", at("undo")), path+".undo.undo", "an undo has no undo of its own")
+		default:
+			v.undoOK = false
+			v.call(u, path+".undo", at("undo"), samples, cluster)
+			v.undoOK = true
+		}
 	}
 }
 
@@ -779,6 +816,9 @@ func (v *validator) traffic() {
 
 func (v *validator) policy() {
 	c := v.c
+	if c.Policy.UndoDeadline <= 0 {
+		v.add(c.pos.at("policy.undo_deadline"), "policy.undo_deadline", "must be more than 0s")
+	}
 	if !contains(onImpacts, c.Policy.OnImpact) {
 		v.add(c.pos.at("policy.on_impact"), "policy.on_impact", "unknown policy %q; known: %s", c.Policy.OnImpact, strings.Join(onImpacts, ", "))
 	}

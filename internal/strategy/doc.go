@@ -1,0 +1,27 @@
+// Package strategy decides which members of a component may go down
+// next: the batching strategies (registered by name) and the named
+// admission predicates. It is pure (no I/O, no clock, no goroutine)
+// and imports nothing of ferry, so that the description's validation,
+// the planner and the upgrade state machine can all ask it.
+//
+// A Strategy is a registered piece: it validates its own settings,
+// says what batch sizes a plan should expect, and picks the size of the
+// next batch from how the batches before it went (adaptive canaries:
+// Rook's "slowly increase its batch size"). The state machine never
+// switches on a strategy's name.
+//
+// Whether one member may go down now is a list of small named
+// predicates (Elastic's operator decides its restarts this way):
+// quorum, each unavailability budget (per component, per host, per
+// failure domain, all counting members already down), role order, the
+// cluster gate, the substrate answering. A refusal carries its
+// predicate's name, so that an operator reads why in status and events,
+// and may switch off that one predicate (never all at once) for the
+// current upgrade.
+//
+// To add a strategy: write a type with the Strategy methods in a file
+// of this package and Register it in that file's init; its settings
+// are the fields of Settings (add a field there, with its YAML key, if
+// it needs a new one). Nothing else changes: config validates through
+// Lookup, the planner shows Expected, the state machine calls Next.
+package strategy

@@ -1,0 +1,298 @@
+package strategy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Member is one member of the cluster as admission sees it.
+type Member struct {
+	Name      string
+	Component string
+	Host      string
+	// Domain is the member's failure domain (zone, rack), "" if none.
+	Domain string
+	// Healthy: running healthy, as observed.
+	Healthy bool
+	// InFlight: being moved by ferry now (drained, stopped, starting,
+	// soaking, rejoining).
+	InFlight bool
+	// Unknown: its substrate did not answer, nothing is known of it.
+	Unknown bool
+	// Role: it holds its component's role (the leader) right now.
+	Role bool
+	// Pending: in the current phase and not moved yet.
+	Pending bool
+}
+
+// Gate is a component's cluster gate as admission sees it.
+type Gate struct {
+	Component string
+	Healthy   bool
+	// Fresh: its verdict comes from a check made after the last batch
+	// ended (a green from before a batch says nothing after it).
+	Fresh  bool
+	Detail string
+}
+
+// View is what predicates judge a candidate against.
+type View struct {
+	Component string
+	Settings  Settings
+	// Quorum is the strategy's quorum for the component (0: none).
+	Quorum int
+	// RoleName names the component's role ("leader"), "" if it has none.
+	RoleName string
+	// Members are every member of the cluster.
+	Members []Member
+	// Gates must be green (and fresh) before a member is admitted; none
+	// while rolling back (a red gate may be what the rollback repairs).
+	Gates []Gate
+	// Admitted are the members admitted earlier in the same round:
+	// they count as down.
+	Admitted map[string]bool
+	// Stopping: the check is made again at the moment a member that was
+	// admitted goes down (another member may have failed meanwhile);
+	// only the budgets, quorum and substrate apply then.
+	Stopping bool
+}
+
+// Predicate is one named rule that may refuse a member's admission.
+type Predicate struct {
+	Name string
+	// Doc says what the rule protects.
+	Doc string
+	// Check returns why candidate c may not go down now, or "".
+	Check func(v *View, c Member) string
+	// atAdmission: checked when a batch is formed only, not again when
+	// an admitted member stops.
+	atAdmission bool
+}
+
+// Refusal is one predicate's refusal of one member.
+type Refusal struct {
+	Predicate string `json:"predicate"`
+	Member    string `json:"member"`
+	Reason    string `json:"reason"`
+}
+
+func (r Refusal) String() string {
+	return fmt.Sprintf("%s refused %s (%s)", r.Predicate, r.Member, r.Reason)
+}
+
+// The predicates' names.
+const (
+	PredSubstrate        = "substrate"
+	PredGate             = "gate"
+	PredRoleLast         = "role_last"
+	PredMaxUnavailable   = "max_unavailable"
+	PredPerHost          = "max_unavailable_per_host"
+	PredPerDomain        = "max_unavailable_per_domain"
+	PredQuorum           = "quorum"
+	maxNamedInAReason    = 5
+	defaultRoleNameInMsg = "its role"
+)
+
+// Predicates are every admission predicate, in the order they are
+// asked; the first refusal is the one reported.
+var Predicates = []Predicate{
+	{Name: PredSubstrate, Doc: "the substrate answers for the component's members (an agent or API server away is not a member's failure)", Check: substrate},
+	{Name: PredGate, Doc: "every cluster gate is green, checked after the last batch ended", Check: gate, atAdmission: true},
+	{Name: PredRoleLast, Doc: "a member holding the component's role (the leader) goes after every other member of its phase", Check: roleLast, atAdmission: true},
+	{Name: PredMaxUnavailable, Doc: "at most max_unavailable members of the component down at once, counting those down for any reason", Check: maxUnavailable},
+	{Name: PredPerHost, Doc: "at most max_unavailable_per_host members of the component down on one host", Check: perHost},
+	{Name: PredPerDomain, Doc: "at most max_unavailable_per_domain members of the component down in one failure domain", Check: perDomain},
+	{Name: PredQuorum, Doc: "stopping a member leaves at least quorum healthy members of the component (ok-to-stop)", Check: quorum},
+}
+
+// Known reports whether name is a predicate's name.
+func Known(name string) bool {
+	for _, p := range Predicates {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// PredicateNames lists the predicates' names in order.
+func PredicateNames() []string {
+	out := make([]string, len(Predicates))
+	for i, p := range Predicates {
+		out[i] = p.Name
+	}
+	return out
+}
+
+// Admit asks every predicate whether candidate c may go down now and
+// returns the first refusal, or nil. off reports a predicate the
+// operator switched off for c.
+func Admit(v *View, c Member, off func(predicate, member string) bool) *Refusal {
+	for _, p := range Predicates {
+		if v.Stopping && p.atAdmission {
+			continue
+		}
+		if off != nil && off(p.Name, c.Name) {
+			continue
+		}
+		if why := p.Check(v, c); why != "" {
+			return &Refusal{Predicate: p.Name, Member: c.Name, Reason: why}
+		}
+	}
+	return nil
+}
+
+func substrate(v *View, c Member) string {
+	if c.Unknown {
+		return "its substrate does not answer"
+	}
+	var away []string
+	for _, m := range v.Members {
+		if m.Component == v.Component && m.Unknown {
+			away = append(away, m.Name)
+		}
+	}
+	if len(away) > 0 {
+		return "the substrate does not answer for " + names(away) + ": the budgets cannot be counted"
+	}
+	return ""
+}
+
+func gate(v *View, _ Member) string {
+	var red []string
+	for _, g := range v.Gates {
+		switch {
+		case !g.Fresh:
+			red = append(red, fmt.Sprintf("cluster gate %s not checked since the last batch", g.Component))
+		case !g.Healthy:
+			red = append(red, fmt.Sprintf("cluster gate %s red: %s", g.Component, orDash(g.Detail)))
+		}
+	}
+	return strings.Join(red, "; ")
+}
+
+func roleLast(v *View, c Member) string {
+	if !c.Role {
+		return ""
+	}
+	var before []string
+	for _, m := range v.Members {
+		if m.Component == v.Component && m.Name != c.Name && m.Pending && !v.Admitted[m.Name] && !m.Role {
+			before = append(before, m.Name)
+		}
+	}
+	if len(before) == 0 {
+		return ""
+	}
+	role := v.RoleName
+	if role == "" {
+		role = defaultRoleNameInMsg
+	}
+	return fmt.Sprintf("it holds %s: it goes after %s", role, names(before))
+}
+
+// cost is what taking c down costs a budget: nothing if it is already
+// down.
+func cost(c Member) int {
+	if c.Healthy {
+		return 1
+	}
+	return 0
+}
+
+// unavailable lists the members other than c, of c's component and
+// matching in, that are down, in flight or admitted in this round.
+func unavailable(v *View, c Member, in func(Member) bool) []string {
+	var out []string
+	for _, m := range v.Members {
+		if m.Component != v.Component || m.Name == c.Name || !in(m) {
+			continue
+		}
+		switch {
+		case m.InFlight:
+			out = append(out, m.Name+" in progress")
+		case v.Admitted[m.Name]:
+			out = append(out, m.Name+" admitted")
+		case !m.Healthy:
+			out = append(out, m.Name+" down")
+		}
+	}
+	return out
+}
+
+func budget(v *View, c Member, max int, label string, in func(Member) bool) string {
+	if max < 1 {
+		return ""
+	}
+	down := unavailable(v, c, in)
+	if len(down)+cost(c) <= max {
+		return ""
+	}
+	if label != "" {
+		label += ": "
+	}
+	return fmt.Sprintf("%s%d of %d already down: %s", label, len(down), max, names(down))
+}
+
+func maxUnavailable(v *View, c Member) string {
+	return budget(v, c, max(1, v.Settings.MaxUnavailable), "", func(Member) bool { return true })
+}
+
+func perHost(v *View, c Member) string {
+	if c.Host == "" {
+		return ""
+	}
+	return budget(v, c, v.Settings.MaxUnavailablePerHost, "host "+c.Host, func(m Member) bool { return m.Host == c.Host })
+}
+
+func perDomain(v *View, c Member) string {
+	if c.Domain == "" {
+		return ""
+	}
+	return budget(v, c, v.Settings.MaxUnavailablePerDomain, c.Domain, func(m Member) bool { return m.Domain == c.Domain })
+}
+
+func quorum(v *View, c Member) string {
+	if v.Quorum < 1 || cost(c) == 0 {
+		return ""
+	}
+	healthy := 0
+	var down []string
+	for _, m := range v.Members {
+		if m.Component != v.Component || m.Name == c.Name {
+			continue
+		}
+		switch {
+		case m.InFlight:
+			down = append(down, m.Name+" in progress")
+		case v.Admitted[m.Name]:
+			down = append(down, m.Name+" admitted")
+		case !m.Healthy:
+			down = append(down, m.Name+" down")
+		default:
+			healthy++
+		}
+	}
+	if healthy >= v.Quorum {
+		return ""
+	}
+	msg := fmt.Sprintf("stopping it would leave %d healthy of quorum %d", healthy, v.Quorum)
+	if len(down) > 0 {
+		msg += ": " + names(down)
+	}
+	return msg
+}
+
+func names(ns []string) string {
+	if len(ns) <= maxNamedInAReason {
+		return strings.Join(ns, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ns[:maxNamedInAReason], ", "), len(ns)-maxNamedInAReason)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
