@@ -4,15 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ferry-upgrade/ferry/internal/prom"
-	"github.com/ferry-upgrade/ferry/internal/proof"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ferry-upgrade/ferry/internal/effect"
 	"github.com/ferry-upgrade/ferry/internal/engine"
+	"github.com/ferry-upgrade/ferry/internal/prom"
+	"github.com/ferry-upgrade/ferry/internal/proof"
 	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
@@ -123,7 +124,7 @@ of the previous release could not read what the new one then writes.`,
 		},
 	}
 	finalize.Flags().BoolVarP(&quiet, "quiet", "q", false, "no live view; print the outcome only")
-	cmd.AddCommand(start, status, pause, resume, abort, finalize)
+	cmd.AddCommand(start, status, pause, resume, abort, finalize, overrideCmd(g))
 	return cmd
 }
 
@@ -258,9 +259,18 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 	if u.Stage.Tries > 0 {
 		fmt.Fprintf(g.stdout, "stage:    %d call(s), last: %s\n", u.Stage.Tries, dash(u.Stage.Detail))
 	}
-	if len(u.Plan.Phases) > 0 && u.Phase < len(u.Plan.Phases) {
-		ph := u.Plan.Phases[u.Phase]
-		fmt.Fprintf(g.stdout, "phase:    %d/%d (%s), batch %d/%d\n", u.Phase+1, len(u.Plan.Phases), ph.Component, min(u.Batch+1, len(ph.Batches)), len(ph.Batches))
+	if active := u.Active(); len(active.Phases) > 0 && u.Phase < len(active.Phases) && !u.State.Terminal() {
+		ph := active.Phases[u.Phase]
+		n, of := u.BatchOf()
+		what := "phase"
+		if u.RollingBack() {
+			what = "rollback phase"
+		}
+		fmt.Fprintf(g.stdout, "phase:    %s %d/%d (%s), batch %d/%d", what, u.Phase+1, len(active.Phases), ph.Component, n, of)
+		if b := u.Current(); b != nil {
+			fmt.Fprintf(g.stdout, ": %s (size %d: %s)", strings.Join(b.Members, ", "), b.Size, b.Why)
+		}
+		fmt.Fprintln(g.stdout)
 	}
 	done := 0
 	for _, m := range u.Members {
@@ -279,6 +289,26 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 	}
 	if u.Reason != "" {
 		fmt.Fprintf(g.stdout, "reason:   %s\n", u.Reason)
+	}
+	if u.Outage != nil {
+		fmt.Fprintf(g.stdout, "OUTAGE:   the substrate does not answer since %s: %s\n", u.Outage.Since.Local().Format(time.TimeOnly), u.Outage.Detail)
+	}
+	for _, r := range u.Refusals {
+		fmt.Fprintf(g.stdout, "refused:  %s\n", r)
+	}
+	for _, o := range u.Overrides {
+		what := "predicate " + o.Predicate
+		if o.Effect != "" {
+			what = "the undo of effect " + o.Effect
+		}
+		if o.Member != "" {
+			what += " for " + o.Member
+		}
+		fmt.Fprintf(g.stdout, "override: %s switched off by %s at %s\n", what, o.By, o.At.Local().Format(time.TimeOnly))
+	}
+	printEffects(g, u)
+	if p := u.Pace(u.Updated); p.LowerBoundS > 0 {
+		fmt.Fprintf(g.stdout, "pace:     %.1fs against a lower bound of %.1fs (×%.2f)\n", p.WallS, p.LowerBoundS, p.BoundRatio)
 	}
 	w := g.table()
 	fmt.Fprintln(w, "MEMBER\tCOMPONENT\tFROM\tTARGET\tSTEP\tDETAIL")
@@ -359,4 +389,39 @@ func (g *globals) request(ctx context.Context, kind upgrade.IntentKind, quiet bo
 		return g.runUpgrade(ctx, "", quiet, nil, "", upgrade.StateRolledBack)
 	}
 	return g.runUpgrade(ctx, "", quiet, nil, "")
+}
+
+// printEffects lists, loudly, the changes ferry made outside the
+// members whose undo is still owed, failed, or was given up.
+func printEffects(g *globals, u upgrade.Upgrade) {
+	if len(u.Effects) == 0 {
+		return
+	}
+	failed := 0
+	for _, e := range u.Effects {
+		if e.State != effect.StateOpen {
+			failed++
+		}
+	}
+	head := fmt.Sprintf("%d change(s) outside the members not undone yet", len(u.Effects))
+	if failed > 0 {
+		head = fmt.Sprintf("%d change(s) outside the members NOT UNDONE, %d of them FAILED or ABANDONED", len(u.Effects), failed)
+	}
+	fmt.Fprintf(g.stdout, "EFFECTS:  %s:\n", head)
+	w := g.table()
+	for _, e := range u.Effects {
+		state := strings.ToUpper(string(e.State))
+		detail := e.What
+		if e.UndoWhat != "" {
+			detail += "; undo: " + e.UndoWhat
+		}
+		if e.Error != "" {
+			detail += fmt.Sprintf(" (try %d: %s)", e.Tries, e.Error)
+		}
+		if e.Abandoned != "" {
+			detail += " (abandoned by " + e.Abandoned + ")"
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", e.ID, e.Scope, state, detail)
+	}
+	w.Flush()
 }

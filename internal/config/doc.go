@@ -31,7 +31,7 @@
 //
 // Strings in runs, checks and hooks are Go text/templates over
 // TemplateData (.Name, .Component, .Host, .Address, .Version, .Any,
-// .Vars, .Members). Render executes them with missingkey=error; a
+// .Vars, .Members, .PID). Render executes them with missingkey=error; a
 // rendered string is an argv element, a URL or a header, never given
 // to a shell.
 //

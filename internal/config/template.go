@@ -28,6 +28,10 @@ type TemplateData struct {
 	Any     string
 	Vars    map[string]string // the member's vars
 	Members []MemberRef       // every member of the component, in order
+	// PID is the member's process id while it runs (process substrate;
+	// 0 when not known), for hooks and checks that signal it or read
+	// its /proc entries.
+	PID int
 }
 
 // MemberRef is one member of the component, as TemplateData.Members

@@ -257,7 +257,7 @@ type Member struct {
 
 // Run is how the agent starts a member: argv and environment, each a
 // Go template over the member (.Name, .Address, .Host, .Component,
-// .Vars, .Members). There is no shell: every arg is passed as is.
+// .Vars, .Members, .PID). There is no shell: every arg is passed as is.
 type Run struct {
 	Args []string          `yaml:"args"`
 	Env  map[string]string `yaml:"env"`

@@ -167,28 +167,27 @@ func setRecord(obj *Upgrade, u upgrade.Upgrade) error {
 	if u.Intent.Seq > 0 {
 		st.ObservedGeneration = int64(u.Intent.Seq)
 	}
-	st.State, st.Reason, st.Waiting = string(u.State), u.Reason, u.Waiting
+	st.State, st.Reason, st.Waiting = u.State.String(), u.Reason, u.Waiting
 	st.Phase, st.Batch = "", ""
 	if n := len(u.Plan.Phases); n > 0 && u.Phase < n {
 		ph := u.Plan.Phases[u.Phase]
 		st.Phase = fmt.Sprintf("%d/%d %s", u.Phase+1, n, ph.Component)
-		st.Batch = fmt.Sprintf("%d/%d", min(u.Batch+1, len(ph.Batches)), len(ph.Batches))
+		n, of := u.BatchOf()
+		st.Batch = fmt.Sprintf("%d/%d", n, of)
 	}
 	done := 0
 	st.Members = st.Members[:0]
 	for _, ph := range u.Plan.Phases {
-		for _, b := range ph.Batches {
-			for _, name := range b.Members {
-				m := u.Members[name]
-				if m == nil {
-					continue
-				}
-				if m.Step == upgrade.StepDone {
-					done++
-				}
-				st.Members = append(st.Members, MemberStatus{Name: m.Name, Component: m.Component, From: m.From, Target: m.Target,
-					Step: string(m.Step), Detail: m.Detail})
+		for _, name := range ph.Members() {
+			m := u.Members[name]
+			if m == nil {
+				continue
 			}
+			if m.Step == upgrade.StepDone {
+				done++
+			}
+			st.Members = append(st.Members, MemberStatus{Name: m.Name, Component: m.Component, From: m.From, Target: m.Target,
+				Step: string(m.Step), Detail: m.Detail})
 		}
 	}
 	st.Progress = fmt.Sprintf("%d/%d", done, len(u.Members))
@@ -201,7 +200,7 @@ func setRecord(obj *Upgrade, u upgrade.Upgrade) error {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: status, Reason: reason, Message: msg,
 			LastTransitionTime: now, ObservedGeneration: obj.Generation})
 	}
-	state := conditionReason(string(u.State))
+	state := conditionReason(u.State.String())
 	cond("Progressing", !u.State.Terminal() && u.State != upgrade.StatePaused, state, u.Waiting)
 	cond("Completed", u.State == upgrade.StateCompleted, state, "")
 	cond("Failed", u.State.Terminal() && u.State != upgrade.StateCompleted, state, u.Reason)

@@ -225,7 +225,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		return nil, runErr
 	}
 
-	rep := &Report{UpgradeID: u.ID, From: o.From, To: o.To, State: string(u.State), Reason: u.Reason,
+	rep := &Report{UpgradeID: u.ID, From: o.From, To: o.To, State: u.State.String(), Reason: u.Reason,
 		DurationS: upEnd.Sub(upStart).Seconds(), Seed: o.Seed}
 	samples := rec.Samples()
 	rep.Requests = traffic.Summarize(samples, upStart, upEnd)
@@ -256,7 +256,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err != nil {
 			return rep, err
 		}
-		err = impact.WriteHTML(f, impact.Page{Title: "ferry demo: " + u.ID, From: o.From, To: o.To, State: string(u.State),
+		err = impact.WriteHTML(f, impact.Page{Title: "ferry demo: " + u.ID, From: o.From, To: o.To, State: u.State.String(),
 			Start: baseStart, Samples: samples, Windows: windows, Verdict: rep.Verdict})
 		if cerr := f.Close(); err == nil {
 			err = cerr
@@ -589,7 +589,7 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // Completed reports whether the report meets the demo's promise.
 func (r *Report) Completed() error {
 	var bad []string
-	if r.State != string(upgrade.StateCompleted) {
+	if r.State != upgrade.StateCompleted.String() {
 		bad = append(bad, "state "+r.State)
 	}
 	for _, m := range r.Members {

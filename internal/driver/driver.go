@@ -70,6 +70,9 @@ type Status struct {
 	Version string
 	// Since is when the member was last started.
 	Since time.Time
+	// PID is the member's process id while it runs, where the
+	// substrate has one (process, ssh); 0 otherwise.
+	PID int
 	// Detail says why a member is down (exit status, pod phase).
 	Detail string
 	// Restarts counts the times the substrate itself restarted the

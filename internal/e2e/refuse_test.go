@@ -171,7 +171,7 @@ func TestOperatorCommands(t *testing.T) {
 		fg := startFerry(t, cl, "upgrade", "start", "--to", "1.0.0", "-q")
 		waitFor(t, 60*time.Second, "the upgrade moving", func() bool {
 			u, ok := status(t, cl)
-			return ok && u.To == "1.0.0" && strings.HasPrefix(string(u.State), "upgrading-")
+			return ok && u.To == "1.0.0" && u.State.Kind == upgrade.KindUpgrading
 		})
 		if out, code := ferry(t, cl, "upgrade", "pause"); code != 0 || !strings.Contains(out, "pause of upgrade") {
 			t.Fatalf("pause: exit %d\n%s", code, out)

@@ -28,7 +28,7 @@ func TestBadReleasesRollBack(t *testing.T) {
 	for _, tc := range []struct {
 		to, want, cause string
 	}{
-		{"2.0.0-bad.exit", "rolled-back", "not healthy on 2.0.0-bad.exit within healthy_deadline"},
+		{"2.0.0-bad.exit", "rolled-back", "crash loop: exited 2 times since its start"},
 		{"2.0.0-bad.never", "rolled-back", "fault: never-ready"},
 		{"2.0.0-bad.crash", "rolled-back", "unhealthy during its soak (min_healthy_time): not running"},
 		{"2.0.0", "completed", ""},
@@ -49,7 +49,7 @@ func TestBadReleasesRollBack(t *testing.T) {
 				t.Fatalf("run: %v", err)
 			}
 			t.Logf("%s: %s in %s: %s", tc.to, u.State, u.Ended.Sub(u.Created).Round(time.Millisecond), u.Reason)
-			if string(u.State) != tc.want {
+			if u.State.String() != tc.want {
 				t.Fatalf("ended %s (%s), want %s", u.State, u.Reason, tc.want)
 			}
 			if !strings.Contains(u.Reason, tc.cause) {
@@ -66,7 +66,7 @@ func TestBadReleasesRollBack(t *testing.T) {
 			if tc.want == "rolled-back" {
 				sawRollback := false
 				for _, ev := range events {
-					if ev.Kind == "state" && strings.Contains(ev.Message, "→ "+string(upgrade.StateRollingBack)) {
+					if ev.Kind == "state" && strings.Contains(ev.Message, "→ "+upgrade.StateRollingBack.String()) {
 						sawRollback = true
 					}
 				}
@@ -75,6 +75,30 @@ func TestBadReleasesRollBack(t *testing.T) {
 				}
 				if u.Rollback == nil || len(u.Rollback.Phases) == 0 {
 					t.Errorf("no rollback plan recorded")
+				}
+			}
+			if tc.to == "2.0.0-bad.exit" {
+				// A crash loop fails fast: the rollback begins within 10s
+				// of the first start, and the events say how the member
+				// exited and what it wrote last.
+				var first, rolling time.Time
+				var output string
+				for _, ev := range events {
+					switch {
+					case first.IsZero() && ev.Kind == "action" && strings.HasPrefix(ev.Message, "start ") && strings.Contains(ev.Message, "on 2.0.0-bad.exit: started"):
+						first = ev.Time
+					case rolling.IsZero() && ev.Kind == "state" && strings.Contains(ev.Message, "→ rolling-back"):
+						rolling = ev.Time
+					case ev.Kind == "output":
+						output = ev.Message
+					}
+				}
+				t.Logf("first start %s, rollback %s later; output event: %s", first.Format(time.TimeOnly), rolling.Sub(first).Round(time.Millisecond), output)
+				if first.IsZero() || rolling.IsZero() || rolling.Sub(first) > 10*time.Second {
+					t.Errorf("the rollback began %s after the first start (want within 10s)", rolling.Sub(first))
+				}
+				if !strings.Contains(output, "exited with status 1") || !strings.Contains(output, "exiting at start") {
+					t.Errorf("no event with the exit status and the member's last output: %q", output)
 				}
 			}
 			_ = st

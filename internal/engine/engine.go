@@ -71,12 +71,13 @@ type Engine struct {
 	order   []string              // member names in description order
 	tracker *health.Tracker
 
+	// prober makes every check, hook and undo call of this engine.
+	prober *health.Prober
+
 	sums sums // artifact checksums, for the preflight
 
-	mu        sync.Mutex
-	lastSnap  Snapshot // the latest observation, for the calls made to "any" member
-	lastProbe map[string]time.Time
-	lastState map[string]health.State
+	mu       sync.Mutex
+	lastSnap Snapshot // the latest observation, for the calls made to "any" member
 }
 
 type memberInfo struct {
@@ -98,7 +99,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{cfg: cfg, c: cfg.Cluster, members: map[string]memberInfo{}, tracker: &health.Tracker{},
-		lastProbe: map[string]time.Time{}, lastState: map[string]health.State{}}
+		prober: health.NewProber()}
 	for _, comp := range cfg.Cluster.ComponentsInOrder() {
 		all := cfg.Cluster.MembersData(comp)
 		for i := range comp.Members {
@@ -170,141 +171,6 @@ func (s Snapshot) Down() map[string]bool {
 		}
 	}
 	return d
-}
-
-// Observe asks the driver what runs and probes every member's check
-// and every component's cluster gate, thresholds applied.
-func (e *Engine) Observe(ctx context.Context) (Snapshot, error) {
-	now := e.cfg.Now()
-	sts, err := e.cfg.Driver.Observe(ctx, e.Members())
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("engine: observe: %w", err)
-	}
-	snap := Snapshot{Time: now, Statuses: map[string]driver.Status{},
-		Obs: upgrade.Observation{Members: map[string]upgrade.MemberHealth{}, Gates: map[string]upgrade.Gate{}}}
-	for _, st := range sts {
-		if st.Unknown {
-			return Snapshot{}, fmt.Errorf("engine: observe: %s", st.Detail)
-		}
-		snap.Statuses[st.Name] = st
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for _, name := range e.order {
-		info, st := e.members[name], snap.Statuses[name]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			mh := e.probeMember(ctx, info, st, now)
-			mu.Lock()
-			snap.Obs.Members[name] = mh
-			mu.Unlock()
-		}()
-	}
-	for _, comp := range e.c.ComponentsInOrder() {
-		if comp.Health.Cluster == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			g := e.probeGate(ctx, comp, snap.Statuses, now)
-			mu.Lock()
-			snap.Obs.Gates[comp.Name] = g
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return snap, nil
-}
-
-// due reports whether key's check should be probed again now, and
-// returns the last verdict otherwise.
-func (e *Engine) due(key string, interval time.Duration, now time.Time) (health.State, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	last, ok := e.lastProbe[key]
-	if ok && now.Sub(last) < interval {
-		return e.lastState[key], false
-	}
-	return health.State{}, true
-}
-
-func (e *Engine) record(key string, st health.State, now time.Time) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.lastProbe[key] = now
-	e.lastState[key] = st
-}
-
-func (e *Engine) probeMember(ctx context.Context, info memberInfo, st driver.Status, now time.Time) upgrade.MemberHealth {
-	mh := upgrade.MemberHealth{Running: st.Running, Version: st.Version}
-	chk := info.comp.Health.Member
-	var res health.Result
-	switch {
-	case !st.Running:
-		res = health.Result{OK: false, Detail: "not running" + suffix(st.Detail)}
-	case chk == nil:
-		res = health.Result{OK: true, Detail: "running (no member check)"}
-	default:
-		if hs, ok := e.due(info.member.Name, chk.Interval.D(), now); !ok && hs.Last.Detail != "" {
-			return e.memberHealth(mh, hs, st)
-		}
-		res = health.Do(ctx, chk.Call, info.data)
-	}
-	succ, fail := 1, 1
-	if chk != nil {
-		succ, fail = chk.SuccessThreshold, chk.FailureThreshold
-	}
-	if !st.Running {
-		fail = 1 // a process that is not running is down now
-	}
-	hs := e.tracker.Observe(info.member.Name, res, now, succ, fail)
-	e.record(info.member.Name, hs, now)
-	return e.memberHealth(mh, hs, st)
-}
-
-func (e *Engine) memberHealth(mh upgrade.MemberHealth, hs health.State, st driver.Status) upgrade.MemberHealth {
-	mh.Healthy = hs.Healthy && st.Running
-	mh.HealthySince = hs.Since
-	// A verdict that began before the process did belongs to the
-	// process before it.
-	if st.Since.After(mh.HealthySince) {
-		mh.HealthySince = st.Since
-	}
-	mh.Detail = hs.Last.Detail
-	return mh
-}
-
-func (e *Engine) probeGate(ctx context.Context, comp *config.Component, sts map[string]driver.Status, now time.Time) upgrade.Gate {
-	chk := comp.Health.Cluster
-	key := "cluster:" + comp.Name
-	if hs, ok := e.due(key, chk.Interval.D(), now); !ok && hs.Last.Detail != "" {
-		return upgrade.Gate{Healthy: hs.Healthy, Detail: hs.Last.Detail}
-	}
-	res := health.Result{Detail: "no member of " + comp.Name + " is running"}
-	for i := range comp.Members {
-		m := &comp.Members[i]
-		if !sts[m.Name].Running {
-			continue
-		}
-		data := e.members[m.Name].data
-		data.Any = m.Address
-		res = health.Do(ctx, chk.Call, data)
-		if res.OK {
-			break
-		}
-	}
-	hs := e.tracker.Observe(key, res, now, chk.SuccessThreshold, chk.FailureThreshold)
-	e.record(key, hs, now)
-	return upgrade.Gate{Healthy: hs.Healthy, Detail: hs.Last.Detail}
-}
-
-func suffix(s string) string {
-	if s == "" {
-		return ""
-	}
-	return ": " + s
 }
 
 // Plan computes the plan to version to from a fresh observation.

@@ -1,14 +1,14 @@
 package engine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/ferry-upgrade/ferry/internal/config"
-	"github.com/ferry-upgrade/ferry/internal/health"
 	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
@@ -30,6 +30,44 @@ func (e *Engine) Run(ctx context.Context) (upgrade.Upgrade, error) {
 	}
 }
 
+// outcome is an action's result, as its goroutine hands it back.
+type outcome struct {
+	a      upgrade.Action
+	err    error
+	detail string
+	took   time.Duration
+}
+
+// journalReq is a driver's effect to record (or to drop, done) before
+// it goes on.
+type journalReq struct {
+	seq    int
+	member string
+	effect journalEffect
+	done   string // the key of an effect the driver undid itself
+	reply  chan error
+}
+
+// loop is one run of an upgrade: the record, what is in flight, and
+// the channels the observer and the actions wake it with.
+type loop struct {
+	e        *Engine
+	u        upgrade.Upgrade
+	ob       *observer
+	inflight map[int]context.CancelFunc
+	outcomes chan outcome
+	journal  chan journalReq
+	wg       sync.WaitGroup
+	health   map[string]bool // last reported verdicts, for events
+	roles    map[string]bool
+}
+
+// run drives the current upgrade. It is level-triggered: every pass
+// takes the latest observation and the record, asks the machine what to
+// do, writes the record (with the effects about to be made) and only
+// then acts. Actions run in their own goroutines, each with a deadline:
+// observation goes on while they run, and a pause or an abort is read
+// while they are in flight.
 func (e *Engine) run(ctx context.Context) (upgrade.Upgrade, error) {
 	u, ok, err := e.cfg.Store.Current()
 	if err != nil {
@@ -41,47 +79,67 @@ func (e *Engine) run(ctx context.Context) (upgrade.Upgrade, error) {
 	if err := CheckLock(u, e.c.Digest, e.c.File); err != nil {
 		return u, err
 	}
-	tick := e.c.Policy.Tick.D()
-	if tick <= 0 {
-		tick = 100 * time.Millisecond
+	if u.State.Terminal() {
+		return u, nil
 	}
-	var lastObsErr string
-	health := map[string]bool{} // last reported verdicts, for events
-	for !u.State.Terminal() {
+	octx, stopObserving := context.WithCancel(ctx)
+	l := &loop{e: e, u: u, ob: e.newObserver(), inflight: map[int]context.CancelFunc{},
+		outcomes: make(chan outcome, 16), journal: make(chan journalReq), health: map[string]bool{}, roles: map[string]bool{}}
+	// A first look before anything is decided: a member not asked yet
+	// is not known, which the machine would take for an outage.
+	l.ob.pollStatuses(octx)
+	observed := l.ob.start(octx)
+	actx, cancelActions := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		// Nothing is left running: actions in flight are cancelled and
+		// waited for (their outcome folded in and saved when it can be).
+		cancelActions()
+		l.drain()
+		stopObserving()
+		<-observed
+	}()
+	return l.run(ctx, actx)
+}
+
+func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
+	e := l.e
+	tick := l.ob.tick
+	var lastIntent time.Time
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
 		if err := ctx.Err(); err != nil {
-			return u, err
+			return l.u, err
 		}
-		if e.cfg.ExitOnPause && u.State == upgrade.StatePaused {
-			return u, nil
-		}
-		snap, err := e.Observe(ctx)
 		now := e.cfg.Now()
-		if err != nil {
-			if msg := err.Error(); msg != lastObsErr {
-				lastObsErr = msg
-				e.emit(now, u, store.Event{Kind: "error", Message: msg})
+		// The operator's requests arrive through the store, from
+		// whichever process took them.
+		if now.Sub(lastIntent) >= tick {
+			lastIntent = now
+			if cur, err := e.cfg.Store.Get(l.u.ID); err == nil {
+				if cur.Intent.Seq > l.u.Intent.Seq {
+					l.u.Intent = cur.Intent
+				}
+				if len(cur.Overrides) > len(l.u.Overrides) {
+					l.u.Overrides = cur.Overrides
+				}
 			}
-			if !sleep(ctx, tick) {
-				return u, ctx.Err()
-			}
-			continue
 		}
-		lastObsErr = ""
+		snap := l.ob.snapshot()
 		e.mu.Lock()
 		e.lastSnap = snap
 		e.mu.Unlock()
-		// The operator's requests arrive through the store, from
-		// whichever process took them.
-		if cur, err := e.cfg.Store.Get(u.ID); err == nil && cur.Intent.Seq > u.Intent.Seq {
-			u.Intent = cur.Intent
+		snap.Obs.Acting = make(map[int]bool, len(l.inflight))
+		for seq := range l.inflight {
+			snap.Obs.Acting[seq] = true
 		}
-		evs := e.healthEvents(snap, health)
-		d := upgrade.Step(e.c, u, snap.Obs, now)
+		evs := e.healthEvents(snap, l.health, l.roles)
+		d := upgrade.Step(e.c, l.u, snap.Obs, now)
 		if e.cfg.Judge != nil {
-			if from, name, ok := batchEnded(u, d.Upgrade); ok {
-				ev := store.Event{Kind: "impact", Message: name + ": no impact on the clients"}
-				if why := e.cfg.Judge(from, now); why != "" {
-					ev.Message = name + " hurt the clients: " + why
+			for _, b := range batchesEnded(l.u, d.Upgrade) {
+				ev := store.Event{Kind: "impact", Component: b.Component, Message: b.Name() + ": no impact on the clients"}
+				if why := e.cfg.Judge(b.Began, now); why != "" {
+					ev.Message = b.Name() + " hurt the clients: " + why
 					if nu, changed := upgrade.Impacted(e.c, d.Upgrade, why, now); changed {
 						d.Upgrade, d.Actions = nu, nil
 					}
@@ -89,35 +147,155 @@ func (e *Engine) run(ctx context.Context) (upgrade.Upgrade, error) {
 				evs = append(evs, ev)
 			}
 		}
-		evs = append(evs, changes(u, d.Upgrade)...)
-		evs = append(evs, e.overheads(u, d, now)...)
+		evs = append(evs, changes(l.u, d.Upgrade)...)
+		evs = append(evs, e.overheads(l.u, d, now)...)
 		for _, a := range d.Actions {
 			evs = append(evs, store.Event{Kind: "action", Member: a.Member, Component: e.componentOf(a),
-				Message: describe(a) + ": started"})
+				Message: upgrade.Describe(a) + ": started"})
 		}
-		// Write before acting: the record names what is about to happen.
-		if err := e.save(now, d.Upgrade, evs); err != nil {
-			return u, err
-		}
-		u = d.Upgrade
-		if len(d.Actions) > 0 {
-			u, err = e.act(ctx, u, d.Actions)
-			if err != nil {
-				return u, err
+		// Write before acting: the record names what is about to
+		// happen, and the effects it is about to make.
+		if len(evs) > 0 || recordChanged(l.u, d.Upgrade) {
+			if err := e.save(now, d.Upgrade, evs); err != nil {
+				return l.u, err
 			}
-			continue
+		}
+		l.crashLoopOutput(actx, l.u, d.Upgrade)
+		l.u = d.Upgrade
+		for _, seq := range d.Cancel {
+			if cancel := l.inflight[seq]; cancel != nil {
+				cancel()
+			}
+		}
+		for _, a := range d.Actions {
+			l.dispatch(actx, a)
+		}
+		for _, c := range d.Probe {
+			l.ob.kick("gate:" + c)
+		}
+		if l.u.State.Terminal() {
+			return l.u, nil
+		}
+		if e.cfg.ExitOnPause && l.u.State == upgrade.StatePaused && len(l.inflight) == 0 {
+			return l.u, nil
 		}
 		wait := tick
 		if d.After > 0 && d.After < wait {
 			wait = d.After
 		}
-		if !sleep(ctx, wait) {
-			return u, ctx.Err()
+		timer.Reset(wait)
+		// Wait for news: an observation, an action's end, a driver's
+		// effect to record, or the time the machine asked for.
+		select {
+		case <-ctx.Done():
+			return l.u, ctx.Err()
+		case <-l.ob.changed:
+		case o := <-l.outcomes:
+			if err := l.finished(o); err != nil {
+				return l.u, err
+			}
+		case r := <-l.journal:
+			r.reply <- l.record(r)
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
 		}
 	}
-	return u, nil
 }
 
+// recordChanged reports whether b says more than a, beyond its time.
+func recordChanged(a, b upgrade.Upgrade) bool {
+	a.Updated, b.Updated = time.Time{}, time.Time{}
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return !bytes.Equal(ja, jb)
+}
+
+// dispatch starts action a in its own goroutine, with its deadline and
+// the upgrade's journal in its context.
+func (l *loop) dispatch(actx context.Context, a upgrade.Action) {
+	ctx, cancel := context.WithTimeout(actx, l.e.timeout(l.u, a))
+	ctx = withJournal(ctx, l, a)
+	l.inflight[a.Seq] = cancel
+	u := l.u
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer cancel()
+		start := time.Now()
+		detail, err := l.e.do(ctx, u, a)
+		if err != nil && ctx.Err() == context.DeadlineExceeded {
+			err = fmt.Errorf("%w (its deadline of %s passed)", err, l.e.timeout(u, a))
+		}
+		l.outcomes <- outcome{a: a, err: err, detail: detail, took: time.Since(start)}
+	}()
+}
+
+// finished folds an action's outcome into the record and saves it.
+func (l *loop) finished(o outcome) error {
+	e := l.e
+	delete(l.inflight, o.a.Seq)
+	now := e.cfg.Now()
+	before := l.u
+	l.u = upgrade.Finished(l.u, o.a, o.err, o.took, now)
+	ev := store.Event{Kind: "action", Member: o.a.Member, Component: e.componentOf(o.a),
+		DurationMS: float64(o.took.Microseconds()) / 1000}
+	what := upgrade.Describe(o.a)
+	switch {
+	case o.err != nil && o.a.Kind == upgrade.ActStage && o.a.Stage == "migrate":
+		// A migration not done yet is progress, not trouble.
+		ev.Kind = "stage"
+		ev.Message = fmt.Sprintf("%s: not done yet: %v", what, o.err)
+	case o.err != nil:
+		ev.Kind = "error"
+		ev.Message = fmt.Sprintf("%s: failed after %s: %v", what, o.took.Round(time.Millisecond), o.err)
+	default:
+		ev.Message = fmt.Sprintf("%s: done in %s", what, o.took.Round(time.Millisecond))
+		if o.detail != "" {
+			ev.Message += ": " + o.detail
+		}
+	}
+	evs := append([]store.Event{ev}, changes(before, l.u)...)
+	return e.save(now, l.u, evs)
+}
+
+// drain waits for the actions in flight (cancelled by then) and folds
+// in what they did, best effort: the record is what a resume starts
+// from, and an action not recorded done is simply taken again.
+func (l *loop) drain() {
+	done := make(chan struct{})
+	go func() { l.wg.Wait(); close(done) }()
+	bound := time.NewTimer(30 * time.Second)
+	defer bound.Stop()
+	for {
+		select {
+		case o := <-l.outcomes:
+			if err := l.finished(o); err != nil {
+				l.e.cfg.Logger.Error("saving an action's outcome", "err", err)
+			}
+		case r := <-l.journal:
+			r.reply <- l.record(r)
+		case <-done:
+			for {
+				select {
+				case o := <-l.outcomes:
+					_ = l.finished(o)
+				default:
+					return
+				}
+			}
+		case <-bound.C:
+			l.e.cfg.Logger.Error("actions still running 30s after their cancellation; leaving them")
+			return
+		}
+	}
+}
+
+// save writes the record and its events in one transaction.
 func (e *Engine) save(now time.Time, u upgrade.Upgrade, evs []store.Event) error {
 	for i := range evs {
 		evs[i].Time = now
@@ -131,155 +309,18 @@ func (e *Engine) save(now time.Time, u upgrade.Upgrade, evs []store.Event) error
 	return nil
 }
 
-// act runs the actions of one decision, concurrently (they are for
-// distinct members of one batch), folds their outcomes into the
-// record and saves it.
-func (e *Engine) act(ctx context.Context, u upgrade.Upgrade, actions []upgrade.Action) (upgrade.Upgrade, error) {
-	type outcome struct {
-		a   upgrade.Action
-		err error
-		dur time.Duration
-	}
-	outs := make([]outcome, len(actions))
-	var wg sync.WaitGroup
-	for i, a := range actions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			start := time.Now()
-			err := e.do(ctx, u, a)
-			outs[i] = outcome{a: a, err: err, dur: time.Since(start)}
-		}()
-	}
-	wg.Wait()
-	now := e.cfg.Now()
-	var evs []store.Event
-	before := u
-	for _, o := range outs {
-		u = upgrade.Finished(u, o.a, o.err, now)
-		ev := store.Event{Kind: "action", Member: o.a.Member, Component: e.componentOf(o.a),
-			DurationMS: float64(o.dur.Microseconds()) / 1000}
-		if o.err != nil && o.a.Kind == upgrade.ActStage && o.a.Stage == "migrate" {
-			// A migration not done yet is progress, not trouble.
-			ev.Kind = "stage"
-			ev.Message = fmt.Sprintf("%s: not done yet: %v", describe(o.a), o.err)
-		} else if o.err != nil {
-			ev.Kind = "error"
-			ev.Message = fmt.Sprintf("%s: failed after %s: %v", describe(o.a), o.dur.Round(time.Millisecond), o.err)
-		} else {
-			ev.Message = fmt.Sprintf("%s: done in %s", describe(o.a), o.dur.Round(time.Millisecond))
-		}
-		evs = append(evs, ev)
-	}
-	evs = append(evs, changes(before, u)...)
-	if err := e.save(now, u, evs); err != nil {
-		return u, err
-	}
-	return u, nil
-}
-
 // componentOf names the component an action is about.
 func (e *Engine) componentOf(a upgrade.Action) string {
 	if info, ok := e.members[a.Member]; ok {
 		return info.comp.Name
 	}
-	if r := e.c.Release(a.Version); r != nil {
+	if a.Component != "" {
+		return a.Component
+	}
+	if r := e.c.Release(a.Version); r != nil && a.Kind == upgrade.ActStage {
 		return r.Migrations.Component
 	}
 	return ""
-}
-
-// stage makes the calls of a migration stage of the release a names,
-// against a running member of the migrations' component (.Any).
-func (e *Engine) stage(ctx context.Context, a upgrade.Action) error {
-	r := e.c.Release(a.Version)
-	if r == nil {
-		return fmt.Errorf("release %s is not in the catalog", a.Version)
-	}
-	m := &r.Migrations
-	comp := e.c.Component(m.Component)
-	if comp == nil {
-		return fmt.Errorf("release %s: migrations.component %q is not in the description", a.Version, m.Component)
-	}
-	var calls []config.Call
-	switch a.Stage {
-	case "expand":
-		calls = m.Expand
-	case "migrate":
-		calls = m.Migrate
-	case "finalize":
-		calls = m.Finalize
-	case "contract":
-		calls = m.Contract
-	default:
-		return fmt.Errorf("unknown migration stage %q", a.Stage)
-	}
-	data := e.c.DataFor(comp, nil)
-	data.Version = a.Version
-	data.Any = e.anyRunning(comp)
-	for i, c := range calls {
-		if r := health.Do(ctx, c, data); !r.OK {
-			return fmt.Errorf("%s call %d: %s", a.Stage, i+1, r.Detail)
-		}
-	}
-	return nil
-}
-
-// anyRunning is the address of a member of comp last seen healthy (or
-// running), the first member's otherwise.
-func (e *Engine) anyRunning(comp *config.Component) string {
-	e.mu.Lock()
-	snap := e.lastSnap
-	e.mu.Unlock()
-	best := ""
-	for i := range comp.Members {
-		m := &comp.Members[i]
-		if snap.Obs.Members[m.Name].Healthy {
-			return m.Address
-		}
-		if best == "" && snap.Statuses[m.Name].Running {
-			best = m.Address
-		}
-	}
-	if best == "" && len(comp.Members) > 0 {
-		best = comp.Members[0].Address
-	}
-	return best
-}
-
-// do performs one action.
-func (e *Engine) do(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) error {
-	if a.Kind == upgrade.ActStage {
-		return e.stage(ctx, a)
-	}
-	info, ok := e.members[a.Member]
-	if !ok {
-		return fmt.Errorf("unknown member %q", a.Member)
-	}
-	switch a.Kind {
-	case upgrade.ActPreStop, upgrade.ActPostStart:
-		calls := info.comp.Hooks.PreStop
-		if a.Kind == upgrade.ActPostStart {
-			calls = info.comp.Hooks.PostStart
-		}
-		data := info.data
-		data.Version = u.Members[a.Member].Target
-		for i, c := range calls {
-			if r := health.Do(ctx, c, data); !r.OK {
-				return fmt.Errorf("%s hook %d: %s", a.Kind, i+1, r.Detail)
-			}
-		}
-		return nil
-	case upgrade.ActStop:
-		return e.cfg.Driver.Stop(ctx, info.spec)
-	case upgrade.ActStart:
-		art, err := e.artifact(info.comp.Name, a.Version)
-		if err != nil {
-			return err
-		}
-		return e.cfg.Driver.Start(ctx, info.spec, art)
-	}
-	return fmt.Errorf("unknown action %q", a.Kind)
 }
 
 func sleep(ctx context.Context, d time.Duration) bool {
@@ -293,103 +334,20 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func describe(a upgrade.Action) string {
-	switch a.Kind {
-	case upgrade.ActStart:
-		return fmt.Sprintf("start %s on %s", a.Member, a.Version)
-	case upgrade.ActStop:
-		return "stop " + a.Member
-	case upgrade.ActStage:
-		return fmt.Sprintf("%s of release %s", a.Stage, a.Version)
-	default:
-		return fmt.Sprintf("%s hooks of %s", a.Kind, a.Member)
-	}
-}
-
-// changes describes, as events, how record b differs from record a:
-// the upgrade's state, each member's step, what it waits on.
-func changes(a, b upgrade.Upgrade) []store.Event {
-	var evs []store.Event
-	if a.State != b.State {
-		msg := fmt.Sprintf("state %s → %s", a.State, b.State)
-		if b.Reason != "" && (b.State == upgrade.StateFailed || b.State == upgrade.StateRollingBack || b.State == upgrade.StatePaused) {
-			msg += ": " + b.Reason
-		}
-		evs = append(evs, store.Event{Kind: "state", Message: msg})
-	}
-	for _, n := range sortedKeys(b.Members) {
-		mb := b.Members[n]
-		ma := a.Members[n]
-		if ma == nil || ma.Step != mb.Step {
-			from := upgrade.MemberStep("")
-			if ma != nil {
-				from = ma.Step
-			}
-			msg := fmt.Sprintf("%s: %s → %s", n, from, mb.Step)
-			if mb.Step == upgrade.StepFailed || mb.Step == upgrade.StepDone && mb.Detail != "" {
-				msg += " (" + mb.Detail + ")"
-			}
-			evs = append(evs, store.Event{Kind: "step", Member: n, Component: mb.Component, Message: msg})
-		}
-	}
-	if a.Waiting != b.Waiting && b.Waiting != "" {
-		evs = append(evs, store.Event{Kind: "wait", Message: "waiting: " + b.Waiting})
-	}
-	return evs
-}
-
-// healthEvents reports members and gates whose verdict changed.
-func (e *Engine) healthEvents(snap Snapshot, last map[string]bool) []store.Event {
-	var evs []store.Event
-	for _, n := range e.order {
-		mh := snap.Obs.Members[n]
-		if prev, ok := last[n]; !ok || prev != mh.Healthy {
-			last[n] = mh.Healthy
-			verdict := "healthy"
-			if !mh.Healthy {
-				verdict = "unhealthy"
-			}
-			evs = append(evs, store.Event{Kind: "health", Member: n, Component: e.members[n].comp.Name,
-				Message: fmt.Sprintf("%s %s on %s: %s", n, verdict, orDash(mh.Version), orDash(mh.Detail))})
-		}
-	}
-	for _, c := range sortedKeys(snap.Obs.Gates) {
-		g := snap.Obs.Gates[c]
-		key := "cluster:" + c
-		if prev, ok := last[key]; !ok || prev != g.Healthy {
-			last[key] = g.Healthy
-			verdict := "green"
-			if !g.Healthy {
-				verdict = "red"
-			}
-			evs = append(evs, store.Event{Kind: "health", Component: c,
-				Message: fmt.Sprintf("cluster gate %s %s: %s", c, verdict, orDash(g.Detail))})
-		}
-	}
-	return evs
-}
-
-// overheads measures the engine's own delay: for each member whose
-// soak ended before this decision, the time from the end of its soak
-// (its health gate passing) to this decision's action.
-func (e *Engine) overheads(a upgrade.Upgrade, d upgrade.Decision, now time.Time) []store.Event {
-	if len(d.Actions) == 0 {
-		return nil
-	}
-	var evs []store.Event
-	for _, n := range sortedKeys(d.Upgrade.Members) {
-		ma, mb := a.Members[n], d.Upgrade.Members[n]
-		if ma == nil || ma.Step != upgrade.StepSoaking || mb.Step == upgrade.StepSoaking || mb.Step == upgrade.StepStarting {
+// batchesEnded returns the forward batches that ended between records
+// a and b.
+func batchesEnded(a, b upgrade.Upgrade) []upgrade.Batch {
+	var out []upgrade.Batch
+	for i, bb := range b.Batches {
+		if bb.Rollback || bb.Ended.IsZero() || bb.Outcome.Size == 0 { // a batch a rollback cut short is not judged
 			continue
 		}
-		passed := ma.HealthySince.Add(e.members[n].comp.Soak.D())
-		if over := now.Sub(passed); over >= 0 {
-			evs = append(evs, store.Event{Kind: "overhead", Member: n, Component: mb.Component,
-				DurationMS: float64(over.Microseconds()) / 1000,
-				Message:    fmt.Sprintf("%s passed its gate; next action %s later", n, over.Round(time.Microsecond))})
+		if i < len(a.Batches) && !a.Batches[i].Ended.IsZero() {
+			continue
 		}
+		out = append(out, bb)
 	}
-	return evs
+	return out
 }
 
 func orDash(s string) string {
@@ -397,26 +355,4 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
-}
-
-// batchEnded reports whether the batch record a was in has ended in
-// record b, with when it began (its first member's drain) and its name.
-func batchEnded(a, b upgrade.Upgrade) (time.Time, string, bool) {
-	if a.RollingBack() || b.RollingBack() || a.Phase >= len(a.Plan.Phases) {
-		return time.Time{}, "", false
-	}
-	ph := a.Plan.Phases[a.Phase]
-	if a.Batch >= len(ph.Batches) || (b.Phase == a.Phase && b.Batch == a.Batch) {
-		return time.Time{}, "", false
-	}
-	var from time.Time
-	for _, n := range ph.Batches[a.Batch].Members {
-		if m := b.Members[n]; m != nil && !m.Began.IsZero() && (from.IsZero() || m.Began.Before(from)) {
-			from = m.Began
-		}
-	}
-	if from.IsZero() {
-		return time.Time{}, "", false // every member was already there
-	}
-	return from, fmt.Sprintf("%s batch %d", ph.Component, a.Batch+1), true
 }

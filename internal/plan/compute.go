@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/strategy"
 )
 
 // The errors Compute wraps; test for them with errors.Is.
@@ -120,25 +121,31 @@ func phaseOf(comp *config.Component, obs Observed, to string, from *upgradeFrom)
 
 	order := append(downFirst, others...)
 	budget := maxU - len(downAtTarget)
-	switch typ {
-	case config.OneAtATime:
-		ph.Quorum = s.QuorumOf(len(comp.Members))
-		ph.Batches = batches(order, func(int) int { return 1 })
-	case config.Canary:
-		maxBatch := s.MaxBatch
-		if maxBatch < 1 {
-			maxBatch = maxU // the config default
-		}
-		limit := max(1, min(maxBatch, budget))
-		ph.Batches = batches(order, func(prev int) int {
-			if prev == 0 {
-				return 1
+	st, ok := strategy.Lookup(string(typ))
+	if !ok {
+		errs = append(errs, fmt.Errorf("%w: component %s has strategy %q (known: %s)",
+			ErrUnknownStrategy, comp.Name, typ, strings.Join(strategy.Names(), ", ")))
+	} else {
+		// A Cluster built in Go may lack the defaults Parse applies.
+		settings := s.Settings()
+		settings.Type, settings.MaxUnavailable = string(typ), maxU
+		if settings.MaxBatch < 1 {
+			settings.MaxBatch = 1
+			if typ == config.Canary {
+				settings.MaxBatch = maxU
 			}
-			return min(2*prev, limit)
-		})
-	default:
-		errs = append(errs, fmt.Errorf("%w: component %s has strategy %q (known: %s, %s)",
-			ErrUnknownStrategy, comp.Name, typ, config.OneAtATime, config.Canary))
+		}
+		ph.Settings = settings
+		ph.Quorum = st.Quorum(settings, len(comp.Members))
+		sizes := st.Expected(settings, len(order))
+		if budget < 1 || budget < settings.MaxBatch {
+			// Members down at the target use the budget for the whole
+			// phase: the batches the plan expects are no larger than
+			// what is left (the machine waits when nothing is).
+			limit := max(1, budget)
+			sizes = st.Expected(strategy.Settings{Type: settings.Type, MaxBatch: min(max(1, settings.MaxBatch), limit), MaxUnavailable: limit}, len(order))
+		}
+		ph.Batches = cut(order, sizes)
 	}
 
 	var notes []string
@@ -165,15 +172,19 @@ func phaseOf(comp *config.Component, obs Observed, to string, from *upgradeFrom)
 	return ph, errors.Join(errs...)
 }
 
-// batches cuts order into batches; size(prev) is the size of the batch
-// after one of size prev (0 for the first).
-func batches(order []string, size func(prev int) int) []Batch {
+// cut cuts order into batches of the given sizes.
+func cut(order []string, sizes []int) []Batch {
 	var out []Batch
-	prev := 0
-	for len(order) > 0 {
-		n := min(max(1, size(prev)), len(order))
+	for _, n := range sizes {
+		if len(order) == 0 {
+			break
+		}
+		n = min(max(1, n), len(order))
 		out = append(out, Batch{Members: order[:n:n]})
-		order, prev = order[n:], n
+		order = order[n:]
+	}
+	if len(order) > 0 {
+		out = append(out, Batch{Members: order})
 	}
 	return out
 }

@@ -1,5 +1,7 @@
 package plan
 
+import "github.com/ferry-upgrade/ferry/internal/strategy"
+
 // Plan is the ordered work of one upgrade: phases one after another,
 // batches one after another inside a phase. It is computed, never
 // edited: after a restart the engine recomputes nothing it has already
@@ -17,12 +19,20 @@ type Plan struct {
 // Phase is one component's turn; nothing of another component moves
 // while it runs.
 type Phase struct {
-	Component      string    `json:"component"`
-	Strategy       string    `json:"strategy"`
-	MaxUnavailable int       `json:"max_unavailable"`
-	Quorum         int       `json:"quorum,omitempty"` // one-at-a-time only
-	Batches        []Batch   `json:"batches"`
-	Skipped        []Skipped `json:"skipped,omitempty"` // members already at the target
+	Component      string `json:"component"`
+	Strategy       string `json:"strategy"`
+	MaxUnavailable int    `json:"max_unavailable"`
+	Quorum         int    `json:"quorum,omitempty"` // strategies that keep one
+	// Settings are the component's strategy settings: the state machine
+	// asks the strategy for each next batch with them.
+	Settings strategy.Settings `json:"settings"`
+	// Batches are the batches the strategy expects when every batch
+	// goes well (its Expected sizes over the members in order); the
+	// upgrade forms the real ones at run time (their sizes adapt, and
+	// members holding the component's role go last). A rollback plan's
+	// batches are the ones it follows.
+	Batches []Batch   `json:"batches"`
+	Skipped []Skipped `json:"skipped,omitempty"` // members already at the target
 	// Note tells the operator what shaped the phase: members already
 	// down, a budget the engine will have to wait for.
 	Note string `json:"note,omitempty"`
@@ -46,4 +56,13 @@ type Observed struct {
 	// Down lists members that are down or unhealthy right now, for any
 	// reason: they count against max_unavailable.
 	Down map[string]bool
+}
+
+// Members lists the phase's members in their planned order.
+func (ph Phase) Members() []string {
+	var out []string
+	for _, b := range ph.Batches {
+		out = append(out, b.Members...)
+	}
+	return out
 }

@@ -179,6 +179,9 @@ type Report struct {
 	// source's, together.
 	ZeroDowntime bool `json:"zero_downtime"`
 	ZeroImpact   bool `json:"zero_impact"`
+	// Pace compares the upgrade's wall time with the lower bound of its
+	// plan under its policy: what ferry itself added.
+	Pace upgrade.Pace `json:"pace"`
 }
 
 // TrafficReport is the driven traffic's part of a report.
@@ -223,7 +226,7 @@ type Writes struct {
 // write is read back first.
 func (s *Session) Report(ctx context.Context, u upgrade.Upgrade, evs []store.Event, end time.Time, verify bool) Report {
 	start := s.BaselineEnd()
-	r := Report{UpgradeID: u.ID, From: u.From, To: u.To, State: string(u.State), Reason: u.Reason,
+	r := Report{UpgradeID: u.ID, From: u.From, To: u.To, State: u.State.String(), Reason: u.Reason, Pace: u.Pace(end),
 		Began: s.began, Started: start, Ended: end, DurationS: end.Sub(start).Seconds(), ZeroDowntime: true, ZeroImpact: true}
 	windows := timeline.Windows(u, evs, end)
 	for _, src := range s.sources(ctx, end) {

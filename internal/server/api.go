@@ -9,6 +9,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/engine"
 	"github.com/ferry-upgrade/ferry/internal/plan"
 	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/strategy"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
@@ -46,6 +47,7 @@ func (s *Server) buildRoutes() http.Handler {
 		{Method: "POST", Pattern: "/v1/upgrade", handle: s.postUpgrade},
 		{Method: "PATCH", Pattern: "/v1/upgrade", handle: s.patchUpgrade},
 		{Method: "DELETE", Pattern: "/v1/upgrade", handle: s.deleteUpgrade},
+		{Method: "POST", Pattern: "/v1/upgrade/overrides", handle: s.postOverride},
 		{Method: "GET", Pattern: "/v1/upgrade/report", handle: s.getReport},
 		{Method: "GET", Pattern: "/v1/traffic", handle: s.getTraffic},
 		{Method: "GET", Pattern: "/v1/members", handle: s.getMembers},
@@ -426,6 +428,62 @@ func (s *Server) patchUpgrade(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	writeJSON(w, http.StatusAccepted, ActionResult{Action: string(kind), Upgrade: u, DrivenBy: by})
+	return nil
+}
+
+// OverrideRequest is the body of POST /v1/upgrade/overrides: one
+// admission predicate switched off (for one member, or all), or one
+// effect's undo given up.
+type OverrideRequest struct {
+	Predicate string `json:"predicate"`
+	Member    string `json:"member"`
+	Effect    string `json:"effect"`
+	Reason    string `json:"reason"`
+	// By names the operator; the server adds where the request came from.
+	By string `json:"by"`
+}
+
+func (s *Server) postOverride(w http.ResponseWriter, r *http.Request) error {
+	if _, err := query(r); err != nil {
+		return err
+	}
+	var req OverrideRequest
+	if err := decode(w, r, &req); err != nil {
+		return err
+	}
+	by := req.By
+	if by == "" {
+		by = "an API client"
+	}
+	o := upgrade.Override{Predicate: req.Predicate, Member: req.Member, Effect: req.Effect, Reason: req.Reason,
+		By: by + " (from " + r.RemoteAddr + ")", At: time.Now()}
+	cur, ok, err := s.cfg.Store.Current()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errf(http.StatusNotFound, CodeNoUpgrade, "no upgrade to override: none is current")
+	}
+	if err := engine.CheckLock(cur, s.cfg.Cluster.Digest, s.cfg.Cluster.File); err != nil {
+		return errf(http.StatusConflict, CodeClusterLocked, "%v", err)
+	}
+	u, err := s.cfg.Store.Override(cur.ID, o, func(u upgrade.Upgrade) error {
+		if why := upgrade.CheckOverride(&u, o, strategy.Known, strings.Join(strategy.PredicateNames(), ", ")); why != "" {
+			if u.State.Terminal() {
+				return errf(http.StatusConflict, CodeUpgradeEnded, "override refused: %s", why)
+			}
+			return errf(http.StatusUnprocessableEntity, CodeInvalidOverride, "override refused: %s", why)
+		}
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return errf(http.StatusNotFound, CodeNoUpgrade, "%v", err)
+		}
+		return err
+	}
+	s.signal()
+	writeJSON(w, http.StatusCreated, UpgradeStatus{Upgrade: u, DrivenBy: s.drivenBy(u)})
 	return nil
 }
 

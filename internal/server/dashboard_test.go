@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
 // artifactDir is where browser tests leave their screenshots:
@@ -160,7 +162,7 @@ func TestDashboardDrivesAnUpgrade(t *testing.T) {
 		    document.querySelector("#traffic-chart rect.band") !== null; })()`)
 	waitJS(t, ctx, 10*time.Second, "state paused after the reload", `document.getElementById("state").textContent === "paused"`)
 	screenshot(t, ctx, "dashboard-paused.png")
-	if u := current(t, c).Upgrade; u.State != "paused" || u.Intent.Kind != "pause" {
+	if u := current(t, c).Upgrade; u.State != upgrade.StatePaused || u.Intent.Kind != "pause" {
 		t.Fatalf("the API says %s, intent %+v", u.State, u.Intent)
 	}
 	waitJS(t, ctx, 10*time.Second, "the resume button enabled", `!document.getElementById("btn-resume").disabled`)
@@ -175,7 +177,7 @@ func TestDashboardDrivesAnUpgrade(t *testing.T) {
 	waitJS(t, ctx, 10*time.Second, "versions: kv ×3 and api ×4 on 2.0.0",
 		`document.getElementById("versions").textContent.includes("kv: 2.0.0 ×3") && document.getElementById("versions").textContent.includes("api: 2.0.0 ×4")`)
 	screenshot(t, ctx, "dashboard-completed.png")
-	if u := current(t, c).Upgrade; u.State != "completed" {
+	if u := current(t, c).Upgrade; u.State != upgrade.StateCompleted {
 		t.Fatalf("the API says %s: %s", u.State, u.Reason)
 	}
 }

@@ -38,6 +38,7 @@ const (
 	CodeChecksumMismatch  = "checksum_mismatch" // 422: an imported artifact is not what its sha256 says
 	CodeReleaseExists     = "release_exists"    // 409: an import of a version the catalog has, different
 	CodeInvalidRelease    = "invalid_release"   // 422: the catalog with the imported release would not be valid
+	CodeInvalidOverride   = "invalid_override"  // 422: an unknown predicate, member or effect, or all at once
 	CodeInternal          = "internal"          // 500: the store failed
 )
 

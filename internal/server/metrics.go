@@ -88,7 +88,7 @@ func newMetrics(c *config.Cluster) *metrics {
 func (m *metrics) setUpgrade(u *upgrade.Upgrade) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	cur := upgrade.State("")
+	cur := upgrade.State{}
 	if u != nil {
 		cur = u.State
 	}
@@ -98,10 +98,10 @@ func (m *metrics) setUpgrade(u *upgrade.Upgrade) {
 		if st == cur {
 			v, known = 1, true
 		}
-		m.state.WithLabelValues(string(st)).Set(v)
+		m.state.WithLabelValues(st.String()).Set(v)
 	}
-	if cur != "" && !known {
-		m.state.WithLabelValues(string(cur)).Set(1)
+	if !cur.IsZero() && !known {
+		m.state.WithLabelValues(cur.String()).Set(1)
 	}
 	m.steps.Reset()
 	if u == nil {
@@ -139,10 +139,12 @@ func (m *metrics) event(ev store.Event) {
 // messages of engine.describe).
 func actionOf(msg string) string {
 	switch {
-	case strings.HasPrefix(msg, "pre-stop hooks of "):
-		return string(upgrade.ActPreStop)
-	case strings.HasPrefix(msg, "post-start hooks of "):
-		return string(upgrade.ActPostStart)
+	case strings.HasPrefix(msg, "pre_stop hooks of "):
+		return "pre-stop"
+	case strings.HasPrefix(msg, "post_start hooks of "):
+		return "post-start"
+	case strings.HasPrefix(msg, "undo "):
+		return string(upgrade.ActUndo)
 	case strings.HasPrefix(msg, "stop "):
 		return string(upgrade.ActStop)
 	case strings.HasPrefix(msg, "start "):

@@ -285,11 +285,8 @@ func (s *Server) trafficBatches(id string, began time.Time) ([]TrafficBatch, err
 	}
 	// The batch in progress, named as timeline names it.
 	cur := ""
-	if !u.State.Terminal() && u.Rollback == nil && u.Phase < len(u.Plan.Phases) {
-		ph := u.Plan.Phases[u.Phase]
-		if u.Batch < len(ph.Batches) {
-			cur = fmt.Sprintf("%s batch %d (%s)", ph.Component, u.Batch+1, strings.Join(ph.Batches[u.Batch].Members, ", "))
-		}
+	if b := u.Current(); b != nil && !u.State.Terminal() {
+		cur = fmt.Sprintf("%s (%s)", b.Name(), strings.Join(b.Members, ", "))
 	}
 	now := time.Now()
 	out := []TrafficBatch{}

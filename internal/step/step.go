@@ -63,6 +63,9 @@ type Facts struct {
 	// once it succeeded.
 	Tries int
 	Acted bool
+	// Fresh: the member was observed after the step's last action
+	// returned (what it did can be seen).
+	Fresh bool
 	Soak  time.Duration
 	Now   time.Time
 	// Exits counts the member's exits on its target since its first
@@ -88,6 +91,9 @@ type Def struct {
 	// Admit: the member's admission is checked again before the action
 	// (the moment it goes down: another member may have failed since).
 	Admit bool
+	// Needs says whether the action is (still) to be taken; nil means
+	// until it has succeeded once.
+	Needs func(f Facts) bool
 	// Skip: the step has nothing to do for this member now.
 	Skip func(f Facts) bool
 	// Complete: the step is over (for a step with an action, seen after
@@ -126,6 +132,9 @@ var Move = []Def{
 	},
 	{
 		Name: Starting, Action: ActStart,
+		// Started again when it is not running its target: after an exit
+		// (a crash loop counts them), or a start that did not take.
+		Needs:    func(f Facts) bool { return !f.OnTarget && (!f.Acted || f.Fresh) },
 		Complete: func(f Facts) bool { return f.OnTarget && f.Healthy },
 		Fail: func(f Facts) string {
 			if f.CrashLimit > 0 && f.Exits >= f.CrashLimit {

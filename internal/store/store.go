@@ -166,6 +166,40 @@ func (s *Store) Request(id string, kind upgrade.IntentKind, now time.Time, check
 	return u, err
 }
 
+// Override records the operator's override o of upgrade id (one
+// admission predicate switched off, or one effect's undo given up),
+// with an event naming who and when; check says, from the record as
+// stored, why it is refused (or nil). The engine driving the upgrade
+// reads it at its next step.
+func (s *Store) Override(id string, o upgrade.Override, check func(u upgrade.Upgrade) error) (upgrade.Upgrade, error) {
+	var u upgrade.Upgrade
+	err := s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketUpgrades).Get([]byte(id))
+		if b == nil {
+			return fmt.Errorf("%w: upgrade %s", ErrNotFound, id)
+		}
+		if err := json.Unmarshal(b, &u); err != nil {
+			return fmt.Errorf("store: upgrade %s: %w", id, err)
+		}
+		if check != nil {
+			if err := check(u); err != nil {
+				return err
+			}
+		}
+		u.Overrides = append(u.Overrides, o)
+		if err := put(tx, u); err != nil {
+			return err
+		}
+		msg := fmt.Sprintf("override: %s switched off by %s", o, o.By)
+		if o.Reason != "" {
+			msg += ": " + o.Reason
+		}
+		_, err := appendEvents(tx, []Event{{Time: o.At, Upgrade: id, Kind: "override", Member: o.Member, Message: msg}})
+		return err
+	})
+	return u, err
+}
+
 // Current returns the current (latest) upgrade; ok is false if there
 // has never been one.
 func (s *Store) Current() (u upgrade.Upgrade, ok bool, err error) {
@@ -204,13 +238,20 @@ func current(tx *bolt.Tx) (upgrade.Upgrade, bool, error) {
 	return u, true, nil
 }
 
-// put writes u, keeping the stored operator intent: the intent belongs
-// to the operator's commands (Request), never to the engine's saves.
+// put writes u, keeping the stored operator intent and overrides: they
+// belong to the operator's commands (Request, Override), never to the
+// engine's saves.
 func put(tx *bolt.Tx, u upgrade.Upgrade) error {
 	if old := tx.Bucket(bucketUpgrades).Get([]byte(u.ID)); old != nil {
 		var prev upgrade.Upgrade
-		if err := json.Unmarshal(old, &prev); err == nil && prev.Intent.Seq > u.Intent.Seq {
-			u.Intent = prev.Intent
+		if err := json.Unmarshal(old, &prev); err == nil {
+			if prev.Intent.Seq > u.Intent.Seq {
+				u.Intent = prev.Intent
+			}
+			// Overrides are the operator's: the engine's saves keep them.
+			if len(prev.Overrides) > len(u.Overrides) {
+				u.Overrides = prev.Overrides
+			}
 		}
 	}
 	b, err := json.Marshal(u)

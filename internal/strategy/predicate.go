@@ -55,6 +55,9 @@ type View struct {
 	// admitted goes down (another member may have failed meanwhile);
 	// only the budgets, quorum and substrate apply then.
 	Stopping bool
+	// RollingBack: the batches follow the rollback's plan (the reverse
+	// of the upgrade's), so the role order does not apply.
+	RollingBack bool
 }
 
 // Predicate is one named rule that may refuse a member's admission.
@@ -172,7 +175,7 @@ func gate(v *View, _ Member) string {
 }
 
 func roleLast(v *View, c Member) string {
-	if !c.Role {
+	if !c.Role || v.RollingBack {
 		return ""
 	}
 	var before []string

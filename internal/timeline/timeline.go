@@ -49,7 +49,10 @@ func Windows(u upgrade.Upgrade, evs []store.Event, end time.Time) []Window {
 			out = append(out, *open)
 			open = nil
 		}
-		st := upgrade.State(to)
+		st, err := upgrade.ParseState(to)
+		if err != nil {
+			continue
+		}
 		if !st.Terminal() && st != upgrade.StateStarted && st != upgrade.StatePreflight {
 			open = &Window{Name: to, Kind: KindState, From: ev.Time}
 		}
@@ -58,46 +61,14 @@ func Windows(u upgrade.Upgrade, evs []store.Event, end time.Time) []Window {
 		open.To = end
 		out = append(out, *open)
 	}
-	// Batches: from the first member leaving pending to the last done.
-	first, last := map[string]time.Time{}, map[string]time.Time{}
-	for _, ev := range evs {
-		if ev.Kind != "step" || ev.Member == "" {
-			continue
+	// Batches: as the record keeps them, from their admission to their
+	// last member done.
+	for _, b := range u.Batches {
+		w := Window{Name: fmt.Sprintf("%s (%s)", b.Name(), strings.Join(b.Members, ", ")), Kind: KindBatch, From: b.Began, To: b.Ended}
+		if w.To.IsZero() || w.To.Before(w.From) {
+			w.To = end
 		}
-		from, to, ok := transition(strings.TrimPrefix(ev.Message, ev.Member+": "))
-		if !ok {
-			continue
-		}
-		if from == string(upgrade.StepPending) {
-			if _, seen := first[ev.Member]; !seen {
-				first[ev.Member] = ev.Time
-			}
-		}
-		if to == string(upgrade.StepDone) || to == string(upgrade.StepFailed) {
-			last[ev.Member] = ev.Time
-		}
-	}
-	for _, ph := range u.Plan.Phases {
-		for i, b := range ph.Batches {
-			var w Window
-			for _, m := range b.Members {
-				if t, ok := first[m]; ok && (w.From.IsZero() || t.Before(w.From)) {
-					w.From = t
-				}
-				if t, ok := last[m]; ok && t.After(w.To) {
-					w.To = t
-				}
-			}
-			if w.From.IsZero() {
-				continue
-			}
-			if w.To.Before(w.From) {
-				w.To = end
-			}
-			w.Name = fmt.Sprintf("%s batch %d (%s)", ph.Component, i+1, strings.Join(b.Members, ", "))
-			w.Kind = KindBatch
-			out = append(out, w)
-		}
+		out = append(out, w)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Kind != out[j].Kind {

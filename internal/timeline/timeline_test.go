@@ -15,7 +15,11 @@ func TestWindows(t *testing.T) {
 	u := upgrade.Upgrade{Plan: plan.Plan{Phases: []plan.Phase{
 		{Component: "kv", Batches: []plan.Batch{{Members: []string{"kv-1"}}, {Members: []string{"kv-2"}}}},
 		{Component: "api", Batches: []plan.Batch{{Members: []string{"api-1", "api-2"}}, {Members: []string{"api-3"}}}},
-	}}}
+	}}, Batches: []upgrade.Batch{
+		{Phase: 0, Component: "kv", Number: 1, Members: []string{"kv-1"}, Began: at(1), Ended: at(3)},
+		{Phase: 0, Component: "kv", Number: 2, Members: []string{"kv-2"}, Began: at(3), Ended: at(5)},
+		{Phase: 1, Component: "api", Number: 1, Members: []string{"api-1", "api-2"}, Began: at(5), Ended: at(8)},
+	}}
 	evs := []store.Event{
 		{Time: at(0), Kind: "state", Message: "upgrade u1 created: 1.0.0 → 2.0.0"},
 		{Time: at(0), Kind: "state", Message: "state upgrade-started → expanding"},

@@ -3,16 +3,15 @@ package upgrade
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/effect"
 	"github.com/ferry-upgrade/ferry/internal/plan"
+	"github.com/ferry-upgrade/ferry/internal/strategy"
 )
-
-// soakBroken begins the detail of a member that became healthy and
-// then failed within its min_healthy_time.
-const soakBroken = "unhealthy during its soak (min_healthy_time): "
 
 // retryBackoff is how long a failed action waits before it is tried
 // again (times the number of tries, capped at maxBackoff).
@@ -23,7 +22,7 @@ const (
 
 // New returns the record of an upgrade that has not taken any step:
 // every planned member pending, every skipped member done.
-func New(id string, p plan.Plan, versions map[string]string, components map[string]string, now time.Time) Upgrade {
+func New(id string, p plan.Plan, versions map[string]string, _ map[string]string, now time.Time) Upgrade {
 	u := Upgrade{
 		ID:      id,
 		From:    majority(versions),
@@ -36,10 +35,8 @@ func New(id string, p plan.Plan, versions map[string]string, components map[stri
 		Updated: now,
 	}
 	for _, ph := range p.Phases {
-		for _, b := range ph.Batches {
-			for _, name := range b.Members {
-				u.Members[name] = &Member{Name: name, Component: ph.Component, From: versions[name], Target: p.To, Step: StepPending}
-			}
+		for _, name := range ph.Members() {
+			u.Members[name] = &Member{Name: name, Component: ph.Component, From: versions[name], Target: p.To, Step: StepPending}
 		}
 		for _, s := range ph.Skipped {
 			u.Members[s.Member] = &Member{Name: s.Member, Component: ph.Component, From: versions[s.Member], Target: p.To, Step: StepDone, Detail: s.Reason}
@@ -57,12 +54,12 @@ func majority(versions map[string]string) string {
 			count[v]++
 		}
 	}
-	best, n := "", 0
 	keys := make([]string, 0, len(count))
 	for v := range count {
 		keys = append(keys, v)
 	}
 	sort.Strings(keys)
+	best, n := "", 0
 	for _, v := range keys {
 		if count[v] > n {
 			best, n = v, count[v]
@@ -71,37 +68,38 @@ func majority(versions map[string]string) string {
 	return best
 }
 
-// Decision is what Step decided: the record to persist, the actions to
-// take once it is persisted, and when to look again if nothing happens
-// sooner (zero: at the engine's next tick).
-type Decision struct {
-	Upgrade Upgrade
-	Actions []Action
-	After   time.Duration
-}
-
 // Step decides the next move of upgrade u given what was just observed.
 // It never mutates u; the returned record must be persisted before any
 // returned action is taken.
 func Step(c *config.Cluster, u Upgrade, obs Observation, now time.Time) Decision {
-	s := stepper{c: c, u: u.clone(), obs: obs, now: now}
+	s := stepper{c: c, u: u.clone(), obs: obs, now: now, probe: map[string]bool{}}
 	s.run()
 	s.u.Waiting = strings.Join(append(s.notes, s.waiting...), "; ")
+	s.u.Refusals = s.refusals
 	if s.u.State.Terminal() && s.u.Ended.IsZero() {
 		s.u.Ended = now
 	}
 	s.u.Updated = now
-	return Decision{Upgrade: s.u, Actions: s.actions, After: s.after}
+	var probe []string
+	for c := range s.probe {
+		probe = append(probe, c)
+	}
+	sort.Strings(probe)
+	return Decision{Upgrade: s.u, Actions: s.actions, Probe: probe, Cancel: s.cancel, After: s.after}
 }
 
 type stepper struct {
-	c       *config.Cluster
-	u       Upgrade
-	obs     Observation
-	now     time.Time
-	actions []Action
-	waiting []string
-	after   time.Duration
+	c        *config.Cluster
+	u        Upgrade
+	obs      Observation
+	now      time.Time
+	actions  []Action
+	waiting  []string
+	refusals []strategy.Refusal
+	// probe are the components whose gates must be checked now.
+	probe  map[string]bool
+	cancel []int
+	after  time.Duration
 	// notes are said in Waiting without holding the step back.
 	notes []string
 	// failed is set once a step failed in this pass: the phase stops
@@ -124,6 +122,33 @@ func (s *stepper) wait(format string, args ...any) {
 	s.waiting = append(s.waiting, fmt.Sprintf(format, args...))
 }
 
+// act emits an action with the next sequence number and returns it.
+func (s *stepper) act(a Action) int {
+	s.u.ActionSeq++
+	a.Seq = s.u.ActionSeq
+	s.actions = append(s.actions, a)
+	return a.Seq
+}
+
+// inFlight reports whether action seq is being taken by the engine
+// that observed; one recorded but not in flight was lost with its
+// process.
+func (s *stepper) inFlight(seq int) bool { return seq != 0 && s.obs.Acting[seq] }
+
+// backoff reports whether an action tried tries times, last at last,
+// may be tried again now; if not, it asks to be woken then.
+func (s *stepper) backoff(tries int, last time.Time) bool {
+	if tries == 0 {
+		return true
+	}
+	back := min(time.Duration(tries)*retryBackoff, maxBackoff)
+	if next := last.Add(back); s.now.Before(next) {
+		s.wake(next)
+		return false
+	}
+	return true
+}
+
 // fail ends the current step in failure. What follows is the policy's
 // (on_failure): a rollback of every member touched so far (the
 // default), or a pause for the operator. A failure while rolling back
@@ -139,87 +164,46 @@ func (s *stepper) failBy(policy, reason string) {
 	s.failed = true
 	u := &s.u
 	switch {
+	case !u.Ending.IsZero():
+		// A failure of the end's own hooks: the end stands, said so.
+		s.notes = append(s.notes, reason)
 	case !u.Finalized.IsZero() && !u.RollingBack():
 		// Past the point of no return: nothing to roll back to.
-		u.ResumeTo = u.State
-		u.State = StatePaused
-		u.Reason = reason + " (after finalize: no rollback; fix the cause, then 'ferry upgrade resume')"
-		u.Pausing = false
-		s.pausedWait()
+		s.pause(reason + " (after finalize: no rollback; fix the cause, then 'ferry upgrade resume')")
 	case u.State == StatePreflight || u.State == StateStarted:
 		// Nothing was touched: nothing to roll back.
-		u.State = StateFailed
 		u.Reason = reason
+		s.untouched("the upgrade failed before its turn", nil)
+		s.end(StateFailed)
 	case u.RollingBack():
-		u.State = StateFailed
 		u.Reason = "rollback failed: " + reason + " (the cause was: " + u.Reason + ")"
+		s.end(StateFailed)
 	case policy == "pause":
-		u.ResumeTo = u.State
-		u.State = StatePaused
-		u.Reason = reason
-		u.Pausing = false
-		s.pausedWait()
+		s.pause(reason)
 	default:
 		s.rollback(reason)
 	}
 }
 
-// rollback begins returning every member touched so far to the version
-// it ran before, through the same gated steps, in reverse order: the
-// phases from the current one back to the first, the batches of each
-// from the last back, the failed member first within its batch.
-func (s *stepper) rollback(reason string) {
+// pause holds the upgrade for the operator, with the reason ("" for
+// the operator's own request).
+func (s *stepper) pause(reason string) {
 	u := &s.u
-	rb := plan.Plan{From: []string{u.To}, To: u.From}
-	last := u.Phase
-	if last >= len(u.Plan.Phases) {
-		last = len(u.Plan.Phases) - 1
+	if u.State != StatePaused {
+		u.ResumeTo = u.State
 	}
-	for i := last; i >= 0; i-- {
-		ph := u.Plan.Phases[i]
-		var batches []plan.Batch
-		for j := len(ph.Batches) - 1; j >= 0; j-- {
-			var first, rest []string
-			for _, n := range ph.Batches[j].Members {
-				m := u.Members[n]
-				if m == nil || m.Step == StepPending || m.From == "" {
-					continue
-				}
-				if m.Step == StepFailed {
-					first = append(first, n)
-				} else {
-					rest = append(rest, n)
-				}
-			}
-			if ms := append(first, rest...); len(ms) > 0 {
-				batches = append(batches, plan.Batch{Members: ms})
-			}
-		}
-		if len(batches) > 0 {
-			rph := ph
-			rph.Batches, rph.Skipped = batches, nil
-			rph.Note = "rollback to " + u.From
-			rb.Phases = append(rb.Phases, rph)
-		}
-	}
-	for _, ph := range rb.Phases {
-		for _, b := range ph.Batches {
-			for _, n := range b.Members {
-				m := u.Members[n]
-				m.Target = m.From
-				m.Began, m.HealthySince, m.AdmitSince = time.Time{}, time.Time{}, time.Time{}
-				m.Detail = ""
-				s.setStep(m, StepPending)
-			}
-		}
-	}
-	u.Rollback = &rb
-	u.Phase, u.Batch = 0, 0
-	u.GateSince = time.Time{}
-	u.Pausing = false
-	u.ResumeTo = ""
+	u.State = StatePaused
 	u.Reason = reason
-	u.State = StateRollingBack
+	u.Pausing = false
+	s.waiting = nil
+	s.pausedWait()
+}
+
+// end reaches terminal state st once the upgrade's owed undos and its
+// post_upgrade hooks have run.
+func (s *stepper) end(st State) {
+	s.u.Ending = st
+	s.u.Pausing = false
 }
 
 func (s *stepper) pausedWait() {
@@ -256,6 +240,13 @@ func (s *stepper) intent() {
 			s.notes = append(s.notes, "abort refused: "+why)
 			return
 		}
+		// What is in flight is cancelled: the rollback takes each
+		// member from wherever it is.
+		for _, n := range sortedNames(u.Members) {
+			if m := u.Members[n]; m.Acting != 0 {
+				s.cancel = append(s.cancel, m.Acting)
+			}
+		}
 		s.rollback("aborted by the operator")
 	case IntentFinalize:
 		if u.State == StateAwaitingFinalize {
@@ -269,8 +260,8 @@ func (s *stepper) intent() {
 // migrations; until it is reached, an upgrade may always be aborted.
 func NoAbort(u *Upgrade) string {
 	switch {
-	case u.State.Terminal():
-		return fmt.Sprintf("upgrade %s has ended (%s)", u.ID, u.State)
+	case u.State.Terminal() || !u.Ending.IsZero():
+		return fmt.Sprintf("upgrade %s has ended (%s)", u.ID, orState(u.Ending, u.State))
 	case u.RollingBack():
 		return fmt.Sprintf("upgrade %s is already rolling back", u.ID)
 	case !u.Finalized.IsZero():
@@ -278,6 +269,13 @@ func NoAbort(u *Upgrade) string {
 			u.ID, u.Finalized.UTC().Format(time.RFC3339), u.To, u.From, u.To)
 	}
 	return ""
+}
+
+func orState(a, b State) State {
+	if !a.IsZero() {
+		return a
+	}
+	return b
 }
 
 // NoFinalize says why upgrade u cannot be finalized by the operator
@@ -294,133 +292,41 @@ func NoFinalize(u *Upgrade) string {
 	return ""
 }
 
-// stageCalls are the calls of migration stage st of the target release.
-func (s *stepper) stageCalls(st State) []config.Call {
-	r := s.c.Release(s.u.To)
-	if r == nil {
-		return nil
-	}
-	m := &r.Migrations
-	switch st {
-	case StateExpanding:
-		return m.Expand
-	case StateMigrating:
-		return m.Migrate
-	case StateFinalizing:
-		return m.Finalize
-	case StateContracting:
-		return m.Contract
-	}
-	return nil
-}
-
-// enterStage moves to migration stage st with fresh progress.
-func (s *stepper) enterStage(st State) {
-	s.u.State = st
-	s.u.Stage = Stage{}
-}
-
-// nextStage is what follows stage st once it is done (or empty).
-func (s *stepper) nextStage(st State) {
-	u := &s.u
-	switch st {
-	case StateExpanding:
-		u.Phase, u.Batch = 0, 0
-		s.enterPhase()
-	case StateMigrating:
-		if s.c.Policy.Finalize == "manual" {
-			s.enterStage(StateAwaitingFinalize)
-			return
-		}
-		s.enterStage(StateFinalizing)
-	case StateFinalizing:
-		if u.Finalized.IsZero() {
-			u.Finalized = s.now
-		}
-		u.Pin = u.To
-		s.enterStage(StateContracting)
-	case StateContracting:
-		u.State = StateCompleted
-	}
-}
-
-// stage advances migration stage st: its calls are made until they
-// pass, at the release's interval, within its deadline. Finalize is
-// recorded before its first call: once it may have happened, there is
-// no going back.
-func (s *stepper) stage(st State) {
-	u := &s.u
-	calls := s.stageCalls(st)
-	if len(calls) == 0 || u.Stage.Done {
-		s.nextStage(st)
-		return
-	}
-	m := &s.c.Release(u.To).Migrations
-	if u.Stage.Since.IsZero() {
-		u.Stage.Since = s.now
-	}
-	if d := m.Deadline.D(); s.now.Sub(u.Stage.Since) > d {
-		s.fail("%s: not done within %s: %s", st, d, orDash(u.Stage.Detail))
-		return
-	}
-	if s.u.Pausing {
-		return // pauseIfQuiet pauses between two calls
-	}
-	if !u.Stage.LastTry.IsZero() {
-		if next := u.Stage.LastTry.Add(m.Interval.D()); s.now.Before(next) {
-			s.wait("%s: %s", st, orDash(u.Stage.Detail))
-			s.wake(next)
-			return
-		}
-	}
-	if st == StateFinalizing && u.Finalized.IsZero() {
-		u.Finalized = s.now
-		u.Pin = u.To
-	}
-	u.Stage.LastTry = s.now
-	u.Stage.Tries++
-	s.actions = append(s.actions, Action{Kind: ActStage, Stage: stageName(st), Version: u.To})
-}
-
-func stageName(st State) string {
-	switch st {
-	case StateExpanding:
-		return "expand"
-	case StateMigrating:
-		return "migrate"
-	case StateFinalizing:
-		return "finalize"
-	case StateContracting:
-		return "contract"
-	}
-	return string(st)
-}
-
 // resume returns a paused upgrade to where it was. Members that failed
-// are tried again from their start, and every deadline counts anew
-// from now (StarlingX's resume: the state is reset from what runs).
+// are tried again from their start, undos that failed are tried again,
+// and every deadline counts anew from now (StarlingX's resume: the
+// state is reset from what runs).
 func (s *stepper) resume() {
 	u := &s.u
 	u.State = u.ResumeTo
-	if u.State == "" || u.State == StatePaused {
+	if u.State.IsZero() || u.State == StatePaused {
 		u.State = StateStarted
 	}
-	u.ResumeTo = ""
+	u.ResumeTo = State{}
 	if !u.RollingBack() {
 		u.Reason = ""
 	}
-	u.GateSince = time.Time{}
+	u.GateSince, u.WaitSince = time.Time{}, time.Time{}
 	u.Stage.Since, u.Stage.LastTry = time.Time{}, time.Time{}
-	for _, m := range u.Members {
+	if u.Hook != nil {
+		u.Hook.Since, u.Hook.Tries = s.now, 0
+	}
+	for i := range u.Effects {
+		e := &u.Effects[i]
+		if e.State == effect.StateFailed {
+			e.State, e.Undoing, e.Tries, e.Error = effect.StateOpen, time.Time{}, 0, ""
+		}
+	}
+	for _, n := range sortedNames(u.Members) {
+		m := u.Members[n]
 		switch {
 		case m.Step == StepFailed:
-			m.Began, m.HealthySince = time.Time{}, time.Time{}
+			s.resetMove(m)
 			m.Detail = "tried again after resume"
 			s.setStep(m, StepPending)
 		case m.Step.InFlight():
 			m.Began = s.now
 		}
-		m.AdmitSince = time.Time{}
 	}
 }
 
@@ -428,7 +334,7 @@ func (s *stepper) resume() {
 // flight: the step in flight finishes first.
 func (s *stepper) pauseIfQuiet() {
 	u := &s.u
-	if !u.Pausing || u.State.Terminal() || u.State == StatePaused {
+	if !u.Pausing || u.State.Terminal() || u.State == StatePaused || !u.Ending.IsZero() {
 		return
 	}
 	for _, m := range u.Members {
@@ -436,27 +342,23 @@ func (s *stepper) pauseIfQuiet() {
 			return
 		}
 	}
-	u.ResumeTo = u.State
-	u.State = StatePaused
-	u.Pausing = false
-	s.waiting = nil
-	s.pausedWait()
+	s.pause("")
 }
 
 func (s *stepper) run() {
 	// Each pass may move the record forward by a state; loop while it
 	// does and no action is due, so one Step reaches the next action.
-	for i := 0; i < 64; i++ {
-		before := s.u.State
-		beforePhase, beforeBatch := s.u.Phase, s.u.Batch
+	for range 64 {
+		before := s.mark()
 		s.once()
-		if len(s.actions) > 0 || s.u.State.Terminal() || s.u.State == StatePaused || len(s.waiting) > 0 {
+		if len(s.actions) > 0 || s.u.State.Terminal() || s.u.State == StatePaused || len(s.waiting) > 0 || s.failed {
 			return
 		}
-		if s.u.State == before && s.u.Phase == beforePhase && s.u.Batch == beforeBatch {
+		after := s.mark()
+		if after == before {
 			return
 		}
-		if s.u.State != before && strings.HasPrefix(string(s.u.State), "upgraded-") {
+		if s.u.State.Kind == KindUpgraded && before.state != s.u.State {
 			// A component done is a milestone worth a record of its
 			// own (Rook's upgraded-COMPONENT): stop here, go on next.
 			s.wake(s.now)
@@ -465,42 +367,158 @@ func (s *stepper) run() {
 	}
 }
 
+// progress is what a pass of the machine may move.
+type progress struct {
+	state, ending State
+	phase         int
+	batches       int
+	ended         int
+	hooks         HookProgress
+	upgradeHooks  HookProgress
+	stageDone     bool
+}
+
+func (s *stepper) mark() progress {
+	u := &s.u
+	ended := 0
+	for _, b := range u.Batches {
+		if !b.Ended.IsZero() {
+			ended++
+		}
+	}
+	return progress{u.State, u.Ending, u.Phase, len(u.Batches), ended, u.PhaseHooks, u.UpgradeHooks, u.Stage.Done}
+}
+
 func (s *stepper) once() {
 	u := &s.u
 	s.intent()
-	defer s.pauseIfQuiet()
-	switch {
-	case u.State.Terminal():
+	if u.State.Terminal() {
 		return
-	case u.State == StatePaused:
+	}
+	s.abandon()
+	if s.outage() {
+		return
+	}
+	defer s.sweep()
+	if u.State == StatePaused {
 		s.pausedWait()
 		return
-	case u.State == StateRollingBack:
+	}
+	if !u.Ending.IsZero() {
+		s.ending()
+		return
+	}
+	defer s.pauseIfQuiet()
+	switch u.State.Kind {
+	case KindRollingBack, KindUpgrading:
 		s.phase()
-	case u.State == StateStarted:
+	case KindStarted:
 		u.State = StatePreflight
-	case u.State == StatePreflight:
+	case KindPreflight:
 		if !s.preflight() {
 			return
 		}
+		if !u.UpgradeHooks.Opened {
+			if !s.hooks("pre_upgrade", "", s.maxGateDeadline()) {
+				return
+			}
+			u.UpgradeHooks.Opened = true
+		}
 		s.enterStage(StateExpanding)
-	case u.State == StateExpanding, u.State == StateMigrating, u.State == StateFinalizing, u.State == StateContracting:
+	case KindExpanding, KindMigrating, KindFinalizing, KindContracting:
 		s.stage(u.State)
-	case u.State == StateAwaitingFinalize:
+	case KindAwaitingFinalize:
 		s.wait("every member runs %s, pinned to %s; 'ferry upgrade finalize' passes the point of no return, 'ferry upgrade abort' rolls back", u.To, u.Pin)
-	case strings.HasPrefix(string(u.State), "upgraded-"):
+	case KindUpgraded:
 		u.Phase++
-		u.Batch = 0
 		s.enterPhase()
-	case strings.HasPrefix(string(u.State), "upgrading-"):
-		s.phase()
 	}
 }
 
-// enterPhase moves to the phase at u.Phase, or completes the upgrade.
+// ending reaches the terminal state u.Ending: every owed undo first
+// (the sweep runs them), then the post_upgrade hooks.
+func (s *stepper) ending() {
+	u := &s.u
+	if owed := s.owedEffects(); owed != "" {
+		s.wait("ending %s once its undos are done: %s", u.Ending, owed)
+		return
+	}
+	if !u.UpgradeHooks.Closed {
+		if !s.hooks("post_upgrade", "", s.maxGateDeadline()) && !s.failed {
+			return
+		}
+		u.UpgradeHooks.Closed = true
+	}
+	u.State, u.Ending = u.Ending, State{}
+	u.Hook = nil
+}
+
+// outage holds the upgrade while the substrate does not answer for
+// some member: nothing is admitted, no deadline runs, nothing is
+// acted on; a member whose substrate is away has not failed. When it
+// answers again every deadline moves by the time it was away.
+func (s *stepper) outage() bool {
+	u := &s.u
+	var away []string
+	detail := ""
+	for _, n := range sortedNames(u.Members) {
+		if o := s.obs.Members[n]; o.Unknown {
+			away = append(away, n)
+			if detail == "" {
+				detail = o.Detail
+			}
+		}
+	}
+	if len(away) > 0 {
+		if u.Outage == nil {
+			u.Outage = &Outage{Since: s.now, Detail: detail}
+		}
+		s.wait("the substrate does not answer for %s since %s (%s): holding, no member is admitted and no deadline runs until it answers",
+			names(away), u.Outage.Since.UTC().Format(time.RFC3339), detail)
+		return true
+	}
+	if u.Outage != nil {
+		d := s.now.Sub(u.Outage.Since)
+		s.shift(d)
+		s.notes = append(s.notes, fmt.Sprintf("the substrate answers again after %s: every deadline moved by as much", d.Round(time.Millisecond)))
+		u.Outage = nil
+	}
+	return false
+}
+
+// shift moves every running deadline by d (an outage's length).
+func (s *stepper) shift(d time.Duration) {
+	u := &s.u
+	move := func(t *time.Time) {
+		if !t.IsZero() {
+			*t = t.Add(d)
+		}
+	}
+	move(&u.GateSince)
+	move(&u.WaitSince)
+	move(&u.Stage.Since)
+	if u.Hook != nil {
+		move(&u.Hook.Since)
+	}
+	for i := range u.Effects {
+		move(&u.Effects[i].Undoing)
+	}
+	for _, m := range u.Members {
+		if m.Step.InFlight() {
+			move(&m.Began)
+		}
+	}
+}
+
+// enterPhase moves to the phase at u.Phase, or to the migration once
+// every phase is done.
 func (s *stepper) enterPhase() {
 	u := &s.u
-	u.GateSince = time.Time{}
+	u.GateSince, u.WaitSince = time.Time{}, time.Time{}
+	u.PhaseHooks = HookProgress{}
+	// The boundary stays the last batch's end (or the last stage's):
+	// the gate checked after it, which let the last phase end, lets
+	// this one begin.
 	if u.Phase >= len(u.Plan.Phases) {
 		s.enterStage(StateMigrating)
 		return
@@ -512,13 +530,13 @@ func (s *stepper) enterPhase() {
 // cluster gate is green: ferry does not start on a sick cluster.
 func (s *stepper) preflight() bool {
 	var sick []string
-	for _, name := range s.memberNames() {
+	for _, name := range sortedNames(s.u.Members) {
 		o := s.obs.Members[name]
 		if !o.Healthy {
 			sick = append(sick, fmt.Sprintf("%s not healthy (%s)", name, orDash(o.Detail)))
 		}
 	}
-	if gate := s.redGates(); gate != "" {
+	if gate := s.redGates(time.Time{}); gate != "" {
 		sick = append(sick, gate)
 	}
 	if len(sick) == 0 {
@@ -544,16 +562,21 @@ func (s *stepper) gateWait(what string, deadline time.Duration, detail string) b
 	return false
 }
 
-// redGates describes every cluster gate that is red, or "".
-func (s *stepper) redGates() string {
+// redGates describes every cluster gate that is red, or not checked
+// since after (when after is set; those are asked to be checked now),
+// or "".
+func (s *stepper) redGates(after time.Time) string {
 	var red []string
-	names := make([]string, 0, len(s.obs.Gates))
-	for n := range s.obs.Gates {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if g := s.obs.Gates[n]; !g.Healthy {
+	for _, n := range sortedNames(s.obs.Gates) {
+		g := s.obs.Gates[n]
+		switch {
+		case g.Checked.IsZero():
+			s.probe[n] = true
+			red = append(red, fmt.Sprintf("cluster gate %s not checked yet", n))
+		case !after.IsZero() && g.Checked.Before(after):
+			s.probe[n] = true
+			red = append(red, fmt.Sprintf("cluster gate %s not checked since the last batch", n))
+		case !g.Healthy:
 			red = append(red, fmt.Sprintf("cluster gate %s red (%s)", n, orDash(g.Detail)))
 		}
 	}
@@ -563,9 +586,7 @@ func (s *stepper) redGates() string {
 func (s *stepper) maxGateDeadline() time.Duration {
 	var d time.Duration
 	for i := range s.c.Components {
-		if g := s.c.Components[i].GateDeadline.D(); g > d {
-			d = g
-		}
+		d = max(d, s.c.Components[i].GateDeadline.D())
 	}
 	if d == 0 {
 		d = time.Minute
@@ -573,263 +594,13 @@ func (s *stepper) maxGateDeadline() time.Duration {
 	return d
 }
 
-func (s *stepper) memberNames() []string {
-	names := make([]string, 0, len(s.u.Members))
-	for n := range s.u.Members {
+func sortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	return names
-}
-
-// phase advances the current phase: the gate before each batch, the
-// members of the batch, the gate after the last batch.
-//
-// While rolling back, the gate before a batch is skipped (the red gate
-// may be the very thing the rollback repairs); the gate after each
-// phase is kept, so that rolled-back means healthy.
-func (s *stepper) phase() {
-	u := &s.u
-	active := u.Active()
-	if u.Phase >= len(active.Phases) {
-		if u.RollingBack() {
-			u.State = StateRolledBack
-		} else {
-			u.State = StateCompleted
-		}
-		return
-	}
-	ph := active.Phases[u.Phase]
-	comp := s.c.Component(ph.Component)
-	if comp == nil {
-		s.fail("component %q of the plan is not in the description", ph.Component)
-		return
-	}
-	if u.Batch >= len(ph.Batches) {
-		if red := s.redGates(); red != "" {
-			s.gateWait("after "+comp.Name, comp.GateDeadline.D(), red)
-			return
-		}
-		u.GateSince = time.Time{}
-		if u.RollingBack() {
-			u.Phase++
-			u.Batch = 0
-			return
-		}
-		u.State = Upgraded(comp.Name)
-		return
-	}
-	batch := ph.Batches[u.Batch]
-	started := false
-	for _, name := range batch.Members {
-		if m := u.Members[name]; m != nil && m.Step != StepPending {
-			started = true
-		}
-	}
-	if !started && !u.RollingBack() {
-		if red := s.redGates(); red != "" {
-			s.gateWait(fmt.Sprintf("before %s batch %d", comp.Name, u.Batch+1), comp.GateDeadline.D(), red)
-			return
-		}
-		u.GateSince = time.Time{}
-	}
-	done := true
-	for _, name := range batch.Members {
-		m := u.Members[name]
-		if m == nil {
-			s.fail("member %q of the plan has no record", name)
-			return
-		}
-		s.advance(comp, ph, m)
-		if s.failed {
-			return
-		}
-		if m.Step != StepDone {
-			done = false
-		}
-	}
-	if done {
-		u.Batch++
-	}
-}
-
-// advance moves one member of the current batch as far as it can go
-// without acting, and emits the action it needs next, if any.
-func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
-	o := s.obs.Members[m.Name]
-	onTarget := o.Running && o.Version == m.Target
-	for i := 0; i < 8; i++ {
-		if m.Step.InFlight() && s.now.Sub(m.Began) > comp.Deadline.D() {
-			s.setStep(m, StepFailed)
-			why := orDash(firstNonEmpty(o.Detail, m.Detail))
-			if strings.HasPrefix(m.Detail, soakBroken) {
-				// It was healthy, then was not: that is the news.
-				why = m.Detail + "; last seen: " + orDash(o.Detail)
-			}
-			m.Detail = fmt.Sprintf("not healthy on %s within healthy_deadline %s: %s", m.Target, comp.Deadline, why)
-			s.fail("member %s: %s", m.Name, m.Detail)
-			return
-		}
-		switch m.Step {
-		case StepPending:
-			if onTarget && o.Healthy {
-				s.setStep(m, StepDone)
-				m.Detail = "already running " + m.Target
-				return
-			}
-			if s.u.Pausing {
-				s.wait("%s: not started: pausing", m.Name)
-				return
-			}
-			if why := s.admit(comp, ph, m); why != "" {
-				// Trouble ferry did not cause: wait for it to pass, up
-				// to the gate deadline.
-				if m.AdmitSince.IsZero() {
-					m.AdmitSince = s.now
-				}
-				if gd := comp.GateDeadline.D(); s.now.Sub(m.AdmitSince) > gd {
-					s.fail("member %s could not be taken down for %s: %s", m.Name, gd, why)
-					return
-				}
-				s.wait("%s: %s", m.Name, why)
-				s.wake(m.AdmitSince.Add(comp.GateDeadline.D() + time.Millisecond))
-				return
-			}
-			m.AdmitSince = time.Time{}
-			m.Began = s.now
-			s.setStep(m, StepDraining)
-		case StepDraining:
-			// A member that is not running has nothing to drain; one that
-			// runs unhealthy gets one try of its hooks (its load balancer
-			// or its peers may not answer for it), then goes on.
-			if len(comp.Hooks.PreStop) == 0 || onTarget || !o.Running || (!o.Healthy && m.Tries > 0) {
-				s.setStep(m, StepStopping)
-				continue
-			}
-			s.try(m, ActPreStop, "")
-			return
-		case StepStopping:
-			if !o.Running || onTarget {
-				s.setStep(m, StepStarting)
-				continue
-			}
-			// Check again at the moment the member goes down: another
-			// member may have failed since this one was admitted.
-			if why := s.admit(comp, ph, m); why != "" {
-				s.wait("%s: drained, not stopped: %s", m.Name, why)
-				return
-			}
-			s.try(m, ActStop, "")
-			return
-		case StepStarting:
-			if !onTarget {
-				s.try(m, ActStart, m.Target)
-				return
-			}
-			if !o.Healthy {
-				s.wait("%s: waiting to be healthy on %s (%s)", m.Name, m.Target, orDash(o.Detail))
-				s.wake(m.Began.Add(comp.Deadline.D() + time.Millisecond))
-				return
-			}
-			m.HealthySince = o.HealthySince
-			if m.HealthySince.IsZero() || m.HealthySince.After(s.now) {
-				m.HealthySince = s.now
-			}
-			s.setStep(m, StepSoaking)
-		case StepSoaking:
-			if !onTarget || !o.Healthy {
-				m.Detail = soakBroken + orDash(o.Detail)
-				m.HealthySince = time.Time{}
-				s.setStep(m, StepStarting)
-				continue
-			}
-			end := m.HealthySince.Add(comp.Soak.D())
-			if s.now.Before(end) {
-				s.wake(end)
-				return
-			}
-			s.setStep(m, StepRejoining)
-		case StepRejoining:
-			if len(comp.Hooks.PostStart) == 0 {
-				s.setStep(m, StepDone)
-				return
-			}
-			s.try(m, ActPostStart, "")
-			return
-		default: // done, failed
-			return
-		}
-	}
-}
-
-// try emits action k for m unless a previous try failed too recently.
-func (s *stepper) try(m *Member, k ActionKind, version string) {
-	if m.Tries > 0 {
-		back := time.Duration(m.Tries) * retryBackoff
-		if back > maxBackoff {
-			back = maxBackoff
-		}
-		if next := m.LastTry.Add(back); s.now.Before(next) {
-			s.wake(next)
-			return
-		}
-	}
-	m.LastTry = s.now
-	m.Tries++
-	s.actions = append(s.actions, Action{Kind: k, Member: m.Name, Version: version})
-}
-
-func (s *stepper) setStep(m *Member, st MemberStep) {
-	if m.Step != st {
-		m.Step = st
-		m.Since = s.now
-		m.Tries = 0
-		m.LastTry = time.Time{}
-	}
-}
-
-// admit says why member m may not be taken down now, or "" if it may:
-// max_unavailable counts every member of the component that is down
-// for any reason or in flight; a quorum component keeps a quorum of
-// healthy members besides m (Ceph's ok-to-stop).
-func (s *stepper) admit(comp *config.Component, ph plan.Phase, m *Member) string {
-	mh := s.obs.Members[m.Name]
-	cost := 0
-	if mh.Healthy {
-		cost = 1
-	}
-	var down []string
-	healthy := 0
-	for i := range comp.Members {
-		x := comp.Members[i].Name
-		if x == m.Name {
-			continue
-		}
-		inflight := false
-		if r := s.u.Members[x]; r != nil && r.Step.InFlight() {
-			inflight = true
-		}
-		o := s.obs.Members[x]
-		switch {
-		case inflight:
-			down = append(down, x+" in progress")
-		case !o.Healthy:
-			down = append(down, x+" down")
-		default:
-			healthy++
-		}
-	}
-	maxU := ph.MaxUnavailable
-	if maxU < 1 {
-		maxU = 1
-	}
-	if len(down)+cost > maxU {
-		return fmt.Sprintf("max_unavailable %d reached (%s)", maxU, strings.Join(down, ", "))
-	}
-	if ph.Quorum > 0 && cost == 1 && healthy < ph.Quorum {
-		return fmt.Sprintf("stopping it would leave %d healthy of quorum %d (%s)", healthy, ph.Quorum, strings.Join(down, ", "))
-	}
-	return ""
 }
 
 // Impacted applies policy on_impact to record u, whose last batch was
@@ -838,50 +609,14 @@ func (s *stepper) admit(comp *config.Component, ph plan.Phase, m *Member) string
 // decision's actions are to be dropped; with continue nothing changes.
 func Impacted(c *config.Cluster, u Upgrade, why string, now time.Time) (Upgrade, bool) {
 	p := c.Policy.OnImpact
-	if p != "pause" && p != "rollback" || u.RollingBack() || u.State.Terminal() {
+	if p != "pause" && p != "rollback" || u.RollingBack() || u.State.Terminal() || !u.Ending.IsZero() {
 		return u, false
 	}
-	s := stepper{c: c, u: u.clone(), now: now}
+	s := stepper{c: c, u: u.clone(), now: now, probe: map[string]bool{}}
 	s.failBy(p, "impact: "+why)
 	s.u.Waiting = strings.Join(append(s.notes, s.waiting...), "; ")
 	s.u.Updated = now
 	return s.u, true
-}
-
-// Finished folds the outcome of action a into the record: a success
-// moves the member to its next step, a failure is noted and retried.
-func Finished(u Upgrade, a Action, err error, now time.Time) Upgrade {
-	u = u.clone()
-	if a.Kind == ActStage {
-		if stageName(u.State) != a.Stage {
-			return u // a stale outcome
-		}
-		u.Updated = now
-		if err != nil {
-			u.Stage.Detail = fmt.Sprintf("try %d: %v", u.Stage.Tries, err)
-		} else {
-			u.Stage.Done, u.Stage.Detail = true, "done"
-		}
-		return u
-	}
-	m := u.Members[a.Member]
-	if m == nil {
-		return u
-	}
-	u.Updated = now
-	if err != nil {
-		m.Detail = fmt.Sprintf("%s failed (try %d): %v", a.Kind, m.Tries, err)
-		return u
-	}
-	next := map[ActionKind]MemberStep{ActPreStop: StepStopping, ActStop: StepStarting, ActPostStart: StepDone}
-	from := map[ActionKind]MemberStep{ActPreStop: StepDraining, ActStop: StepStopping, ActPostStart: StepRejoining}
-	if st, ok := next[a.Kind]; ok && m.Step == from[a.Kind] {
-		m.Step, m.Since, m.Tries, m.LastTry = st, now, 0, time.Time{}
-	}
-	if a.Kind == ActStart && !strings.HasPrefix(m.Detail, soakBroken) {
-		m.Detail = "" // a failed try is history; a broken soak stays news
-	}
-	return u
 }
 
 func (u Upgrade) clone() Upgrade {
@@ -890,6 +625,21 @@ func (u Upgrade) clone() Upgrade {
 	for k, v := range u.Members {
 		m := *v
 		c.Members[k] = &m
+	}
+	c.Batches = append([]Batch(nil), u.Batches...)
+	for i := range c.Batches {
+		c.Batches[i].Members = append([]string(nil), c.Batches[i].Members...)
+	}
+	c.Effects = append(c.Effects[:0:0], u.Effects...)
+	c.Overrides = append([]Override(nil), u.Overrides...)
+	c.Refusals = append([]strategy.Refusal(nil), u.Refusals...)
+	if u.Hook != nil {
+		h := *u.Hook
+		c.Hook = &h
+	}
+	if u.Outage != nil {
+		o := *u.Outage
+		c.Outage = &o
 	}
 	return c
 }
@@ -912,3 +662,14 @@ func firstNonEmpty(ss ...string) string {
 	}
 	return ""
 }
+
+// names lists member names, the first few of them when there are many.
+func names(ns []string) string {
+	const most = 5
+	if len(ns) <= most {
+		return strings.Join(ns, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(ns[:most], ", "), len(ns)-most)
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -3,291 +3,255 @@ package upgrade
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/step"
 )
 
-// world is a simulated cluster for the pure machine: members take a
-// random time to become healthy after a start, hooks fail now and
-// then, and members ferry is not touching go down and come back by
-// themselves. It lets the invariants be checked over many seeded runs.
-type world struct {
-	rng     *rand.Rand
-	now     time.Time
-	members map[string]*simMember
-	comp    map[string]string
-	// bad is how release 2.0.0 misbehaves: "" (it does not), "exit"
-	// (exits at start), "never" (never healthy), "crash" (healthy for
-	// less than the soak, then gone).
-	bad string
-}
-
-type simMember struct {
-	running   bool
-	version   string
-	healthyAt time.Time
-	outageEnd time.Time // an outage ferry did not cause
-	crashAt   time.Time // a bad release's crash
-}
-
-func newWorld(seed uint64) *world {
-	w := &world{rng: rand.New(rand.NewPCG(seed, 7)), now: t0, members: map[string]*simMember{}, comp: map[string]string{}}
-	for _, n := range allMembers {
-		w.members[n] = &simMember{running: true, version: "1.0.0", healthyAt: t0.Add(-time.Hour)}
-		w.comp[n] = "api"
-		if n[:2] == "kv" {
-			w.comp[n] = "kv"
+// TestSimulatedWorlds runs many seeded upgrades against simulated
+// worlds with random clusters, bad releases, hooks that fail, members
+// that die and come back, outages of the substrate and operators who
+// pause, resume and abort at random moments, and checks at every step
+// that ferry never takes a member down beyond its budgets (component,
+// failure domain) or below its quorum, and at the end that every
+// upgrade ended where it should with nothing left drained, flagged or
+// owed. FERRY_SIM_SEED=N replays one run; FERRY_SIM_RUNS sets how many.
+func TestSimulatedWorlds(t *testing.T) {
+	runs := 300
+	if testing.Short() {
+		runs = 50
+	}
+	if v, err := strconv.Atoi(os.Getenv("FERRY_SIM_RUNS")); err == nil {
+		runs = v
+	}
+	base := uint64(time.Now().UnixNano())
+	if v, err := strconv.ParseUint(os.Getenv("FERRY_SIM_SEED"), 10, 64); err == nil {
+		base, runs = v, 1
+	}
+	t.Logf("seeds %d..%d (FERRY_SIM_SEED=N replays one)", base, base+uint64(runs)-1)
+	ended := map[string]int{}
+	for i := range runs {
+		seed := base + uint64(i)
+		end := simulate(t, seed)
+		ended[end]++
+		if t.Failed() {
+			t.Fatalf("seed %d failed (FERRY_SIM_SEED=%d replays it)", seed, seed)
 		}
 	}
-	return w
+	t.Logf("ended: %v", ended)
 }
 
-func (w *world) observe() Observation {
-	o := Observation{Members: map[string]MemberHealth{}, Gates: map[string]Gate{}}
-	kvHealthy := 0
-	for n, m := range w.members {
-		if !m.crashAt.IsZero() && !w.now.Before(m.crashAt) {
-			m.running = false
-		}
-		up := m.running && w.now.After(m.outageEnd)
-		h := up && !w.now.Before(m.healthyAt)
-		o.Members[n] = MemberHealth{Running: up, Version: m.version, Healthy: h, HealthySince: m.healthyAt}
-		if h && w.comp[n] == "kv" {
-			kvHealthy++
-		}
+func simulate(t *testing.T, seed uint64) string {
+	rng := rand.New(rand.NewPCG(seed, 11))
+	desc, domains := simCluster(rng)
+	c, err := config.Parse([]byte(desc+scriptReleases), "sim.yaml")
+	if err != nil {
+		t.Fatalf("seed %d: %v\n%s", seed, err, desc)
 	}
-	o.Gates["kv"] = Gate{Healthy: kvHealthy >= 2, Detail: fmt.Sprintf("%d healthy", kvHealthy)}
-	return o
-}
-
-func (w *world) apply(a Action) error {
-	m := w.members[a.Member]
-	switch a.Kind {
-	case ActPreStop, ActPostStart:
-		if w.rng.IntN(10) == 0 {
-			return fmt.Errorf("hook refused")
-		}
-	case ActStop:
-		m.running = false
-	case ActStart:
-		m.running, m.version = true, a.Version
-		m.outageEnd, m.crashAt = time.Time{}, time.Time{}
-		m.healthyAt = w.now.Add(time.Duration(100+w.rng.IntN(1900)) * time.Millisecond)
-		if a.Version == "2.0.0" {
-			switch w.bad {
-			case "exit":
-				m.running = false
-			case "never":
-				m.healthyAt = w.now.Add(time.Hour)
-			case "crash":
-				m.crashAt = m.healthyAt.Add(300 * time.Millisecond)
+	w := newWorld(c, "1.0.0")
+	w.took = time.Duration(5+rng.IntN(50)) * time.Millisecond
+	w.ready = time.Duration(50+rng.IntN(500)) * time.Millisecond
+	w.gateTook = time.Duration(5+rng.IntN(300)) * time.Millisecond
+	switch rng.IntN(8) {
+	case 0:
+		w.faults[pick(rng, w.order)] = "exit"
+	case 1:
+		w.faults[pick(rng, w.order)] = "never-ready"
+	case 2:
+		w.faults[pick(rng, w.order)] = "crash-after"
+	}
+	if rng.IntN(4) == 0 {
+		w.faults["hook:pre_stop"] = "fail-once"
+	}
+	if err := w.begin("2.0.0"); err != nil {
+		t.Fatalf("seed %d: begin: %v", seed, err)
+	}
+	var killed string
+	var healAt, outageEnd time.Time
+	limit := w.now.Add(30 * time.Minute)
+	for w.now.Before(limit) && !w.u.State.Terminal() {
+		// Trouble and operators, now and then.
+		switch r := rng.IntN(400); {
+		case r == 0 && killed == "":
+			n := pick(rng, w.order)
+			if m := w.u.Members[n]; m != nil && !m.Step.InFlight() && w.members[n].running {
+				killed = n
+				w.exit(w.members[n], "killed")
+				healAt = w.now.Add(time.Duration(1+rng.IntN(20)) * time.Second)
 			}
+		case r == 1 && !w.outage:
+			w.outage = true
+			outageEnd = w.now.Add(time.Duration(1+rng.IntN(90)) * time.Second)
+		case r == 2:
+			w.u.Intent = Intent{Kind: IntentAbort, Seq: w.u.Intent.Seq + 1, Time: w.now}
+		case r == 3:
+			w.u.Intent = Intent{Kind: IntentPause, Seq: w.u.Intent.Seq + 1, Time: w.now}
 		}
-	}
-	return nil
-}
-
-// maybeOutage takes an untouched, healthy api member down for a while.
-func (w *world) maybeOutage(u Upgrade) {
-	if w.rng.IntN(40) != 0 {
-		return
-	}
-	n := allMembers[3+w.rng.IntN(4)]
-	if r := u.Members[n]; r != nil && r.Step.InFlight() {
-		return
-	}
-	w.members[n].outageEnd = w.now.Add(time.Duration(500+w.rng.IntN(2500)) * time.Millisecond)
-	w.members[n].healthyAt = w.members[n].outageEnd
-}
-
-// TestSimulatedUpgrades runs the machine against many seeded worlds and
-// checks: every upgrade completes with every member on the target; no
-// member is taken down while max_unavailable (counting members down
-// for any reason) would be exceeded; no kv member is stopped unless two
-// others are healthy (quorum 2).
-func TestSimulatedUpgrades(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d (rerun one world: change seed here)", seed)
-	for run := uint64(0); run < 200; run++ {
-		w := newWorld(seed + run)
-		u := simulate(t, seed+run, w, newUpgrade(), nil)
-		if u.State != StateCompleted {
-			t.Fatalf("seed %d: ended %s (%s), waiting %q", seed+run, u.State, u.Reason, u.Waiting)
-		}
-		for n, m := range w.members {
-			if m.version != "2.0.0" {
-				t.Fatalf("seed %d: %s on %s after completion", seed+run, n, m.version)
+		if killed != "" && !w.now.Before(healAt) {
+			m := w.members[killed]
+			if !m.running {
+				m.running, m.healthy, m.healthySince, m.started = true, true, w.now, w.now
 			}
+			killed = ""
 		}
+		if w.outage && !w.now.Before(outageEnd) {
+			w.outage = false
+		}
+		if w.u.State == StatePaused && rng.IntN(20) == 0 {
+			w.u.Intent = Intent{Kind: IntentResume, Seq: w.u.Intent.Seq + 1, Time: w.now}
+		}
+		d := w.step()
+		checkAdmissions(t, seed, w, d, domains)
+		if w.u.State.Terminal() {
+			break
+		}
+		w.advance(d.After)
+		w.finish()
 	}
+	if os.Getenv("FERRY_SIM_SEED") != "" {
+		t.Logf("trace:\n%s\n%s", w.trace.String(), w.status())
+	}
+	if !w.u.State.Terminal() {
+		t.Errorf("seed %d: still %s after 30 simulated minutes: %s", seed, w.u.State, w.u.Waiting)
+		return w.u.State.String()
+	}
+	checkEnd(t, seed, w)
+	return w.u.State.String()
 }
 
-func checkAdmission(t *testing.T, seed uint64, u Upgrade, obs Observation, comp map[string]string, maxU map[string]int, member string) {
-	t.Helper()
-	c := comp[member]
-	down, healthy := 0, 0
-	for n, cn := range comp {
-		if cn != c || n == member {
+// checkAdmissions: for every stop about to be made, the member's
+// component keeps its budgets (counting members down for any reason)
+// and its quorum.
+func checkAdmissions(t *testing.T, seed uint64, w *world, d Decision, domains map[string]string) {
+	for _, a := range d.Actions {
+		if a.Kind != ActStop {
 			continue
 		}
-		if r := u.Members[n]; (r != nil && r.Step.InFlight()) || !obs.Members[n].Healthy {
-			down++
-		} else {
-			healthy++
-		}
-	}
-	if obs.Members[member].Healthy && down+1 > maxU[c] {
-		t.Fatalf("seed %d: %s taken down with %d others of %s down (max_unavailable %d)", seed, member, down, c, maxU[c])
-	}
-	if c == "kv" && obs.Members[member].Healthy && healthy < 2 {
-		t.Fatalf("seed %d: %s taken down leaving %d healthy kv members (quorum 2)", seed, member, healthy)
-	}
-}
-
-// BenchmarkStep is the pure decision cost of one engine iteration on
-// the demo's cluster, mid-phase.
-func BenchmarkStep(b *testing.B) {
-	c := testCluster()
-	u := inPhase(func(u *Upgrade) {
-		u.State, u.Phase, u.Batch = Upgrading("api"), 1, 1
-		for _, n := range []string{"kv-1", "kv-2", "kv-3", "api-1"} {
-			u.Members[n].Step = StepDone
-		}
-		u.Members["api-2"].Step, u.Members["api-2"].Began = StepStarting, t0
-		u.Members["api-3"].Step, u.Members["api-3"].Began = StepStarting, t0
-	})
-	obs := healthyAt("1.0.0")
-	obs.Members["api-2"] = MemberHealth{Running: true, Version: "2.0.0"}
-	obs.Members["api-3"] = MemberHealth{Running: true, Version: "2.0.0"}
-	b.ReportAllocs()
-	for i := 0; i < b.N; i++ {
-		_ = Step(c, u, obs, t0.Add(time.Second))
-	}
-}
-
-// simulate steps u in world w until it ends (or 20000 steps), checking
-// admission on every member taken down, and calls each(u) after every
-// step. It returns the final record.
-func simulate(t *testing.T, seed uint64, w *world, u Upgrade, each func(prev, next Upgrade) Upgrade) Upgrade {
-	t.Helper()
-	c := testCluster()
-	maxU := map[string]int{"kv": 1, "api": 2}
-	for i := 0; i < 20000 && !u.State.Terminal(); i++ {
-		w.maybeOutage(u)
-		obs := w.observe()
-		d := Step(c, u, obs, w.now)
-		for n, m := range d.Upgrade.Members {
-			if u.Members[n].Step == StepPending && m.Step != StepPending && m.Step != StepDone {
-				checkAdmission(t, seed, d.Upgrade, obs, w.comp, maxU, n)
+		comp, _ := w.c.MemberOf(a.Member)
+		s := comp.Strategy
+		down, healthy, inDomain := 0, 0, 0
+		for _, m := range comp.Members {
+			if m.Name == a.Member {
+				continue
 			}
-		}
-		prev := u
-		u = d.Upgrade
-		for _, a := range d.Actions {
-			if a.Kind == ActStop {
-				checkAdmission(t, seed, u, obs, w.comp, maxU, a.Member)
-			}
-		}
-		for _, a := range d.Actions {
-			u = Finished(u, a, w.apply(a), w.now)
-		}
-		if each != nil {
-			u = each(prev, u)
-		}
-		step := 100 * time.Millisecond
-		if len(d.Actions) > 0 {
-			step = 5 * time.Millisecond
-		} else if d.After > 0 && d.After < step {
-			step = d.After
-		}
-		w.now = w.now.Add(step)
-	}
-	return u
-}
-
-func versionsOf(w *world, v string) string {
-	var off []string
-	for _, n := range allMembers {
-		if m := w.members[n]; m.version != v {
-			off = append(off, n+" on "+m.version)
-		}
-	}
-	return fmt.Sprint(off)
-}
-
-// TestSimulatedRollbacks: a 2.0.0 that exits at start, never becomes
-// healthy, or crashes within its soak is rolled back: every run ends
-// rolled-back with every member on 1.0.0, and the admission invariants
-// hold through the rollback too.
-func TestSimulatedRollbacks(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	for _, bad := range []string{"exit", "never", "crash"} {
-		for run := uint64(0); run < 40; run++ {
-			w := newWorld(seed + run)
-			w.bad = bad
-			u := simulate(t, seed+run, w, newUpgrade(), nil)
-			if u.State != StateRolledBack {
-				t.Fatalf("bad=%s seed %d: ended %s (%s), waiting %q", bad, seed+run, u.State, u.Reason, u.Waiting)
-			}
-			if off := versionsOf(w, "1.0.0"); off != "[]" {
-				t.Fatalf("bad=%s seed %d: rolled back but %s", bad, seed+run, off)
-			}
-			if u.Reason == "" {
-				t.Fatalf("bad=%s seed %d: rolled back without a reason", bad, seed+run)
-			}
-		}
-	}
-}
-
-// TestSimulatedOperator sends random pause, resume and abort requests
-// to upgrades of a good release: while pausing or paused no member is
-// taken down; an aborted upgrade ends rolled-back on 1.0.0, any other
-// completes on 2.0.0.
-func TestSimulatedOperator(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
-	for run := uint64(0); run < 100; run++ {
-		w := newWorld(seed + run)
-		seq, aborted := 0, false
-		u := simulate(t, seed+run, w, newUpgrade(), func(prev, next Upgrade) Upgrade {
-			resuming := prev.Intent.Seq > prev.IntentSeen && prev.Intent.Kind != IntentPause
-			if (prev.Pausing || prev.State == StatePaused) && !resuming {
-				for n, m := range next.Members {
-					if prev.Members[n].Step == StepPending && m.Step.InFlight() {
-						t.Fatalf("seed %d: %s taken down while %s (pausing %v)", seed+run, n, prev.State, prev.Pausing)
-					}
+			wm, r := w.members[m.Name], w.u.Members[m.Name]
+			out := !wm.running || !wm.healthy || r != nil && r.Step.InFlight() && r.Step != step.Rejoining
+			if out {
+				down++
+				if domains[m.Name] != "" && domains[m.Name] == domains[a.Member] {
+					inDomain++
 				}
+			} else {
+				healthy++
 			}
-			if w.rng.IntN(30) != 0 {
-				return next
-			}
-			seq++
-			kind := []IntentKind{IntentPause, IntentResume, IntentResume, IntentAbort}[w.rng.IntN(4)]
-			if kind == IntentAbort {
-				if w.rng.IntN(4) != 0 {
-					kind = IntentResume
-				} else if NoAbort(&next) == "" {
-					aborted = true
-				}
-			}
-			next.Intent = Intent{Kind: kind, Seq: seq, Time: w.now}
-			return next
-		})
-		for i := 0; u.State == StatePaused && i < 2; i++ { // a last resume
-			seq++
-			u.Intent = Intent{Kind: IntentResume, Seq: seq}
-			u = simulate(t, seed+run, w, u, nil)
 		}
-		want, v := StateCompleted, "2.0.0"
-		if aborted {
-			want, v = StateRolledBack, "1.0.0"
+		if !w.members[a.Member].healthy {
+			continue // stopping a member already down costs nothing
 		}
-		if u.State != want {
-			t.Fatalf("seed %d: ended %s (%s), want %s", seed+run, u.State, u.Reason, want)
+		if down+1 > s.MaxUnavailable {
+			t.Errorf("seed %d: %s stopped with %d others of %s down (max_unavailable %d)", seed, a.Member, down, comp.Name, s.MaxUnavailable)
 		}
-		if off := versionsOf(w, v); off != "[]" {
-			t.Fatalf("seed %d: %s but %s", seed+run, u.State, off)
+		if s.MaxUnavailablePerDomain > 0 && inDomain+1 > s.MaxUnavailablePerDomain {
+			t.Errorf("seed %d: %s stopped with %d others of its domain %s down", seed, a.Member, inDomain, domains[a.Member])
+		}
+		if q := strategyQuorum(comp); q > 0 && healthy < q {
+			t.Errorf("seed %d: %s stopped leaving %d healthy of quorum %d", seed, a.Member, healthy, q)
 		}
 	}
 }
+
+func strategyQuorum(comp *config.Component) int {
+	if comp.Strategy.Type != config.OneAtATime {
+		return 0
+	}
+	return comp.Strategy.QuorumOf(len(comp.Members))
+}
+
+// checkEnd: an upgrade that ended left nothing drained, flagged or
+// owed, and its members where its state says.
+func checkEnd(t *testing.T, seed uint64, w *world) {
+	if len(w.u.Effects) > 0 {
+		t.Errorf("seed %d: ended %s with effects owed: %v", seed, w.u.State, w.u.Effects)
+	}
+	if len(w.drained) > 0 || len(w.flags) > 0 {
+		t.Errorf("seed %d: ended %s with drained %v, flags %v", seed, w.u.State, w.drained, w.flags)
+	}
+	want := ""
+	switch w.u.State {
+	case StateCompleted:
+		want = "2.0.0"
+	case StateRolledBack:
+		want = "1.0.0"
+	}
+	if want == "" {
+		return
+	}
+	for _, n := range w.order {
+		m := w.members[n]
+		if m.version != want && w.u.Members[n] != nil {
+			t.Errorf("seed %d: ended %s with %s on %s", seed, w.u.State, n, m.version)
+		}
+		if r := w.u.Members[n]; r != nil && r.Target != m.version {
+			t.Errorf("seed %d: ended %s with %s's target %s while it runs %s", seed, w.u.State, n, r.Target, m.version)
+		}
+	}
+}
+
+// simCluster draws a description: a raft-like kv tier (one at a time,
+// leader last) and an api tier (canary, drained with an undo, maybe in
+// failure domains, maybe with a phase-long flag).
+func simCluster(rng *rand.Rand) (string, map[string]string) {
+	var b strings.Builder
+	domains := map[string]string{}
+	b.WriteString("cluster: sim\nhosts:\n")
+	zones := 1 + rng.IntN(3)
+	for z := range zones {
+		fmt.Fprintf(&b, "  - {name: h%d, agent: 127.0.0.1:%d, domain: zone-%d}\n", z, 7100+z, z)
+	}
+	b.WriteString("components:\n")
+	nkv := 3 + 2*rng.IntN(2)
+	b.WriteString("  - name: kv\n    order: 1\n    strategy: {type: one-at-a-time}\n    soak: 1s\n    deadline: 20s\n    gate_deadline: 2m\n")
+	b.WriteString("    health:\n      member: {http: \"http://{{.Address}}/ready\"}\n      cluster: {http: \"http://{{.Any}}/cluster\"}\n")
+	b.WriteString("    role: {name: leader, check: {http: \"http://{{.Address}}/role\"}}\n")
+	b.WriteString("    hooks:\n      pre_stop: [{http: \"http://{{.Address}}/step-down\", method: POST}]\n    members:\n")
+	for i := range nkv {
+		z := rng.IntN(zones)
+		n := fmt.Sprintf("kv-%d", i+1)
+		domains[n] = fmt.Sprintf("zone-%d", z)
+		fmt.Fprintf(&b, "      - {name: %s, host: h%d, address: 127.0.0.1:%d}\n", n, z, 8100+i)
+	}
+	napi := 2 + rng.IntN(9)
+	maxU := 1 + rng.IntN(min(4, napi))
+	maxB := 1 + rng.IntN(maxU)
+	perDomain := ""
+	if zones > 1 && rng.IntN(2) == 0 {
+		perDomain = ", max_unavailable_per_domain: 1"
+	}
+	fmt.Fprintf(&b, "  - name: api\n    order: 2\n    strategy: {type: canary, max_batch: %d, max_unavailable: %d%s}\n    soak: 1s\n    deadline: 20s\n    gate_deadline: 2m\n", maxB, maxU, perDomain)
+	b.WriteString("    health:\n      member: {http: \"http://{{.Address}}/ready\"}\n")
+	b.WriteString("    hooks:\n      pre_stop: [{http: \"http://lb/{{.Name}}/drain\", method: POST, undo: {http: \"http://lb/{{.Name}}/enable\", method: POST}}]\n")
+	if rng.IntN(2) == 0 {
+		b.WriteString("      pre_phase: [{exec: [set-noout], undo: {exec: [unset-noout]}}]\n")
+	}
+	b.WriteString("    members:\n")
+	for i := range napi {
+		z := rng.IntN(zones)
+		n := fmt.Sprintf("api-%d", i+1)
+		domains[n] = fmt.Sprintf("zone-%d", z)
+		fmt.Fprintf(&b, "      - {name: %s, host: h%d, address: 127.0.0.1:%d}\n", n, z, 8200+i)
+	}
+	if rng.IntN(3) == 0 {
+		b.WriteString("hooks:\n  pre_upgrade: [{exec: [freeze], undo: {exec: [thaw]}}]\n")
+	}
+	if rng.IntN(4) == 0 {
+		b.WriteString("policy: {on_failure: pause}\n")
+	}
+	return b.String(), domains
+}
+
+func pick(rng *rand.Rand, ns []string) string { return ns[rng.IntN(len(ns))] }

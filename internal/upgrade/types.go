@@ -1,67 +1,31 @@
 package upgrade
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/effect"
 	"github.com/ferry-upgrade/ferry/internal/plan"
+	"github.com/ferry-upgrade/ferry/internal/step"
+	"github.com/ferry-upgrade/ferry/internal/strategy"
 )
 
-// State is the upgrade's state, named after the seeds' states.
-type State string
+// MemberStep is where one member is in its move (package step has the
+// move as data).
+type MemberStep = step.Name
 
+// The member steps, as package step names them.
 const (
-	StateStarted     State = "upgrade-started"
-	StatePreflight   State = "preflight"
-	StateCompleted   State = "completed"
-	StateFailed      State = "failed"
-	StatePaused      State = "paused"
-	StateRollingBack State = "rolling-back"
-	StateRolledBack  State = "rolled-back"
-
-	// The release's migration stages (Glance, Ironic): expand before any
-	// member runs the release; migrate once all do; finalize moves the
-	// pin to the release, the point of no return; contract after it.
-	StateExpanding        State = "expanding"
-	StateMigrating        State = "migrating"
-	StateAwaitingFinalize State = "awaiting-finalize" // policy finalize: manual
-	StateFinalizing       State = "finalizing"
-	StateContracting      State = "contracting"
+	StepPending   = step.Pending
+	StepDraining  = step.Draining
+	StepStopping  = step.Stopping
+	StepStarting  = step.Starting
+	StepSoaking   = step.Soaking
+	StepRejoining = step.Rejoining
+	StepDone      = step.Done
+	StepFailed    = step.Failed
 )
-
-// Upgrading is the state while component c's phase runs.
-func Upgrading(c string) State { return State("upgrading-" + c) }
-
-// Upgraded is the state once component c's phase passed its gate.
-func Upgraded(c string) State { return State("upgraded-" + c) }
-
-// Terminal reports whether no further step will be taken.
-func (s State) Terminal() bool {
-	return s == StateCompleted || s == StateFailed || s == StateRolledBack
-}
-
-// MemberStep is where one member is in its move to its target version.
-type MemberStep string
-
-const (
-	StepPending   MemberStep = "pending"
-	StepDraining  MemberStep = "draining"  // pre-stop hooks: out of rotation, leadership away
-	StepStopping  MemberStep = "stopping"  // graceful stop
-	StepStarting  MemberStep = "starting"  // started on the target, waiting to be healthy
-	StepSoaking   MemberStep = "soaking"   // healthy, staying healthy for min_healthy_time
-	StepRejoining MemberStep = "rejoining" // post-start hooks: back into rotation
-	StepDone      MemberStep = "done"
-	StepFailed    MemberStep = "failed"
-)
-
-// InFlight reports whether a member in this step is (or may be) out of
-// service because of ferry.
-func (s MemberStep) InFlight() bool {
-	switch s {
-	case StepDraining, StepStopping, StepStarting, StepSoaking, StepRejoining:
-		return true
-	}
-	return false
-}
 
 // Upgrade is the record of one upgrade, persisted before every action.
 type Upgrade struct {
@@ -70,34 +34,62 @@ type Upgrade struct {
 	To    string    `json:"to"`
 	State State     `json:"state"`
 	Plan  plan.Plan `json:"plan"`
-	// Phase and Batch point at the batch in progress (or next).
+	// Phase points at the phase in progress (or next) of the active
+	// plan (the rollback once it began).
 	Phase int `json:"phase"`
-	Batch int `json:"batch"`
-	// GateSince is when the engine began waiting on the cluster gate
-	// that must pass before the batch at (Phase, Batch) may start; zero
-	// when not waiting on a gate.
+	// Batches are every batch formed so far, forward and rollback, in
+	// order; the last one may be in progress.
+	Batches []Batch `json:"batches,omitempty"`
+	// PhaseHooks says how far the current phase's own hooks went: its
+	// pre_phase hooks ran (open), its end's undos and post_phase hooks
+	// ran (closed).
+	PhaseHooks HookProgress `json:"phase_hooks,omitzero"`
+	// UpgradeHooks is the same for the upgrade's pre_upgrade and
+	// post_upgrade hooks.
+	UpgradeHooks HookProgress `json:"upgrade_hooks,omitzero"`
+	// Hook is the hook list being run for the cluster or a phase.
+	Hook *HookRun `json:"hook,omitempty"`
+	// GateSince is when the engine began waiting on a cluster gate (the
+	// preflight's, or the one after a phase); zero when not waiting.
 	GateSince time.Time `json:"gate_since,omitzero"`
+	// WaitSince is when the next batch was first refused admission
+	// (every candidate refused by a predicate); the wait fails at the
+	// component's gate deadline.
+	WaitSince time.Time `json:"wait_since,omitzero"`
+	// Boundary is when the last batch (or the phase before) ended: a
+	// cluster gate must have been checked after it to admit the next.
+	Boundary time.Time `json:"boundary,omitzero"`
 	// Members holds each planned member's progress, by name.
 	Members map[string]*Member `json:"members"`
 	// Waiting says, in words, why the upgrade is not moving right now.
 	Waiting string `json:"waiting,omitempty"`
+	// Refusals are the admission predicates refusing the next members
+	// right now, by name.
+	Refusals []strategy.Refusal `json:"refusals,omitempty"`
 	// Reason says why the upgrade failed, paused on a failure, or
 	// began to roll back.
 	Reason string `json:"reason,omitempty"`
 	// Rollback is the plan that returns the members touched so far to
 	// their previous version, in reverse order; set once a failure or
-	// an abort began it. Phase and Batch then point into it.
+	// an abort began it. Phase then points into it.
 	Rollback *plan.Plan `json:"rollback,omitempty"`
-	// Intent is the operator's last request (pause, resume, abort). The
-	// operator's commands own it: the store keeps the stored one when the
-	// engine saves. IntentSeen is the Seq of the last one acted on.
+	// Intent is the operator's last request (pause, resume, abort,
+	// finalize). The operator's commands own it: the store keeps the
+	// stored one when the engine saves. IntentSeen is the Seq of the
+	// last one acted on.
 	Intent     Intent `json:"intent,omitzero"`
 	IntentSeen int    `json:"intent_seen,omitempty"`
+	// Overrides are the predicates (and effects) the operator switched
+	// off for this upgrade; like Intent, they are the operator's.
+	Overrides []Override `json:"overrides,omitempty"`
 	// Pausing is set by a pause request: no member is taken down any
 	// more, and the upgrade pauses once none is in flight.
 	Pausing bool `json:"pausing,omitempty"`
 	// ResumeTo is the state a paused upgrade returns to on resume.
-	ResumeTo State `json:"resume_to,omitempty"`
+	ResumeTo State `json:"resume_to,omitzero"`
+	// Ending is the terminal state being reached, while the upgrade's
+	// owed undos and post_upgrade hooks run.
+	Ending State `json:"ending,omitzero"`
 	// Final is the end of a chain of upgrades (plan.Path) when this
 	// one is a step of it: once this completes, the next is planned.
 	Final string `json:"final,omitempty"`
@@ -111,6 +103,18 @@ type Upgrade struct {
 	// Description is the SHA-256 of the cluster description the upgrade
 	// was started with: while it runs, the description is locked.
 	Description string `json:"description,omitempty"`
+	// Effects is the journal: every change made outside a member's own
+	// process whose undo is still owed. EffectSeq numbers them.
+	Effects   effect.Journal `json:"effects,omitempty"`
+	EffectSeq int            `json:"effect_seq,omitempty"`
+	// ActionSeq numbers the actions: an action's outcome is folded in
+	// only into the step that asked for it.
+	ActionSeq int `json:"action_seq,omitempty"`
+	// Outage is set while the substrate does not answer: nothing is
+	// admitted and no deadline runs until it does.
+	Outage *Outage `json:"outage,omitempty"`
+	// Bound accumulates the lower bound of the upgrade under its policy.
+	Bound Bound `json:"bound,omitzero"`
 
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
@@ -128,20 +132,95 @@ type Member struct {
 	Step   MemberStep `json:"step"`
 	// Since is when the current step began.
 	Since time.Time `json:"since,omitzero"`
-	// Began is when the member's move began (its drain): the
+	// Began is when the member's move began (its admission): the
 	// healthy_deadline counts from here.
 	Began time.Time `json:"began,omitzero"`
-	// AdmitSince is when the member was first refused admission (it
-	// may not be taken down yet); the wait fails at the gate deadline.
-	AdmitSince time.Time `json:"admit_since,omitzero"`
 	// HealthySince is when the member became healthy on its target.
 	HealthySince time.Time `json:"healthy_since,omitzero"`
 	// LastTry is when the current step's action was last tried, and
 	// Tries how often; a failed action is retried after a backoff
-	// until the deadline.
+	// until the deadline. Acted is set once it succeeded; Acting is
+	// the sequence number of the action in flight.
 	LastTry time.Time `json:"last_try,omitzero"`
 	Tries   int       `json:"tries,omitempty"`
-	Detail  string    `json:"detail,omitempty"`
+	Acted   bool      `json:"acted,omitempty"`
+	Acting  int       `json:"acting,omitempty"`
+	// Retries counts the failed tries of this move's actions, and
+	// SoakBroke is set when its soak broke: the batch was strained.
+	Retries   int  `json:"retries,omitempty"`
+	SoakBroke bool `json:"soak_broke,omitempty"`
+	// Started is when it was first started on its target in this move
+	// (the crash-loop window counts from there); Exits counts its exits
+	// on the target since (LastExit: the start time of the last
+	// instance counted, RestartsSeen the substrate's restart count last
+	// seen), ExitDetail how the last one ended.
+	Started      time.Time `json:"started,omitzero"`
+	Exits        int       `json:"exits,omitempty"`
+	LastExit     time.Time `json:"last_exit,omitzero"`
+	RestartsSeen int       `json:"restarts_seen,omitempty"`
+	ExitDetail   string    `json:"exit_detail,omitempty"`
+	// StartDone is when its last start action returned; Stopped when
+	// its stop began (its time down runs from there).
+	StartDone time.Time `json:"start_done,omitzero"`
+	Stopped   time.Time `json:"stopped,omitzero"`
+	// Busy is the time its move needed so far, waits left out: its
+	// actions, becoming healthy, its soak (the lower bound's part).
+	Busy time.Duration `json:"busy,omitempty"`
+	// CrashLoop is set when its move failed on a crash loop.
+	CrashLoop bool   `json:"crash_loop,omitempty"`
+	Detail    string `json:"detail,omitempty"`
+}
+
+// Batch is one batch as it was formed and run.
+type Batch struct {
+	// Phase is the index of its phase in its plan (the rollback's when
+	// Rollback); Number counts the batches of that phase from 1.
+	Phase     int      `json:"phase"`
+	Component string   `json:"component"`
+	Rollback  bool     `json:"rollback,omitempty"`
+	Number    int      `json:"number"`
+	Members   []string `json:"members"`
+	// Size is what the strategy asked for, and Why says why; fewer may
+	// have been admitted.
+	Size  int       `json:"size"`
+	Why   string    `json:"why,omitempty"`
+	Began time.Time `json:"began"`
+	Ended time.Time `json:"ended,omitzero"`
+	// Waited is set when it was refused admission at first (a red or
+	// stale gate, a budget).
+	Waited  bool             `json:"waited,omitempty"`
+	Outcome strategy.Outcome `json:"outcome,omitzero"`
+	// Bound is its slowest member's Busy: its part of the lower bound.
+	Bound time.Duration `json:"bound,omitempty"`
+}
+
+// Name names the batch for the operator: "api batch 2".
+func (b Batch) Name() string {
+	if b.Rollback {
+		return b.Component + " rollback batch " + itoa(b.Number)
+	}
+	return b.Component + " batch " + itoa(b.Number)
+}
+
+// HookProgress says how far a phase's (or the upgrade's) own hooks went.
+type HookProgress struct {
+	Opened  bool `json:"opened,omitempty"`  // its pre_ hooks ran
+	Closing bool `json:"closing,omitempty"` // its end was reached: its undos and post_ hooks run
+	Closed  bool `json:"closed,omitempty"`  // its undos and post_ hooks ran
+}
+
+// HookRun is one cluster or phase hook list being run.
+type HookRun struct {
+	// List is pre_upgrade, post_upgrade, pre_phase or post_phase;
+	// Component is the phase's ("" for the upgrade's).
+	List      string    `json:"list"`
+	Component string    `json:"component,omitempty"`
+	Since     time.Time `json:"since"`
+	LastTry   time.Time `json:"last_try,omitzero"`
+	Tries     int       `json:"tries,omitempty"`
+	Acting    int       `json:"acting,omitempty"`
+	Done      bool      `json:"done,omitempty"`
+	Detail    string    `json:"detail,omitempty"`
 }
 
 // Stage is the progress of one migration stage: its calls are made
@@ -150,9 +229,32 @@ type Stage struct {
 	Since   time.Time `json:"since,omitzero"`
 	LastTry time.Time `json:"last_try,omitzero"`
 	Tries   int       `json:"tries,omitempty"`
+	Acting  int       `json:"acting,omitempty"`
 	Detail  string    `json:"detail,omitempty"`
 	Done    bool      `json:"done,omitempty"`
 }
+
+// Outage is a time the substrate did not answer.
+type Outage struct {
+	Since  time.Time `json:"since"`
+	Detail string    `json:"detail"`
+}
+
+// Bound is the lower bound of an upgrade under its policy, as it
+// accumulates: the batches' slowest members (their drain, stop, start,
+// time to healthy, soak, rejoin), each gate's first passing check at a
+// boundary, the migration stages, and the cluster and phase hooks and
+// undos. Total is their sum; the upgrade's wall time over it is how
+// much ferry itself added.
+type Bound struct {
+	Batches time.Duration `json:"batches,omitempty"`
+	Gates   time.Duration `json:"gates,omitempty"`
+	Stages  time.Duration `json:"stages,omitempty"`
+	Hooks   time.Duration `json:"hooks,omitempty"`
+}
+
+// Total is the lower bound.
+func (b Bound) Total() time.Duration { return b.Batches + b.Gates + b.Stages + b.Hooks }
 
 // IntentKind names an operator's request to a running upgrade.
 type IntentKind string
@@ -174,6 +276,22 @@ type Intent struct {
 	Time time.Time  `json:"time"`
 }
 
+// Override is the operator switching off one admission predicate for
+// the current upgrade (for one member, or all), or giving up on one
+// effect's undo; never all safety at once.
+type Override struct {
+	// Predicate is a predicate's name (package strategy), or "" with
+	// Effect set.
+	Predicate string `json:"predicate,omitempty"`
+	// Member limits it to one member ("" for every member).
+	Member string `json:"member,omitempty"`
+	// Effect is the ID of an effect whose undo the operator gave up on.
+	Effect string    `json:"effect,omitempty"`
+	By     string    `json:"by"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason,omitempty"`
+}
+
 // RollingBack reports whether the upgrade is returning members to
 // their previous version (possibly paused while doing so).
 func (u *Upgrade) RollingBack() bool { return u.Rollback != nil }
@@ -187,12 +305,36 @@ func (u *Upgrade) Active() plan.Plan {
 	return u.Plan
 }
 
+// Current returns the batch in progress, if any.
+func (u *Upgrade) Current() *Batch {
+	if n := len(u.Batches); n > 0 && u.Batches[n-1].Ended.IsZero() {
+		return &u.Batches[n-1]
+	}
+	return nil
+}
+
+// PhaseBatches returns the batches formed so far in phase i of the
+// active plan.
+func (u *Upgrade) PhaseBatches(i int) []Batch {
+	var out []Batch
+	for _, b := range u.Batches {
+		if b.Phase == i && b.Rollback == u.RollingBack() {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
 // Observation is what the engine saw of the cluster, just now.
 type Observation struct {
 	Members map[string]MemberHealth
 	// Gates holds each component's cluster gate. A component with no
 	// cluster check is absent and counts as passing.
 	Gates map[string]Gate
+	// Acting holds the sequence numbers of the actions in flight in
+	// the engine that observed: an action recorded as acting but not
+	// in flight was lost with a process and may be taken again.
+	Acting map[int]bool
 }
 
 // MemberHealth is one member as observed.
@@ -204,31 +346,167 @@ type MemberHealth struct {
 	Healthy      bool
 	HealthySince time.Time
 	Detail       string
+	// Unknown: the substrate did not answer for it.
+	Unknown bool
+	// Started is when its current (or last) process started; Restarts
+	// counts the substrate's own restarts of it.
+	Started  time.Time
+	Restarts int
+	// Role: it holds its component's role (the leader) right now.
+	Role bool
+	// Seen is when the substrate was last asked about it.
+	Seen time.Time
 }
 
 // Gate is a component's cluster check as observed.
 type Gate struct {
 	Healthy bool
 	Detail  string
+	// Checked is when the check that gave this verdict began, and Took
+	// how long it took.
+	Checked time.Time
+	Took    time.Duration
 }
 
 // ActionKind names what an action does.
 type ActionKind string
 
 const (
-	ActPreStop   ActionKind = "pre-stop"   // run the member's pre_stop hooks
-	ActStop      ActionKind = "stop"       // stop the member gracefully
-	ActStart     ActionKind = "start"      // start the member on Version
-	ActPostStart ActionKind = "post-start" // run the member's post_start hooks
-	ActStage     ActionKind = "stage"      // run the target release's calls of Stage
+	ActHooks ActionKind = "hooks" // run a hook list: a member's (pre_stop, post_start), a phase's or the upgrade's
+	ActStop  ActionKind = "stop"  // stop the member gracefully
+	ActStart ActionKind = "start" // start the member on Version
+	ActUndo  ActionKind = "undo"  // undo an effect of the journal
+	ActStage ActionKind = "stage" // run the target release's calls of Stage
 )
 
-// Action is one thing for the engine to do to one member.
+// Action is one thing for the engine to do.
 type Action struct {
+	// Seq identifies the action: its outcome is folded in only where
+	// it is still awaited.
+	Seq     int        `json:"seq"`
 	Kind    ActionKind `json:"kind"`
 	Member  string     `json:"member,omitempty"`
 	Version string     `json:"version,omitempty"`
+	// Hooks names the hook list of an ActHooks action; Component the
+	// phase's component for pre_phase and post_phase.
+	Hooks     string `json:"hooks,omitempty"`
+	Component string `json:"component,omitempty"`
+	// Effect is the ID of the effect an ActUndo undoes.
+	Effect string `json:"effect,omitempty"`
 	// Stage is the migration stage of an ActStage action: expand,
 	// migrate, finalize or contract.
 	Stage string `json:"stage,omitempty"`
+}
+
+// Decision is what Step decided: the record to persist, the actions to
+// take once it is persisted, the gates to check now (a batch waits on a
+// check begun after the record's Boundary: one in flight that began
+// before it will not do), the actions in flight to cancel (an abort),
+// and when to look again if nothing happens sooner (zero: at the
+// engine's next tick).
+type Decision struct {
+	Upgrade Upgrade
+	Actions []Action
+	Probe   []string
+	Cancel  []int
+	After   time.Duration
+}
+
+// BatchOf says which batch of the current phase is in progress (or
+// comes next) and how many batches the phase has in all, as far as is
+// known: its plan's expected batches, or more when sizes adapted down.
+func (u *Upgrade) BatchOf() (n, of int) {
+	active := u.Active()
+	if u.Phase >= len(active.Phases) {
+		return 0, 0
+	}
+	formed := len(u.PhaseBatches(u.Phase))
+	n = formed
+	if u.Current() == nil {
+		n++
+	}
+	of = max(len(active.Phases[u.Phase].Batches), n)
+	if n > of {
+		n = of
+	}
+	return n, of
+}
+
+// Pace is an upgrade's wall time against the lower bound of its plan
+// under its policy (see Bound); the ratio is what ferry itself added
+// (1.0 would be no overhead at all).
+type Pace struct {
+	WallS       float64 `json:"wall_s"`
+	LowerBoundS float64 `json:"lower_bound_s"`
+	BoundRatio  float64 `json:"bound_ratio"`
+	// Bound is the lower bound's parts.
+	Batches float64 `json:"batches_s"`
+	Gates   float64 `json:"gates_s"`
+	Stages  float64 `json:"stages_s"`
+	Hooks   float64 `json:"hooks_s"`
+}
+
+// Pace measures upgrade u from its creation to its end (or to end,
+// while it runs).
+func (u *Upgrade) Pace(end time.Time) Pace {
+	if !u.Ended.IsZero() {
+		end = u.Ended
+	}
+	b := u.Bound
+	p := Pace{WallS: end.Sub(u.Created).Seconds(), LowerBoundS: b.Total().Seconds(),
+		Batches: b.Batches.Seconds(), Gates: b.Gates.Seconds(), Stages: b.Stages.Seconds(), Hooks: b.Hooks.Seconds()}
+	if p.LowerBoundS > 0 {
+		p.BoundRatio = p.WallS / p.LowerBoundS
+	}
+	return p
+}
+
+// CheckOverride says why override o may not be applied to upgrade u,
+// or "" if it may: it names one known predicate (optionally for one of
+// the upgrade's members) or one effect whose undo is owed, never all
+// of them, and only while the upgrade runs.
+func CheckOverride(u *Upgrade, o Override, known func(predicate string) bool, predicates string) string {
+	switch {
+	case u.State.Terminal():
+		return fmt.Sprintf("upgrade %s has ended (%s): nothing to override", u.ID, u.State)
+	case o.Predicate == "" && o.Effect == "":
+		return "name one predicate (" + predicates + "), or one effect with --effect"
+	case o.Predicate != "" && o.Effect != "":
+		return "one thing at a time: a predicate, or an effect"
+	case o.Predicate == "*" || strings.EqualFold(o.Predicate, "all"):
+		return "never all safety at once: name one predicate (" + predicates + ")"
+	case o.Predicate != "" && !known(o.Predicate):
+		return fmt.Sprintf("unknown predicate %q; known: %s", o.Predicate, predicates)
+	case o.Member != "" && u.Members[o.Member] == nil:
+		return fmt.Sprintf("member %q is not in upgrade %s", o.Member, u.ID)
+	}
+	if o.Effect != "" {
+		i := u.Effects.ByID(o.Effect)
+		if i < 0 {
+			return fmt.Sprintf("upgrade %s owes no undo of an effect %q (ferry upgrade status lists those owed)", u.ID, o.Effect)
+		}
+		if u.Effects[i].State == "abandoned" {
+			return fmt.Sprintf("the undo of %s is already abandoned", o.Effect)
+		}
+	}
+	for _, x := range u.Overrides {
+		if x.Predicate == o.Predicate && x.Effect == o.Effect && (x.Member == "" || x.Member == o.Member) {
+			return "already overridden"
+		}
+	}
+	return ""
+}
+
+// String says what an override switches off.
+func (o Override) String() string {
+	what := "predicate " + o.Predicate
+	if o.Effect != "" {
+		what = "the undo of effect " + o.Effect
+	}
+	if o.Member != "" {
+		what += " for member " + o.Member
+	} else if o.Predicate != "" {
+		what += " for every member"
+	}
+	return what
 }

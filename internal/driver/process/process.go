@@ -305,6 +305,7 @@ func (d *Driver) Observe(ctx context.Context, members []driver.Member) ([]driver
 			Version: s.Version,
 			Since:   s.Since,
 			Detail:  s.Detail,
+			PID:     s.PID,
 		}
 	}
 	return out, nil

@@ -1,0 +1,370 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/driver"
+	"github.com/ferry-upgrade/ferry/internal/health"
+	"github.com/ferry-upgrade/ferry/internal/upgrade"
+)
+
+// observer keeps watching the cluster while an upgrade runs: the
+// substrate's statuses at every tick, each member's check, each
+// component's cluster gate and each member's role on their own
+// intervals. Every probe runs in its own goroutine bounded by its own
+// timeout, so that a slow gate delays nothing but itself, and nothing
+// waits for an action. It wakes the engine when a verdict changes.
+type observer struct {
+	e    *Engine
+	tick time.Duration
+
+	mu       sync.Mutex
+	statuses map[string]driver.Status
+	seen     map[string]time.Time // when each status was read
+	probed   map[string]time.Time // when each member's last probe began
+	members  map[string]health.State
+	roles    map[string]bool
+	gates    map[string]upgrade.Gate
+	anyFrom  map[string]int // where each gate starts looking for a member to ask
+
+	changed chan struct{}
+	kicks   map[string]chan struct{} // a prober to run now, by key
+}
+
+func (e *Engine) newObserver() *observer {
+	tick := e.c.Policy.Tick.D()
+	if tick <= 0 {
+		tick = 100 * time.Millisecond
+	}
+	o := &observer{e: e, tick: tick, statuses: map[string]driver.Status{}, seen: map[string]time.Time{},
+		probed: map[string]time.Time{}, members: map[string]health.State{}, roles: map[string]bool{},
+		gates: map[string]upgrade.Gate{}, anyFrom: map[string]int{},
+		changed: make(chan struct{}, 1), kicks: map[string]chan struct{}{}}
+	for _, n := range e.order {
+		o.kicks["member:"+n] = make(chan struct{}, 1)
+		o.kicks["role:"+n] = make(chan struct{}, 1)
+	}
+	for _, comp := range e.c.ComponentsInOrder() {
+		o.kicks["gate:"+comp.Name] = make(chan struct{}, 1)
+	}
+	o.kicks["status"] = make(chan struct{}, 1)
+	return o
+}
+
+// start runs the probers until ctx ends; done is closed once they have
+// all returned.
+func (o *observer) start(ctx context.Context) (done chan struct{}) {
+	var wg sync.WaitGroup
+	run := func(f func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}
+	run(func() { o.loop(ctx, "status", func() time.Duration { return o.tick }, o.pollStatuses) })
+	for _, n := range o.e.order {
+		info := o.e.members[n]
+		if chk := info.comp.Health.Member; chk != nil {
+			run(func() { o.loop(ctx, "member:"+n, chk.Interval.D, func(ctx context.Context) { o.probeMember(ctx, n) }) })
+		}
+		if r := info.comp.Role; r != nil && r.Check != nil {
+			run(func() { o.loop(ctx, "role:"+n, r.Check.Interval.D, func(ctx context.Context) { o.probeRole(ctx, n) }) })
+		}
+	}
+	for _, comp := range o.e.c.ComponentsInOrder() {
+		if chk := comp.Health.Cluster; chk != nil {
+			run(func() {
+				o.loop(ctx, "gate:"+comp.Name, chk.Interval.D, func(ctx context.Context) { o.probeGate(ctx, comp) })
+			})
+		}
+	}
+	done = make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	return done
+}
+
+// loop runs probe now and then at every interval, or at once when
+// kicked, until ctx ends.
+func (o *observer) loop(ctx context.Context, key string, interval func() time.Duration, probe func(context.Context)) {
+	kick := o.kicks[key]
+	for ctx.Err() == nil {
+		probe(ctx)
+		t := time.NewTimer(max(interval(), time.Millisecond))
+		select {
+		case <-ctx.Done():
+		case <-kick:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// kick makes the prober of key run now.
+func (o *observer) kick(key string) {
+	if c, ok := o.kicks[key]; ok {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (o *observer) notify() {
+	select {
+	case o.changed <- struct{}{}:
+	default:
+	}
+}
+
+// pollStatuses asks the substrate what runs. A member whose process
+// changed (a new start, an exit) has its check made at once.
+func (o *observer) pollStatuses(ctx context.Context) {
+	now := o.e.cfg.Now()
+	ctx, cancel := context.WithTimeout(ctx, max(o.tick*50, 10*time.Second))
+	sts, err := o.e.cfg.Driver.Observe(ctx, o.e.Members())
+	cancel()
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return
+	}
+	if err != nil {
+		// The request itself failed: nothing is known of anyone.
+		sts = make([]driver.Status, len(o.e.order))
+		for i, n := range o.e.order {
+			sts[i] = driver.Status{Name: n, Unknown: true, Detail: err.Error()}
+		}
+	}
+	changed := false
+	var restarted []string
+	o.mu.Lock()
+	for _, st := range sts {
+		prev, had := o.statuses[st.Name]
+		if st.Unknown && had && !prev.Unknown {
+			// Keep what was last known; say it is not known now.
+			keep := prev
+			keep.Unknown, keep.Detail = true, st.Detail
+			st = keep
+		}
+		if !had || prev.Running != st.Running || prev.Version != st.Version || !prev.Since.Equal(st.Since) ||
+			prev.Unknown != st.Unknown || prev.Restarts != st.Restarts || prev.Detail != st.Detail {
+			changed = true
+			if st.Running && (!prev.Running || !prev.Since.Equal(st.Since)) {
+				restarted = append(restarted, st.Name)
+			}
+		}
+		o.statuses[st.Name] = st
+		o.seen[st.Name] = now
+	}
+	o.mu.Unlock()
+	for _, n := range restarted {
+		o.kick("member:" + n)
+		o.kick("role:" + n)
+	}
+	// Every observation is news to the machine: a start it waits on
+	// may now be seen (Seen moved).
+	_ = changed
+	o.notify()
+}
+
+func (o *observer) status(n string) (driver.Status, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st, ok := o.statuses[n]
+	return st, ok
+}
+
+// probeMember makes member n's check (when it runs) and applies its
+// thresholds.
+func (o *observer) probeMember(ctx context.Context, n string) {
+	info := o.e.members[n]
+	chk := info.comp.Health.Member
+	st, ok := o.status(n)
+	if !ok || !st.Running || st.Unknown {
+		return // the snapshot says not running; nothing to ask
+	}
+	start := o.e.cfg.Now()
+	data := info.data
+	data.Version = st.Version
+	data.PID = st.PID
+	res := o.e.prober.Do(ctx, chk.Call, data)
+	if ctx.Err() != nil {
+		return
+	}
+	now := o.e.cfg.Now()
+	hs := o.e.tracker.Observe(n, res, now, chk.SuccessThreshold, chk.FailureThreshold)
+	o.mu.Lock()
+	prev, had := o.members[n]
+	o.members[n] = hs
+	o.probed[n] = start
+	o.mu.Unlock()
+	if !had || prev.Healthy != hs.Healthy || !prev.Since.Equal(hs.Since) {
+		o.notify()
+	}
+}
+
+// probeRole asks whether member n holds its component's role.
+func (o *observer) probeRole(ctx context.Context, n string) {
+	info := o.e.members[n]
+	st, ok := o.status(n)
+	if !ok || !st.Running || st.Unknown {
+		return
+	}
+	data := info.data
+	data.Version, data.PID = st.Version, st.PID
+	res := o.e.prober.Do(ctx, info.comp.Role.Check.Call, data)
+	if ctx.Err() != nil {
+		return
+	}
+	o.mu.Lock()
+	prev := o.roles[n]
+	o.roles[n] = res.OK
+	o.mu.Unlock()
+	if prev != res.OK {
+		o.notify()
+	}
+}
+
+// probeGate makes component comp's cluster check once, through one
+// member: one last seen healthy, a different one after a failure.
+func (o *observer) probeGate(ctx context.Context, comp *config.Component) {
+	chk := comp.Health.Cluster
+	start := o.e.cfg.Now()
+	o.mu.Lock()
+	from := o.anyFrom[comp.Name]
+	var pick *config.Member
+	for k := range comp.Members {
+		m := &comp.Members[(from+k)%len(comp.Members)]
+		st := o.statuses[m.Name]
+		if st.Running && !st.Unknown && (pick == nil || o.members[m.Name].Healthy && !o.members[pick.Name].Healthy) {
+			pick = m
+		}
+	}
+	o.mu.Unlock()
+	res := health.Result{Detail: "no member of " + comp.Name + " is running"}
+	if pick != nil {
+		data := o.e.members[pick.Name].data
+		data.Any = pick.Address
+		res = o.e.prober.Do(ctx, chk.Call, data)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	now := o.e.cfg.Now()
+	hs := o.e.tracker.Observe("cluster:"+comp.Name, res, now, chk.SuccessThreshold, chk.FailureThreshold)
+	o.mu.Lock()
+	if !res.OK {
+		o.anyFrom[comp.Name] = from + 1
+	}
+	o.gates[comp.Name] = upgrade.Gate{Healthy: hs.Healthy, Detail: hs.Last.Detail, Checked: start, Took: now.Sub(start)}
+	o.mu.Unlock()
+	o.notify()
+}
+
+// snapshot is the observation as it stands.
+func (o *observer) snapshot() Snapshot {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	snap := Snapshot{Time: o.e.cfg.Now(), Statuses: make(map[string]driver.Status, len(o.statuses)),
+		Obs: upgrade.Observation{Members: make(map[string]upgrade.MemberHealth, len(o.e.order)), Gates: make(map[string]upgrade.Gate, len(o.gates))}}
+	for _, n := range o.e.order {
+		st, ok := o.statuses[n]
+		if !ok {
+			// Not asked yet: not known, and not a failure.
+			st = driver.Status{Name: n, Unknown: true, Detail: "not observed yet"}
+		}
+		snap.Statuses[n] = st
+		mh := o.e.memberHealth(o.e.members[n], st, o.members[n], o.probed[n])
+		mh.Role = o.roles[n] && st.Running
+		mh.Seen = o.seen[n]
+		snap.Obs.Members[n] = mh
+	}
+	for c, g := range o.gates {
+		snap.Obs.Gates[c] = g
+	}
+	for _, comp := range o.e.c.ComponentsInOrder() {
+		if _, ok := snap.Obs.Gates[comp.Name]; !ok && comp.Health.Cluster != nil {
+			snap.Obs.Gates[comp.Name] = upgrade.Gate{Detail: "not checked yet"}
+		}
+	}
+	return snap
+}
+
+// memberHealth is what the machine sees of one member: its status, and
+// its check's verdict if the check was made on the process that runs
+// now (a verdict from before a restart belongs to the process before).
+func (e *Engine) memberHealth(info memberInfo, st driver.Status, hs health.State, probed time.Time) upgrade.MemberHealth {
+	mh := upgrade.MemberHealth{Running: st.Running, Version: st.Version, Unknown: st.Unknown, Started: st.Since, Restarts: st.Restarts}
+	switch {
+	case st.Unknown:
+		mh.Detail = st.Detail
+	case !st.Running:
+		mh.Detail = "not running" + suffix(st.Detail)
+	case info.comp.Health.Member == nil:
+		mh.Healthy, mh.HealthySince, mh.Detail = true, st.Since, "running (no member check)"
+	case probed.IsZero() || probed.Before(st.Since):
+		mh.Detail = "started, not checked yet"
+	default:
+		mh.Healthy = hs.Healthy
+		mh.HealthySince = hs.Since
+		if st.Since.After(mh.HealthySince) {
+			mh.HealthySince = st.Since
+		}
+		mh.Detail = hs.Last.Detail
+	}
+	return mh
+}
+
+// Observe makes one observation: the substrate's statuses, then every
+// member's check, gate and role at once, each bounded by its own
+// timeout.
+func (e *Engine) Observe(ctx context.Context) (Snapshot, error) {
+	o := e.newObserver()
+	o.pollStatuses(ctx)
+	if err := ctx.Err(); err != nil {
+		return Snapshot{}, err
+	}
+	var wg sync.WaitGroup
+	for _, n := range e.order {
+		info := e.members[n]
+		if info.comp.Health.Member != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); o.probeMember(ctx, n) }()
+		}
+		if r := info.comp.Role; r != nil && r.Check != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); o.probeRole(ctx, n) }()
+		}
+	}
+	wg.Wait()
+	for _, comp := range e.c.ComponentsInOrder() {
+		if comp.Health.Cluster != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); o.probeGate(ctx, comp) }()
+		}
+	}
+	wg.Wait()
+	snap := o.snapshot()
+	for _, st := range snap.Statuses {
+		if st.Unknown {
+			return snap, fmt.Errorf("engine: observe: %w", unreachable(st.Detail))
+		}
+	}
+	e.mu.Lock()
+	e.lastSnap = snap
+	e.mu.Unlock()
+	return snap, nil
+}
+
+// unreachable wraps a substrate's failure to answer.
+func unreachable(detail string) error {
+	return fmt.Errorf("%w: %s", driver.ErrUnreachable, detail)
+}
+
+func suffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}

@@ -1,0 +1,104 @@
+package upgrade
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/step"
+)
+
+// Finished folds the outcome of action a, which took took, into the
+// record: a success moves its step on, a failure is noted and retried.
+// An outcome no step awaits any more (the action was cancelled by an
+// abort, or taken again after a crash) changes nothing.
+func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time) Upgrade {
+	u = u.clone()
+	u.Updated = now
+	switch {
+	case a.Kind == ActStage:
+		if u.Stage.Acting != a.Seq || stageName(u.State) != a.Stage {
+			return u
+		}
+		u.Stage.Acting = 0
+		u.Bound.Stages += took
+		if err != nil {
+			u.Stage.Detail = fmt.Sprintf("try %d: %v", u.Stage.Tries, err)
+		} else {
+			u.Stage.Done, u.Stage.Detail = true, "done"
+		}
+	case a.Kind == ActUndo:
+		i := u.Effects.ByID(a.Effect)
+		if i < 0 || u.Effects[i].Acting != a.Seq {
+			return u
+		}
+		e := &u.Effects[i]
+		e.Acting = 0
+		if err != nil {
+			e.Error = err.Error()
+			return u
+		}
+		u.Bound.Hooks += took
+		u.Effects.Close(e.Key)
+	case a.Kind == ActHooks && a.Member == "":
+		h := u.Hook
+		if h == nil || h.Acting != a.Seq {
+			return u
+		}
+		h.Acting = 0
+		if err != nil {
+			h.Detail = fmt.Sprintf("try %d: %v", h.Tries, err)
+			return u
+		}
+		h.Done, h.Detail = true, ""
+		u.Bound.Hooks += took
+	default:
+		m := u.Members[a.Member]
+		if m == nil || m.Acting != a.Seq {
+			return u
+		}
+		m.Acting = 0
+		if err != nil {
+			m.Retries++
+			m.Detail = fmt.Sprintf("%s failed (try %d): %v", Describe(a), m.Tries, err)
+			return u
+		}
+		m.Acted = true
+		m.Busy += took
+		switch a.Kind {
+		case ActStart:
+			m.StartDone = now
+			if m.Started.IsZero() {
+				m.Started = now.Add(-took)
+			}
+			m.RestartsSeen = 0
+			if !strings.HasPrefix(m.Detail, step.SoakBroken) {
+				m.Detail = "" // a failed try is history; a broken soak stays news
+			}
+		case ActStop:
+			m.Stopped = now.Add(-took)
+		}
+	}
+	return u
+}
+
+// Describe says what an action does, for events and errors.
+func Describe(a Action) string {
+	switch a.Kind {
+	case ActStart:
+		return fmt.Sprintf("start %s on %s", a.Member, a.Version)
+	case ActStop:
+		return "stop " + a.Member
+	case ActStage:
+		return fmt.Sprintf("%s of release %s", a.Stage, a.Version)
+	case ActUndo:
+		if a.Member != "" {
+			return fmt.Sprintf("undo %s of %s", a.Effect, a.Member)
+		}
+		return "undo " + a.Effect
+	case ActHooks:
+		owner := firstNonEmpty(a.Member, a.Component, "the upgrade")
+		return fmt.Sprintf("%s hooks of %s", a.Hooks, owner)
+	}
+	return fmt.Sprintf("%s %s", a.Kind, a.Member)
+}

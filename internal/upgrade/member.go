@@ -1,0 +1,213 @@
+package upgrade
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/effect"
+	"github.com/ferry-upgrade/ferry/internal/plan"
+	"github.com/ferry-upgrade/ferry/internal/step"
+	"github.com/ferry-upgrade/ferry/internal/strategy"
+)
+
+// advance moves member m through its move (package step) as far as it
+// can go without acting, and emits the action it needs next, if any.
+// The machine knows no step by name: each step's Def says what to do,
+// when it is over, and what ends it badly.
+func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
+	o := s.obs.Members[m.Name]
+	s.countExits(comp, m, o)
+	for range 2 * len(step.Move) {
+		def, _, ok := step.Of(m.Step)
+		if !ok {
+			return // pending, done, failed
+		}
+		owed := len(s.owedOf(m.Name))
+		if !(def.Closes && owed > 0) && s.now.Sub(m.Began) > comp.Deadline.D() {
+			why := orDash(firstNonEmpty(o.Detail, m.Detail))
+			if strings.HasPrefix(m.Detail, step.SoakBroken) {
+				// It was healthy, then was not: that is the news.
+				why = m.Detail + "; last seen: " + orDash(o.Detail)
+			}
+			s.failMember(m, fmt.Sprintf("not healthy on %s within healthy_deadline %s: %s", m.Target, comp.Deadline, why))
+			return
+		}
+		f := s.facts(comp, m, o, owed)
+		if def.Fail != nil {
+			if why := def.Fail(f); why != "" {
+				m.CrashLoop = true
+				s.failMember(m, fmt.Sprintf("%s on %s", why, m.Target))
+				return
+			}
+		}
+		if def.Back != nil {
+			if back, why := def.Back(f); back != "" {
+				m.Detail = why + orDash(o.Detail)
+				m.HealthySince = time.Time{}
+				m.SoakBroke = true
+				s.setStep(m, back)
+				continue
+			}
+		}
+		if def.Closes && owed > 0 {
+			// Its effects are undone first (the sweep does it).
+			s.wait("%s: undoing %s", m.Name, s.owedIn(effect.Is(effect.Member(m.Name))))
+			return
+		}
+		if (def.Skip != nil && def.Skip(f)) || (def.Complete != nil && def.Complete(f)) {
+			s.leave(comp, m, o)
+			continue
+		}
+		if def.Action == "" {
+			why, at := "", time.Time{}
+			if def.Wait != nil {
+				why, at = def.Wait(f)
+			}
+			if why != "" {
+				s.wait("%s: %s", m.Name, why)
+			}
+			if !at.IsZero() {
+				s.wake(at)
+			}
+			return
+		}
+		needs := !f.Acted
+		if def.Needs != nil {
+			needs = def.Needs(f)
+		}
+		if !needs {
+			if def.Action == step.ActStart {
+				s.wait("%s: waiting to be healthy on %s (%s)", m.Name, m.Target, orDash(o.Detail))
+				s.wake(m.Began.Add(comp.Deadline.D() + time.Millisecond))
+			}
+			return
+		}
+		if m.Acting != 0 {
+			if s.inFlight(m.Acting) {
+				return
+			}
+			m.Acting = 0 // lost with a process: taken again, at once
+		}
+		if def.Admit {
+			v := s.view(comp, ph, true)
+			if r := strategy.Admit(v, s.admissionMember(v, m.Name), s.overridden); r != nil {
+				s.refusals = append(s.refusals, *r)
+				s.wait("%s: drained, not stopped: %s", m.Name, r)
+				return
+			}
+		}
+		s.try(comp, m, def)
+		return
+	}
+}
+
+// facts are what member m's step reads.
+func (s *stepper) facts(comp *config.Component, m *Member, o MemberHealth, owed int) step.Facts {
+	return step.Facts{
+		Running:      o.Running,
+		OnTarget:     o.Running && o.Version == m.Target,
+		Healthy:      o.Healthy,
+		HealthySince: m.HealthySince,
+		Hooks:        func(l string) bool { return len(comp.Hooks.List(l)) > 0 },
+		Owed:         owed,
+		Tries:        m.Tries,
+		Acted:        m.Acted,
+		Fresh:        !o.Seen.IsZero() && o.Seen.After(m.StartDone),
+		Soak:         comp.Soak.D(),
+		Now:          s.now,
+		Exits:        m.Exits,
+		CrashLimit:   comp.CrashLoop.Exits,
+		ExitDetail:   m.ExitDetail,
+	}
+}
+
+// leave moves m past its current step, keeping what the lower bound
+// and the events need: when it became healthy, its time down.
+func (s *stepper) leave(comp *config.Component, m *Member, o MemberHealth) {
+	switch m.Step {
+	case StepStarting:
+		m.HealthySince = o.HealthySince
+		if m.HealthySince.IsZero() || m.HealthySince.After(s.now) {
+			m.HealthySince = s.now
+		}
+		if !m.StartDone.IsZero() && m.HealthySince.After(m.StartDone) {
+			m.Busy += m.HealthySince.Sub(m.StartDone)
+		}
+	case StepSoaking:
+		m.Busy += comp.Soak.D()
+	}
+	s.setStep(m, step.After(m.Step))
+}
+
+// countExits counts member m's exits on its target since its first
+// start in this move, within the crash-loop window: an instance seen
+// exited (by its start time), or restarts the substrate made itself.
+func (s *stepper) countExits(comp *config.Component, m *Member, o MemberHealth) {
+	if m.Started.IsZero() || (m.Step != StepStarting && m.Step != StepSoaking) || o.Unknown {
+		return
+	}
+	if s.now.Sub(m.Started) > comp.CrashLoop.Window.D() {
+		return
+	}
+	if o.Restarts > m.RestartsSeen {
+		m.Exits += o.Restarts - m.RestartsSeen
+		m.RestartsSeen = o.Restarts
+		m.ExitDetail = firstNonEmpty(o.Detail, "restarted by its substrate")
+	}
+	if !o.Running && o.Version == m.Target && !o.Started.IsZero() && !o.Started.Before(m.Started.Add(-time.Second)) &&
+		!o.Started.Equal(m.LastExit) && o.Seen.After(m.StartDone) {
+		m.Exits++
+		m.LastExit = o.Started
+		m.ExitDetail = o.Detail
+	}
+}
+
+// failMember fails m's move and the step with it.
+func (s *stepper) failMember(m *Member, why string) {
+	s.setStep(m, StepFailed)
+	m.Detail = why
+	s.fail("member %s: %s", m.Name, why)
+}
+
+// try emits the action of step def for m, unless a previous try failed
+// too recently. A hook step opens the effects of its calls that have
+// an undo first, in the record written before the action.
+func (s *stepper) try(comp *config.Component, m *Member, def step.Def) {
+	if !s.backoff(m.Tries, m.LastTry) {
+		return
+	}
+	a := Action{Member: m.Name}
+	switch def.Action {
+	case step.ActHooks:
+		a.Kind, a.Hooks, a.Version = ActHooks, def.Hooks, m.Target
+		if l := step.Opens(def); l != "" {
+			if s.undoing(comp.Hooks.List(l), l, "", m.Name) {
+				s.wait("%s: waiting for an undo in flight", m.Name)
+				return
+			}
+			s.openHookEffects(comp.Hooks.List(l), l, "", m.Name)
+		}
+	case step.ActStop:
+		a.Kind = ActStop
+	case step.ActStart:
+		a.Kind, a.Version = ActStart, m.Target
+	default:
+		s.fail("member %s: step %s has an action ferry does not know (%q)", m.Name, def.Name, def.Action)
+		return
+	}
+	m.LastTry = s.now
+	m.Tries++
+	m.Acting = s.act(a)
+}
+
+func (s *stepper) setStep(m *Member, st MemberStep) {
+	if m.Step != st {
+		m.Step = st
+		m.Since = s.now
+		m.Tries = 0
+		m.LastTry = time.Time{}
+		m.Acted = false
+	}
+}

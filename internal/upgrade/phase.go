@@ -1,0 +1,527 @@
+package upgrade
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/effect"
+	"github.com/ferry-upgrade/ferry/internal/plan"
+	"github.com/ferry-upgrade/ferry/internal/step"
+	"github.com/ferry-upgrade/ferry/internal/strategy"
+)
+
+// phase advances the current phase of the active plan: its pre_phase
+// hooks, the batch in progress, the next batch (formed now, from what
+// is observed), and at its end the gate, the phase's undos and its
+// post_phase hooks.
+//
+// While rolling back, no gate is asked before a batch (the red gate may
+// be the very thing the rollback repairs); the gate after each phase is
+// kept, so that rolled-back means healthy.
+func (s *stepper) phase() {
+	u := &s.u
+	active := u.Active()
+	if u.Phase >= len(active.Phases) {
+		if u.RollingBack() {
+			s.end(StateRolledBack)
+		} else {
+			s.enterStage(StateMigrating)
+		}
+		return
+	}
+	ph := active.Phases[u.Phase]
+	comp := s.c.Component(ph.Component)
+	if comp == nil {
+		s.fail("component %q of the plan is not in the description", ph.Component)
+		return
+	}
+	if !u.PhaseHooks.Opened {
+		if !s.hooks("pre_phase", comp.Name, comp.GateDeadline.D()) {
+			return
+		}
+		u.PhaseHooks.Opened = true
+	}
+	if b := u.Current(); b != nil {
+		s.runBatch(comp, ph, b)
+		return
+	}
+	if !u.PhaseHooks.Closing {
+		pending := s.pendingOf(ph)
+		if len(pending) > 0 {
+			s.formBatch(comp, ph, pending)
+			return
+		}
+		if red := s.redGates(u.Boundary); red != "" {
+			s.gateWait("after "+comp.Name, comp.GateDeadline.D(), red)
+			return
+		}
+		u.GateSince = time.Time{}
+		s.addGateBound()
+		u.PhaseHooks.Closing = true
+	}
+	// The phase's end: its undos (the sweep runs them), then its
+	// post_phase hooks.
+	if owed := s.owedIn(effect.Is(effect.Phase(comp.Name))); owed != "" {
+		s.wait("%s: undoing: %s", comp.Name, owed)
+		return
+	}
+	if !u.PhaseHooks.Closed {
+		if !s.hooks("post_phase", comp.Name, comp.GateDeadline.D()) {
+			return
+		}
+		u.PhaseHooks.Closed = true
+	}
+	if u.RollingBack() {
+		u.Phase++
+		u.PhaseHooks = HookProgress{}
+		u.Boundary = s.now
+		return
+	}
+	u.State = Upgraded(comp.Name)
+}
+
+// pendingOf lists the members of phase ph that still have to move, in
+// the plan's order.
+func (s *stepper) pendingOf(ph plan.Phase) []string {
+	var out []string
+	for _, n := range ph.Members() {
+		if m := s.u.Members[n]; m != nil && m.Step == StepPending {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// formBatch forms the phase's next batch: the strategy says how many
+// (a rollback follows its plan's batches), the members are taken in
+// order (those down first, those holding the component's role last,
+// re-evaluated now from what is observed), and each must pass every
+// admission predicate; the refused are named with their predicate.
+func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []string) {
+	u := &s.u
+	// Members already running their target, healthy and owing no
+	// undo, are done without a move (after a crash, or adopted).
+	var left []string
+	for _, n := range pending {
+		m, o := u.Members[n], s.obs.Members[n]
+		if o.Running && o.Version == m.Target && o.Healthy && len(s.owedOf(n)) == 0 {
+			s.setStep(m, StepDone)
+			m.Detail = "already running " + m.Target
+			continue
+		}
+		left = append(left, n)
+	}
+	if len(left) == 0 {
+		return
+	}
+	if u.Pausing {
+		s.wait("%s: not starting the next batch: pausing", comp.Name)
+		return
+	}
+	// The gates must have been checked after the last batch ended: a
+	// green from before says nothing of what the batch did.
+	if !u.RollingBack() {
+		if stale := s.staleGates(); len(stale) > 0 {
+			if u.GateSince.IsZero() {
+				u.GateSince = s.now
+			}
+			if gd := comp.GateDeadline.D(); s.now.Sub(u.GateSince) > gd {
+				s.fail("before %s batch %d: cluster gate %s not checked for %s", comp.Name, len(u.PhaseBatches(u.Phase))+1, strings.Join(stale, ", "), gd)
+				return
+			}
+			s.wait("%s: waiting for a check of cluster gate %s made after the last batch", comp.Name, strings.Join(stale, ", "))
+			return
+		}
+		u.GateSince = time.Time{}
+	}
+
+	size, why, candidates := s.nextBatch(ph, left)
+	v := s.view(comp, ph, false)
+	var admitted []string
+	var refused []strategy.Refusal
+	for _, n := range candidates {
+		if len(admitted) >= size {
+			break
+		}
+		if r := strategy.Admit(v, s.admissionMember(v, n), s.overridden); r != nil {
+			refused = append(refused, *r)
+			continue
+		}
+		admitted = append(admitted, n)
+		v.Admitted[n] = true
+	}
+	if len(admitted) == 0 {
+		if u.WaitSince.IsZero() {
+			u.WaitSince = s.now
+		}
+		if gd := comp.GateDeadline.D(); s.now.Sub(u.WaitSince) > gd {
+			s.fail("no member of %s could be taken down for %s: %s", comp.Name, gd, refusalText(refused))
+			return
+		}
+		s.refusals = append(s.refusals, refused...)
+		s.wait("%s", refusalText(refused))
+		s.wake(u.WaitSince.Add(comp.GateDeadline.D() + time.Millisecond))
+		return
+	}
+	if !u.RollingBack() {
+		s.addGateBound()
+	}
+	b := Batch{Phase: u.Phase, Component: comp.Name, Rollback: u.RollingBack(), Number: len(u.PhaseBatches(u.Phase)) + 1,
+		Members: admitted, Size: size, Why: why, Began: s.now, Waited: !u.WaitSince.IsZero()}
+	u.WaitSince = time.Time{}
+	for _, n := range admitted {
+		s.begin(u.Members[n])
+	}
+	u.Batches = append(u.Batches, b)
+	s.runBatch(comp, ph, &u.Batches[len(u.Batches)-1])
+}
+
+// nextBatch is the size of the next batch, why, and the candidates in
+// the order they are asked.
+func (s *stepper) nextBatch(ph plan.Phase, left []string) (int, string, []string) {
+	u := &s.u
+	if u.RollingBack() {
+		// The rollback's batches, in its order: the first with members
+		// still to move.
+		for _, b := range ph.Batches {
+			var todo []string
+			for _, n := range b.Members {
+				if slices.Contains(left, n) {
+					todo = append(todo, n)
+				}
+			}
+			if len(todo) > 0 {
+				return len(todo), "the rollback returns the batches in reverse", todo
+			}
+		}
+		return 1, "", left
+	}
+	var done []strategy.Outcome
+	for _, b := range u.PhaseBatches(u.Phase) {
+		done = append(done, b.Outcome)
+	}
+	size, why := 1, "one at a time"
+	if st, ok := strategy.Lookup(ph.Settings.Type); ok {
+		size, why = st.Next(ph.Settings, done)
+	}
+	// Members down first (replacing one costs no availability), those
+	// holding the role last; the plan's order otherwise.
+	rank := func(n string) int {
+		o := s.obs.Members[n]
+		switch {
+		case !o.Healthy:
+			return 0
+		case o.Role:
+			return 2
+		}
+		return 1
+	}
+	order := slices.Clone(left)
+	slices.SortStableFunc(order, func(a, b string) int { return rank(a) - rank(b) })
+	return max(1, size), why, order
+}
+
+// begin starts member m's move.
+func (s *stepper) begin(m *Member) {
+	s.resetMove(m)
+	m.Began = s.now
+	m.Detail = ""
+	s.setStep(m, step.First())
+}
+
+// resetMove clears what one move of m recorded.
+func (s *stepper) resetMove(m *Member) {
+	m.Began, m.HealthySince, m.Started, m.LastExit, m.StartDone, m.Stopped = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	m.Exits, m.RestartsSeen, m.Retries, m.Busy = 0, 0, 0, 0
+	m.SoakBroke, m.CrashLoop, m.ExitDetail = false, false, ""
+}
+
+// runBatch advances the members of batch b; once all are done the
+// batch ends, with its outcome (what the strategy sizes the next one
+// from) and its part of the lower bound.
+func (s *stepper) runBatch(comp *config.Component, ph plan.Phase, b *Batch) {
+	u := &s.u
+	done := true
+	for _, n := range b.Members {
+		m := u.Members[n]
+		if m == nil {
+			s.fail("member %q of the plan has no record", n)
+			return
+		}
+		if m.Step == StepPending {
+			// Tried again after a resume: it is admitted anew.
+			if u.State == StatePaused || u.Pausing {
+				done = false
+				continue
+			}
+			v := s.view(comp, ph, true)
+			if r := strategy.Admit(v, s.admissionMember(v, n), s.overridden); r != nil {
+				s.refusals = append(s.refusals, *r)
+				s.wait("%s", r)
+				done = false
+				continue
+			}
+			s.begin(m)
+		}
+		if u.State != StatePaused {
+			s.advance(comp, ph, m)
+		}
+		if s.failed {
+			return
+		}
+		if m.Step != StepDone {
+			done = false
+		}
+	}
+	if !done {
+		return
+	}
+	b.Ended = s.now
+	b.Outcome = s.outcome(comp, b)
+	for _, n := range b.Members {
+		b.Bound = max(b.Bound, u.Members[n].Busy)
+	}
+	u.Bound.Batches += b.Bound
+	u.Boundary = s.now
+}
+
+// outcome judges how batch b went, for the adaptive canary: clean when
+// every member became healthy within half its deadline with no retry
+// and the batch was admitted at its first try; strained after a retry,
+// a broken soak, or a member past three quarters of its deadline.
+func (s *stepper) outcome(comp *config.Component, b *Batch) strategy.Outcome {
+	o := strategy.Outcome{Size: len(b.Members), Clean: !b.Waited}
+	deadline := comp.Deadline.D()
+	var strain []string
+	for _, n := range b.Members {
+		m := s.u.Members[n]
+		took := s.now.Sub(m.Began)
+		ready := m.HealthySince.Sub(m.Began)
+		switch {
+		case m.Retries > 0:
+			strain = append(strain, fmt.Sprintf("%s needed %d retr%s", n, m.Retries, plural(m.Retries, "y", "ies")))
+		case m.SoakBroke:
+			strain = append(strain, n+"'s soak broke")
+		case deadline > 0 && took > deadline*3/4:
+			strain = append(strain, fmt.Sprintf("%s took %s of its %s deadline", n, took.Round(time.Millisecond), deadline))
+		}
+		if m.Retries > 0 || m.SoakBroke || m.HealthySince.IsZero() || (deadline > 0 && ready > deadline/2) {
+			o.Clean = false
+		}
+	}
+	if len(strain) > 0 {
+		o.Strained, o.Clean = true, false
+		o.Why = strings.Join(strain, ", ")
+	} else if !o.Clean && b.Waited {
+		o.Why = "it waited for its admission"
+	}
+	return o
+}
+
+// staleGates lists the gates not checked since the last boundary, and
+// asks for their check.
+func (s *stepper) staleGates() []string {
+	var out []string
+	for _, n := range sortedNames(s.obs.Gates) {
+		if s.obs.Gates[n].Checked.Before(s.u.Boundary) {
+			out = append(out, n)
+			s.probe[n] = true
+		}
+	}
+	return out
+}
+
+// addGateBound adds the gates' first passing check at this boundary to
+// the lower bound (they are checked together: the slowest counts).
+func (s *stepper) addGateBound() {
+	var took time.Duration
+	for _, g := range s.obs.Gates {
+		took = max(took, g.Took)
+	}
+	s.u.Bound.Gates += took
+}
+
+// view is what the admission predicates judge members of comp against.
+// stopping: the check made again at the moment an admitted member goes
+// down (budgets, quorum and substrate only).
+func (s *stepper) view(comp *config.Component, ph plan.Phase, stopping bool) *strategy.View {
+	u := &s.u
+	v := &strategy.View{Component: comp.Name, Settings: ph.Settings, Quorum: ph.Quorum, Admitted: map[string]bool{}, Stopping: stopping,
+		RollingBack: u.RollingBack()}
+	if v.Settings.MaxUnavailable < 1 {
+		v.Settings.MaxUnavailable = max(1, ph.MaxUnavailable)
+	}
+	if comp.Role != nil {
+		v.RoleName = comp.Role.Name
+	}
+	pending := map[string]bool{}
+	for _, n := range ph.Members() {
+		if m := u.Members[n]; m != nil && m.Step == StepPending {
+			pending[n] = true
+		}
+	}
+	for i := range s.c.Components {
+		cc := &s.c.Components[i]
+		for j := range cc.Members {
+			mm := &cc.Members[j]
+			o := s.obs.Members[mm.Name]
+			r := u.Members[mm.Name]
+			v.Members = append(v.Members, strategy.Member{Name: mm.Name, Component: cc.Name, Host: mm.Host, Domain: mm.Domain,
+				Healthy: o.Healthy, InFlight: r != nil && r.Step.InFlight(), Unknown: o.Unknown, Role: o.Role, Pending: pending[mm.Name]})
+		}
+	}
+	if !u.RollingBack() && !stopping {
+		for _, n := range sortedNames(s.obs.Gates) {
+			g := s.obs.Gates[n]
+			v.Gates = append(v.Gates, strategy.Gate{Component: n, Healthy: g.Healthy, Fresh: !g.Checked.Before(u.Boundary), Detail: g.Detail})
+		}
+	}
+	return v
+}
+
+func (s *stepper) admissionMember(v *strategy.View, name string) strategy.Member {
+	for _, m := range v.Members {
+		if m.Name == name {
+			return m
+		}
+	}
+	o := s.obs.Members[name]
+	return strategy.Member{Name: name, Component: v.Component, Healthy: o.Healthy, Unknown: o.Unknown, Role: o.Role}
+}
+
+// overridden reports whether the operator switched predicate off for
+// member (or for every member).
+func (s *stepper) overridden(predicate, member string) bool {
+	for _, o := range s.u.Overrides {
+		if o.Predicate == predicate && (o.Member == "" || o.Member == member) {
+			return true
+		}
+	}
+	return false
+}
+
+func refusalText(rs []strategy.Refusal) string {
+	if len(rs) == 0 {
+		return "no member may go down now"
+	}
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = r.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+// rollback begins returning every member touched so far to the version
+// it ran before, through the same gated steps, in reverse order: the
+// phases from the current one back to the first, the batches of each
+// from the last back, the failed member first within its batch.
+// Members never touched are left alone, and their record says so.
+func (s *stepper) rollback(reason string) {
+	u := &s.u
+	rb := plan.Plan{From: []string{u.To}, To: u.From}
+	last := min(u.Phase, len(u.Plan.Phases)-1)
+	inRollback := map[string]bool{}
+	for i := last; i >= 0; i-- {
+		ph := u.Plan.Phases[i]
+		var batches []plan.Batch
+		var formed []Batch
+		for _, b := range u.Batches {
+			if !b.Rollback && b.Phase == i {
+				formed = append(formed, b)
+			}
+		}
+		for j := len(formed) - 1; j >= 0; j-- {
+			var first, rest []string
+			for _, n := range formed[j].Members {
+				// Every member of a batch formed was touched (a member
+				// tried again after a resume may be pending again).
+				m := u.Members[n]
+				if m == nil || m.From == "" || inRollback[n] {
+					continue
+				}
+				inRollback[n] = true
+				if m.Step == StepFailed {
+					first = append(first, n)
+				} else {
+					rest = append(rest, n)
+				}
+			}
+			if ms := append(first, rest...); len(ms) > 0 {
+				batches = append(batches, plan.Batch{Members: ms})
+			}
+		}
+		if len(batches) > 0 {
+			rph := ph
+			rph.Batches, rph.Skipped = batches, nil
+			rph.Note = "rollback to " + u.From
+			rb.Phases = append(rb.Phases, rph)
+		}
+	}
+	for _, n := range sortedNames(u.Members) {
+		m := u.Members[n]
+		switch {
+		case inRollback[n]:
+			m.Target = m.From
+			s.resetMove(m)
+			m.Detail = ""
+			// An action in flight (cancelled) stays Acting until it
+			// returns: nothing else is done to the member meanwhile.
+			s.setStep(m, StepPending)
+		}
+	}
+	s.untouched("the upgrade rolled back before its turn", inRollback)
+	if b := u.Current(); b != nil {
+		b.Ended = s.now
+	}
+	u.Rollback = &rb
+	u.Phase = 0
+	u.PhaseHooks = HookProgress{}
+	u.Hook = nil
+	u.Boundary = s.now
+	u.GateSince, u.WaitSince = time.Time{}, time.Time{}
+	u.Pausing = false
+	u.ResumeTo = State{}
+	u.Reason = reason
+	u.State = StateRollingBack
+}
+
+// untouched marks every member still pending as left alone: it keeps
+// what it runs, and its record says so (no target it will never get).
+func (s *stepper) untouched(why string, except map[string]bool) {
+	for _, n := range sortedNames(s.u.Members) {
+		if m := s.u.Members[n]; m.Step == StepPending && !except[n] {
+			m.Target = m.From
+			m.Detail = "untouched: " + why
+			s.setStep(m, StepDone)
+		}
+	}
+}
+
+// stillToRollBack reports whether member n is still to be moved by the
+// rollback.
+func (s *stepper) stillToRollBack(n string) bool {
+	u := &s.u
+	if !u.RollingBack() {
+		return false
+	}
+	m := u.Members[n]
+	if m == nil || m.Step != StepPending {
+		return false
+	}
+	for i := u.Phase; i < len(u.Rollback.Phases); i++ {
+		if slices.Contains(u.Rollback.Phases[i].Members(), n) {
+			return true
+		}
+	}
+	return false
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -1,0 +1,111 @@
+package upgrade
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Kind is a kind of state of an upgrade, named after the seeds' states.
+type Kind string
+
+const (
+	KindStarted          Kind = "upgrade-started"
+	KindPreflight        Kind = "preflight"
+	KindExpanding        Kind = "expanding"
+	KindUpgrading        Kind = "upgrading" // a component's phase runs
+	KindUpgraded         Kind = "upgraded"  // a component's phase passed its gate
+	KindMigrating        Kind = "migrating"
+	KindAwaitingFinalize Kind = "awaiting-finalize" // policy finalize: manual
+	KindFinalizing       Kind = "finalizing"
+	KindContracting      Kind = "contracting"
+	KindCompleted        Kind = "completed"
+	KindFailed           Kind = "failed"
+	KindPaused           Kind = "paused"
+	KindRollingBack      Kind = "rolling-back"
+	KindRolledBack       Kind = "rolled-back"
+)
+
+// kinds are the kinds in the order a reader meets them; those of a
+// component's phase carry the component.
+var kinds = []Kind{KindStarted, KindPreflight, KindExpanding, KindUpgrading, KindUpgraded, KindMigrating,
+	KindAwaitingFinalize, KindFinalizing, KindContracting, KindCompleted, KindFailed, KindPaused,
+	KindRollingBack, KindRolledBack}
+
+func (k Kind) ofPhase() bool { return k == KindUpgrading || k == KindUpgraded }
+
+// State is an upgrade's state: a kind, and the component whose phase
+// it is for upgrading and upgraded. It is written as one word
+// ("upgrading-kv", "completed") in records, events and the API, and
+// compared as a value in code: no state is ever matched by prefix.
+type State struct {
+	Kind      Kind
+	Component string
+}
+
+// The states without a component.
+var (
+	StateStarted          = State{Kind: KindStarted}
+	StatePreflight        = State{Kind: KindPreflight}
+	StateExpanding        = State{Kind: KindExpanding}
+	StateMigrating        = State{Kind: KindMigrating}
+	StateAwaitingFinalize = State{Kind: KindAwaitingFinalize}
+	StateFinalizing       = State{Kind: KindFinalizing}
+	StateContracting      = State{Kind: KindContracting}
+	StateCompleted        = State{Kind: KindCompleted}
+	StateFailed           = State{Kind: KindFailed}
+	StatePaused           = State{Kind: KindPaused}
+	StateRollingBack      = State{Kind: KindRollingBack}
+	StateRolledBack       = State{Kind: KindRolledBack}
+)
+
+// Upgrading is the state while component c's phase runs.
+func Upgrading(c string) State { return State{Kind: KindUpgrading, Component: c} }
+
+// Upgraded is the state once component c's phase passed its gate.
+func Upgraded(c string) State { return State{Kind: KindUpgraded, Component: c} }
+
+// Terminal reports whether no further step will be taken.
+func (s State) Terminal() bool {
+	return s.Kind == KindCompleted || s.Kind == KindFailed || s.Kind == KindRolledBack
+}
+
+// IsZero reports whether the state is unset.
+func (s State) IsZero() bool { return s.Kind == "" }
+
+func (s State) String() string {
+	if s.Component != "" {
+		return string(s.Kind) + "-" + s.Component
+	}
+	return string(s.Kind)
+}
+
+// MarshalText writes the state as one word.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText reads a state written by MarshalText.
+func (s *State) UnmarshalText(b []byte) error {
+	st, err := ParseState(string(b))
+	if err != nil {
+		return err
+	}
+	*s = st
+	return nil
+}
+
+// ParseState reads a state as written: "completed", "upgrading-kv".
+func ParseState(w string) (State, error) {
+	if w == "" {
+		return State{}, nil
+	}
+	for _, k := range kinds {
+		if !k.ofPhase() && w == string(k) {
+			return State{Kind: k}, nil
+		}
+	}
+	for _, k := range kinds {
+		if c, ok := strings.CutPrefix(w, string(k)+"-"); ok && k.ofPhase() && c != "" {
+			return State{Kind: k, Component: c}, nil
+		}
+	}
+	return State{}, fmt.Errorf("upgrade: unknown state %q", w)
+}

@@ -1,0 +1,538 @@
+package upgrade
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/effect"
+	"github.com/ferry-upgrade/ferry/internal/plan"
+)
+
+// world is a simulated cluster the machine is driven against in tests:
+// members that stop, start, become healthy after a while, a raft-like
+// leader that moves when its holder steps down or stops, a load
+// balancer whose backends are drained and enabled by hooks with an
+// undo, cluster gates that take time to check, an outage of the
+// substrate, and faults of a bad release. Actions take a fixed time;
+// the clock only moves when the machine waits. It is deterministic:
+// the same script gives the same trace.
+type world struct {
+	c   *config.Cluster
+	now time.Time
+	t0  time.Time
+	u   Upgrade
+	// began is set once an upgrade exists; from is the version the
+	// members ran before.
+	began bool
+	from  string
+
+	members map[string]*wmember
+	order   []string
+	leader  string
+	// leaderChanges counts the times leadership moved.
+	leaderChanges int
+	// drained are the load balancer's backends out of rotation; flags
+	// the cluster-wide flags set (noout).
+	drained map[string]bool
+	flags   map[string]bool
+
+	took      time.Duration // every action
+	ready     time.Duration // from a start to healthy
+	gateTook  time.Duration // a gate check
+	gateEvery time.Duration // the gates' interval
+	tick      time.Duration // the engine's fallback tick
+	outage    bool
+
+	gates    map[string]*wgate
+	inflight []*wact
+	faults   map[string]string // member or hook → fault
+
+	trace    strings.Builder
+	lastWait string
+}
+
+type wmember struct {
+	name, comp, version string
+	running, healthy    bool
+	healthySince        time.Time
+	started             time.Time
+	readyAt             time.Time
+	exitAt              time.Time // a crash-after fault
+	restarts            int
+	detail              string
+}
+
+type wgate struct {
+	checked, done time.Time
+	healthy       bool
+	detail        string
+	pending       bool
+	start         time.Time
+}
+
+type wact struct {
+	a  Action
+	at time.Time
+}
+
+func newWorld(c *config.Cluster, version string) *world {
+	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	w := &world{c: c, now: t0, t0: t0, members: map[string]*wmember{}, drained: map[string]bool{}, flags: map[string]bool{},
+		took: 10 * time.Millisecond, ready: 100 * time.Millisecond, gateTook: 10 * time.Millisecond, gateEvery: time.Second, tick: 100 * time.Millisecond,
+		gates: map[string]*wgate{}, faults: map[string]string{}}
+	for _, comp := range c.ComponentsInOrder() {
+		for _, m := range comp.Members {
+			w.members[m.Name] = &wmember{name: m.Name, comp: comp.Name, version: version, running: true, healthy: true, healthySince: t0, started: t0}
+			w.order = append(w.order, m.Name)
+		}
+		if comp.Health.Cluster != nil {
+			w.gates[comp.Name] = &wgate{}
+		}
+		if comp.Role != nil && w.leader == "" && len(comp.Members) > 0 {
+			w.leader = comp.Members[0].Name
+		}
+	}
+	return w
+}
+
+func (w *world) at() string { return fmt.Sprintf("%7.3fs", w.now.Sub(w.t0).Seconds()) }
+
+func (w *world) logf(format string, args ...any) {
+	fmt.Fprintf(&w.trace, "%s %s\n", w.at(), fmt.Sprintf(format, args...))
+}
+
+// observe is what the engine would see now.
+func (w *world) observe(acting map[int]bool) Observation {
+	obs := Observation{Members: map[string]MemberHealth{}, Gates: map[string]Gate{}, Acting: acting}
+	for _, n := range w.order {
+		m := w.members[n]
+		if w.outage {
+			obs.Members[n] = MemberHealth{Unknown: true, Detail: "agent of host h1: connection refused"}
+			continue
+		}
+		mh := MemberHealth{Running: m.running, Version: m.version, Healthy: m.running && m.healthy, Started: m.started,
+			Restarts: m.restarts, Role: n == w.leader && m.running, Seen: w.now, Detail: m.detail}
+		if mh.Healthy {
+			mh.HealthySince = m.healthySince
+		}
+		obs.Members[n] = mh
+	}
+	for c, g := range w.gates {
+		obs.Gates[c] = Gate{Healthy: g.healthy, Detail: g.detail, Checked: g.checked, Took: g.done.Sub(g.checked)}
+	}
+	return obs
+}
+
+// gateVerdict is what component c's gate says now: a majority of its
+// members healthy.
+func (w *world) gateVerdict(c string) (bool, string) {
+	comp := w.c.Component(c)
+	healthy := 0
+	for _, m := range comp.Members {
+		if wm := w.members[m.Name]; wm.running && wm.healthy {
+			healthy++
+		}
+	}
+	ok := healthy > len(comp.Members)/2
+	if ok {
+		return true, fmt.Sprintf("quorum: %d of %d healthy", healthy, len(comp.Members))
+	}
+	return false, fmt.Sprintf("no quorum: %d of %d healthy", healthy, len(comp.Members))
+}
+
+// probe starts the checks of the gates asked for.
+func (w *world) probe(cs []string) {
+	// A check asked for now starts now, even while an older one runs
+	// (whose verdict, from before, would not do).
+	for _, c := range cs {
+		if g := w.gates[c]; g != nil && (!g.pending || g.start.Before(w.u.Boundary)) {
+			g.pending, g.start = true, w.now
+		}
+	}
+}
+
+// advance moves the clock to the next thing that happens (an action's
+// end, a gate's check, a member becoming healthy or crashing, the time
+// the machine asked for), at most by the tick.
+func (w *world) advance(after time.Duration) {
+	next := w.now.Add(w.tick)
+	if after > 0 && w.now.Add(after).Before(next) {
+		next = w.now.Add(after)
+	}
+	for _, a := range w.inflight {
+		if a.at.Before(next) {
+			next = a.at
+		}
+	}
+	for _, g := range w.gates {
+		if g.pending && g.start.Add(w.gateTook).Before(next) {
+			next = g.start.Add(w.gateTook)
+		}
+	}
+	for _, m := range w.members {
+		for _, t := range []time.Time{m.readyAt, m.exitAt} {
+			if !t.IsZero() && t.After(w.now) && t.Before(next) {
+				next = t
+			}
+		}
+	}
+	if !next.After(w.now) {
+		next = w.now.Add(time.Millisecond)
+	}
+	w.now = next
+	for _, m := range w.members {
+		if !m.readyAt.IsZero() && !m.readyAt.After(w.now) && m.running {
+			m.healthy, m.healthySince, m.readyAt, m.detail = true, m.readyAt, time.Time{}, "ready"
+		}
+		if !m.exitAt.IsZero() && !m.exitAt.After(w.now) && m.running {
+			w.exit(m, "exited with status 2")
+			m.exitAt = time.Time{}
+		}
+	}
+	for c, g := range w.gates {
+		// Gates are checked at their interval, or when asked.
+		if !g.pending && !g.done.IsZero() && w.now.Sub(g.done) >= w.gateEvery {
+			g.pending, g.start = true, g.done.Add(w.gateEvery)
+		}
+		if g.pending && !g.start.Add(w.gateTook).After(w.now) {
+			g.pending = false
+			g.checked, g.done = g.start, w.now
+			g.healthy, g.detail = w.gateVerdict(c)
+		}
+	}
+}
+
+func (w *world) exit(m *wmember, why string) {
+	m.running, m.healthy, m.detail = false, false, why
+	if w.leader == m.name {
+		w.elect("")
+	}
+}
+
+// elect moves leadership to a healthy member of the leader's component
+// other than not.
+func (w *world) elect(not string) {
+	old := w.leader
+	comp := w.members[old].comp
+	w.leader = ""
+	for _, n := range w.order {
+		m := w.members[n]
+		if m.comp == comp && n != old && n != not && m.running && m.healthy {
+			w.leader = n
+			break
+		}
+	}
+	if w.leader != old {
+		w.leaderChanges++
+		w.logf("(world) leader %s → %s", old, orDash(w.leader))
+	}
+}
+
+// complete applies the actions whose time has come, and returns them
+// with their errors.
+func (w *world) complete() []struct {
+	a   Action
+	err error
+} {
+	var out []struct {
+		a   Action
+		err error
+	}
+	var left []*wact
+	for _, x := range w.inflight {
+		if x.at.After(w.now) {
+			left = append(left, x)
+			continue
+		}
+		out = append(out, struct {
+			a   Action
+			err error
+		}{x.a, w.apply(x.a)})
+	}
+	w.inflight = left
+	return out
+}
+
+// apply makes action a happen in the world.
+func (w *world) apply(a Action) error {
+	if w.outage {
+		return errors.New("agent of host h1: connection refused")
+	}
+	m := w.members[a.Member]
+	switch a.Kind {
+	case ActStop:
+		m.running, m.healthy, m.detail = false, false, "stopped"
+		if w.leader == m.name {
+			w.elect("")
+		}
+	case ActStart:
+		if f := w.faults[m.name]; f == "start-fails" && a.Version != w.from {
+			return errors.New("start_failed: exec format error")
+		}
+		m.running, m.healthy, m.version, m.started, m.restarts = true, false, a.Version, w.now, 0
+		m.detail = "starting"
+		fault := w.faults[m.name]
+		if a.Version == w.from {
+			fault = "" // the bad release's faults; its predecessor is fine
+		}
+		switch fault {
+		case "exit":
+			w.exit(m, "exited with status 1")
+		case "never-ready":
+			m.detail = "not ready"
+		case "crash-after":
+			m.readyAt = w.now.Add(w.ready)
+			m.exitAt = w.now.Add(w.ready + 500*time.Millisecond)
+		default:
+			m.readyAt = w.now.Add(w.ready)
+		}
+	case ActHooks:
+		switch w.faults["hook:"+a.Hooks] {
+		case "fail":
+			return errors.New(a.Hooks + " hook 1: 503 Service Unavailable")
+		case "fail-once":
+			key := "failed:" + a.Hooks + ":" + firstNonEmpty(a.Member, a.Component, "cluster")
+			if w.faults[key] == "" {
+				w.faults[key] = "yes"
+				return errors.New(a.Hooks + " hook 1: 503 Service Unavailable (once)")
+			}
+		}
+		switch a.Hooks {
+		case "pre_stop":
+			if w.leader == m.name {
+				w.elect(m.name)
+			}
+			if w.hasUndo(a) {
+				w.drained[m.name] = true
+			}
+		case "pre_phase", "pre_upgrade":
+			w.flags[a.Hooks+":"+firstNonEmpty(a.Component, "cluster")] = true
+		}
+	case ActUndo:
+		if f := w.faults["undo"]; f == "fail" {
+			return errors.New("503 Service Unavailable")
+		}
+		i := w.u.Effects.ByID(a.Effect)
+		if i < 0 {
+			return nil
+		}
+		e := w.u.Effects[i]
+		if h := e.Undo.Hook; h != nil {
+			switch h.List {
+			case "pre_stop":
+				delete(w.drained, h.Member)
+			default:
+				delete(w.flags, h.List+":"+firstNonEmpty(h.Component, "cluster"))
+			}
+		}
+	case ActStage:
+	}
+	return nil
+}
+
+func (w *world) hasUndo(a Action) bool {
+	comp := w.c.Component(w.members[a.Member].comp)
+	for _, c := range comp.Hooks.List(a.Hooks) {
+		if c.Undo != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// step runs the machine once against the world, prints what changed,
+// and starts its actions.
+func (w *world) step() Decision {
+	acting := map[int]bool{}
+	for _, x := range w.inflight {
+		acting[x.a.Seq] = true
+	}
+	obs := w.observe(acting)
+	d := Step(w.c, w.u, obs, w.now)
+	w.report(w.u, d.Upgrade)
+	for _, seq := range d.Cancel {
+		for i, x := range w.inflight {
+			if x.a.Seq == seq {
+				w.logf("cancel #%d %s", seq, Describe(x.a))
+				w.inflight = slices.Delete(w.inflight, i, i+1)
+				d.Upgrade = Finished(d.Upgrade, x.a, errors.New("canceled"), 0, w.now)
+				break
+			}
+		}
+	}
+	w.u = d.Upgrade
+	for _, a := range d.Actions {
+		w.logf("act #%d %s", a.Seq, Describe(a))
+		w.inflight = append(w.inflight, &wact{a: a, at: w.now.Add(w.took)})
+	}
+	w.probe(d.Probe)
+	return d
+}
+
+// finish folds in the actions that completed.
+func (w *world) finish() {
+	for _, r := range w.complete() {
+		before := w.u
+		w.u = Finished(w.u, r.a, r.err, w.took, w.now)
+		if r.err != nil {
+			w.logf("fail #%d %s: %v", r.a.Seq, Describe(r.a), r.err)
+		}
+		w.report(before, w.u)
+	}
+}
+
+// report prints how record b differs from a.
+func (w *world) report(a, b Upgrade) {
+	if a.State != b.State {
+		msg := fmt.Sprintf("state %s → %s", orState(a.State, State{Kind: "-"}), b.State)
+		if b.Reason != "" && b.Reason != a.Reason {
+			msg += ": " + b.Reason
+		}
+		w.logf("%s", msg)
+	}
+	for i, bb := range b.Batches {
+		if i >= len(a.Batches) {
+			w.logf("%s: %s (size %d: %s)", bb.Name(), strings.Join(bb.Members, ", "), bb.Size, bb.Why)
+		}
+		if !bb.Ended.IsZero() && (i >= len(a.Batches) || a.Batches[i].Ended.IsZero()) && bb.Outcome.Size > 0 {
+			how := "neither clean nor strained"
+			switch {
+			case bb.Outcome.Clean:
+				how = "clean"
+			case bb.Outcome.Strained:
+				how = "strained: " + bb.Outcome.Why
+			}
+			w.logf("%s done (%s)", bb.Name(), how)
+		}
+	}
+	for _, n := range w.order {
+		ma, mb := a.Members[n], b.Members[n]
+		if mb == nil || ma != nil && ma.Step == mb.Step {
+			continue
+		}
+		from := MemberStep("-")
+		if ma != nil {
+			from = ma.Step
+		}
+		msg := fmt.Sprintf("%s %s → %s", n, from, mb.Step)
+		if mb.Step == StepFailed || mb.Step == StepDone && mb.Detail != "" {
+			msg += " (" + mb.Detail + ")"
+		}
+		w.logf("%s", msg)
+	}
+	for _, e := range b.Effects {
+		i := a.Effects.ByID(e.ID)
+		switch {
+		case i < 0:
+			w.logf("effect %s opened (%s): %s", e.ID, e.Scope, e.What)
+		case a.Effects[i].State != e.State:
+			w.logf("effect %s %s", e.ID, e.State)
+		}
+	}
+	for _, e := range a.Effects {
+		if b.Effects.ByID(e.ID) < 0 {
+			w.logf("effect %s undone", e.ID)
+		}
+	}
+	if b.Waiting != w.lastWait {
+		w.lastWait = b.Waiting
+		if b.Waiting != "" {
+			w.logf("waiting: %s", b.Waiting)
+		}
+	}
+}
+
+// run steps the machine until the upgrade ends, until stop says so, or
+// for at most limit of simulated time.
+func (w *world) run(limit time.Duration, stop func() bool) {
+	end := w.now.Add(limit)
+	for w.now.Before(end) {
+		d := w.step()
+		if w.u.State.Terminal() || (stop != nil && stop()) {
+			return
+		}
+		w.advance(d.After)
+		w.finish()
+		if stop != nil && stop() {
+			return
+		}
+	}
+	w.logf("(still %s after %s)", w.u.State, limit)
+}
+
+// begin plans and starts an upgrade to version to.
+func (w *world) begin(to string) error {
+	vs := map[string]string{}
+	down := map[string]bool{}
+	for n, m := range w.members {
+		vs[n] = m.version
+		if !m.running || !m.healthy {
+			down[n] = true
+		}
+	}
+	p, err := plan.ComputePath(w.c, plan.Observed{Version: vs, Down: down}, to)
+	if err != nil {
+		return err
+	}
+	w.u = New("upg-test", p, vs, nil, w.now)
+	w.began, w.from = true, w.u.From
+	return nil
+}
+
+// status prints where everything stands.
+func (w *world) status() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "state %s", w.u.State)
+	if w.u.Reason != "" {
+		fmt.Fprintf(&b, " (%s)", w.u.Reason)
+	}
+	b.WriteString("\n")
+	for _, n := range w.order {
+		m, r := w.members[n], w.u.Members[n]
+		run := "down"
+		if m.running {
+			run = "up"
+			if !m.healthy {
+				run = "unhealthy"
+			}
+		}
+		step, target := "-", "-"
+		if r != nil {
+			step, target = string(r.Step), r.Target
+		}
+		fmt.Fprintf(&b, "%s %s %s target %s step %s\n", n, m.version, run, target, step)
+	}
+	fmt.Fprintf(&b, "leader %s, moved %d times\n", orDash(w.leader), w.leaderChanges)
+	fmt.Fprintf(&b, "drained: %s\n", orDash(strings.Join(sortedKeys(w.drained), ", ")))
+	fmt.Fprintf(&b, "flags: %s\n", orDash(strings.Join(sortedKeys(w.flags), ", ")))
+	var owed []string
+	for _, e := range w.u.Effects {
+		owed = append(owed, fmt.Sprintf("%s %s (%s)", e.ID, e.State, e.What))
+	}
+	fmt.Fprintf(&b, "effects owed: %s\n", orDash(strings.Join(owed, "; ")))
+	var sizes []string
+	for _, bb := range w.u.Batches {
+		sizes = append(sizes, fmt.Sprintf("%s=%d", bb.Name(), len(bb.Members)))
+	}
+	fmt.Fprintf(&b, "batches: %s\n", orDash(strings.Join(sizes, ", ")))
+	for _, r := range w.u.Refusals {
+		fmt.Fprintf(&b, "refused: %s\n", r)
+	}
+	return b.String()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+var _ = effect.Any
