@@ -9,72 +9,18 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ferry-upgrade/ferry/internal/memberfile"
 )
 
-// Limits on a member's files.
+// Limits on a member's files (see package memberfile).
 const (
-	maxFiles     = 64
-	maxFileBytes = 1 << 20
-	// DefaultFileMode is the mode of a file whose spec gives none:
-	// files often hold secrets.
-	DefaultFileMode fs.FileMode = 0o600
+	maxFiles     = memberfile.MaxFiles
+	maxFileBytes = memberfile.MaxBytes
 )
-
-// ParseFileMode reads a mode written in octal ("0640", "640"); ""
-// is DefaultFileMode. Only permission bits are accepted, and neither
-// setuid, setgid, sticky nor world-writable: a file the agent writes
-// must not become a way to gain privileges or be changed by anyone.
-func ParseFileMode(s string) (fs.FileMode, error) {
-	if s == "" {
-		return DefaultFileMode, nil
-	}
-	digits := strings.TrimPrefix(s, "0o")
-	if len(digits) < 3 || len(digits) > 4 {
-		return 0, fmt.Errorf("mode %q: want 3 or 4 octal digits, like 0640", truncate(s, 20))
-	}
-	v, err := strconv.ParseUint(digits, 8, 32)
-	if err != nil {
-		return 0, fmt.Errorf("mode %q: want octal digits, like 0640", truncate(s, 20))
-	}
-	m := fs.FileMode(v)
-	if v&0o7000 != 0 {
-		return 0, fmt.Errorf("mode %s: setuid, setgid and sticky bits are refused", s)
-	}
-	if m&0o002 != 0 {
-		return 0, fmt.Errorf("mode %s: world-writable files are refused", s)
-	}
-	return m, nil
-}
-
-// CheckFilePath reports why p cannot name a member's file: it must be
-// relative to the member's directory, clean (as filepath.Clean leaves
-// it), and stay inside (no ".." element), so that no spec can write
-// outside the member's directory.
-func CheckFilePath(p string) error {
-	switch {
-	case p == "":
-		return fmt.Errorf("path is empty")
-	case len(p) > maxPathLen:
-		return fmt.Errorf("path longer than %d bytes", maxPathLen)
-	case strings.IndexByte(p, 0) >= 0:
-		return fmt.Errorf("path %q has a NUL byte", truncate(p, 80))
-	case filepath.IsAbs(p) || strings.HasPrefix(p, "/"):
-		return fmt.Errorf("path %q is absolute; want a path relative to the member's directory", truncate(p, 80))
-	case slices.Contains(strings.Split(p, "/"), ".."):
-		return fmt.Errorf("path %q has a '..' element", truncate(p, 80))
-	case p == ".":
-		return fmt.Errorf("path %q names the member's directory, not a file", p)
-	case filepath.Clean(p) != p:
-		return fmt.Errorf("path %q is not clean (want %q)", truncate(p, 80), filepath.Clean(p))
-	case !filepath.IsLocal(p):
-		return fmt.Errorf("path %q is not a local path", truncate(p, 80))
-	}
-	return nil
-}
 
 // validateFiles checks a spec's files: count, paths, modes, sizes,
 // and that no path is given twice or is a directory of another.
@@ -84,10 +30,10 @@ func validateFiles(files []FileSpec) error {
 	}
 	seen := make(map[string]bool, len(files))
 	for i, f := range files {
-		if err := CheckFilePath(f.Path); err != nil {
+		if err := memberfile.CheckPath(f.Path); err != nil {
 			return badRequest("files[%d]: %v", i, err)
 		}
-		if _, err := ParseFileMode(f.Mode); err != nil {
+		if _, err := memberfile.ParseMode(f.Mode); err != nil {
 			return badRequest("files[%d] (%s): %v", i, f.Path, err)
 		}
 		if len(f.Content) > maxFileBytes {
@@ -121,7 +67,7 @@ func filesDigest(files []FileSpec) string {
 	h := sha256.New()
 	var n [8]byte
 	for _, f := range sorted {
-		mode, _ := ParseFileMode(f.Mode) // validated
+		mode, _ := memberfile.ParseMode(f.Mode) // validated
 		for _, part := range []string{f.Path, strconv.FormatUint(uint64(mode), 8), f.Content} {
 			binary.BigEndian.PutUint64(n[:], uint64(len(part)))
 			h.Write(n[:])
@@ -146,7 +92,7 @@ func writeFiles(dir string, files []FileSpec) error {
 	}
 	defer root.Close()
 	for i, f := range files {
-		mode, _ := ParseFileMode(f.Mode) // validated
+		mode, _ := memberfile.ParseMode(f.Mode) // validated
 		if err := writeFileAtomic(root, f.Path, []byte(f.Content), mode); err != nil {
 			return fmt.Errorf("files[%d] (%s): %w", i, f.Path, err)
 		}

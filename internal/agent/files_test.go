@@ -2,7 +2,6 @@ package agent
 
 import (
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,79 +9,6 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/agent/agenttest"
 )
-
-func TestParseFileMode(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want fs.FileMode
-		err  string
-	}{
-		{"", 0o600, ""},
-		{"0600", 0o600, ""},
-		{"600", 0o600, ""},
-		{"0640", 0o640, ""},
-		{"0755", 0o755, ""},
-		{"0o644", 0o644, ""},
-		{"0400", 0o400, ""},
-		{"0000", 0, ""},
-		{"0664", 0o664, ""},
-		{"0666", 0, "world-writable"},
-		{"0777", 0, "world-writable"},
-		{"0602", 0, "world-writable"},
-		{"4755", 0, "setuid"},
-		{"2755", 0, "setgid"},
-		{"1755", 0, "sticky"},
-		{"0800", 0, "octal"},
-		{"rw-r--r--", 0, "octal digits"},
-		{"60", 0, "3 or 4"},
-		{"00600", 0, "3 or 4"},
-		{"-600", 0, "octal"},
-	} {
-		got, err := ParseFileMode(c.in)
-		switch {
-		case c.err == "" && (err != nil || got != c.want):
-			t.Errorf("ParseFileMode(%q) = %o, %v; want %o", c.in, got, err, c.want)
-		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
-			t.Errorf("ParseFileMode(%q) = %o, %v; want an error with %q", c.in, got, err, c.err)
-		}
-	}
-}
-
-func TestCheckFilePath(t *testing.T) {
-	for _, c := range []struct {
-		path string
-		err  string // "" means accepted
-	}{
-		{"app.conf", ""},
-		{"conf/app.conf", ""},
-		{"a/b/c/d.txt", ""},
-		{".env", ""},
-		{"..data", ""},
-		{"a..b/c", ""},
-		{"", "empty"},
-		{"/etc/passwd", "absolute"},
-		{"/", "absolute"},
-		{"..", "'..'"},
-		{"../x", "'..'"},
-		{"a/../../b", "'..'"},
-		{"a/..", "'..'"},
-		{".", "directory"},
-		{"./a", "not clean"},
-		{"a//b", "not clean"},
-		{"a/", "not clean"},
-		{"a/./b", "not clean"},
-		{"a\x00b", "NUL"},
-		{strings.Repeat("a", 4097), "longer"},
-	} {
-		err := CheckFilePath(c.path)
-		switch {
-		case c.err == "" && err != nil:
-			t.Errorf("CheckFilePath(%q): %v", c.path, err)
-		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
-			t.Errorf("CheckFilePath(%q) = %v, want an error with %q", c.path, err, c.err)
-		}
-	}
-}
 
 func TestValidateFiles(t *testing.T) {
 	many := make([]FileSpec, maxFiles+1)
