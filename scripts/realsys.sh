@@ -4,8 +4,9 @@
 #
 #   scripts/realsys.sh build   build what is missing: etcd at two releases with a
 #                              documented rolling upgrade between them (N, N+1), etcdctl,
-#                              rqlited at two releases (see below), and install HAProxy
-#                              from Debian's packages if it is missing
+#                              nats-server at two such releases, rqlited at two releases
+#                              (see below), and install HAProxy from Debian's packages if
+#                              it is missing
 #   scripts/realsys.sh env     print shell assignments for the binaries
 #                              (eval "$(scripts/realsys.sh env)")
 #
@@ -16,12 +17,18 @@
 # machine reaches refuses github.com/rqlite/rqlite (403), and then build says so
 # and goes on without it.
 #
+# nats-server (JetStream's raft clusters) stands in for rqlite as the second
+# clustered system: NATS documents rolling upgrades one node at a time (lame-duck
+# mode, then /healthz), and v2.10 -> v2.11 is a supported one.
+#
 # Cache: ${FERRY_CACHE:-$HOME/.cache/ferry}/realsys/<system>-<version>/bin. A
 # lock makes parallel callers build once; a binary built already is reused.
 set -euo pipefail
 
 ETCD_N=v3.5.35
 ETCD_N1=v3.6.8
+NATS_N=v2.10.27
+NATS_N1=v2.11.17
 RQLITE_N=${FERRY_RQLITE_N:-v9.1.1}
 RQLITE_N1=${FERRY_RQLITE_N1:-v9.1.2}
 
@@ -66,6 +73,11 @@ build_etcd() {
 build_rqlite() {
 	local version=$1 bin=$CACHE/rqlite-$1/bin
 	[[ -x $bin/rqlited ]] && return 0
+	# A refusal is remembered for a day, so that a warm build asks nobody.
+	if [[ -n $(find "$bin/.refused" -mmin -1440 2>/dev/null) ]]; then
+		log "rqlite $version: refused by the Go module proxy earlier today; skipped (rm $bin/.refused to try again)"
+		return 1
+	fi
 	command -v gcc >/dev/null || { log "rqlite $version: gcc is required (cgo), skipped"; return 1; }
 	mkdir -p "$bin"
 	local major=${version%%.*} tmp out t0=$SECONDS
@@ -75,6 +87,7 @@ build_rqlite() {
 		"github.com/rqlite/rqlite/$major/cmd/rqlited@$version" 2>&1); then
 		rm -rf "$tmp"
 		if grep -q '403 Forbidden' <<<"$out"; then
+			: >"$bin/.refused"
 			log "rqlite $version: the Go module proxy refuses github.com/rqlite/rqlite/$major (403 Forbidden); skipped"
 		else
 			log "rqlite $version: build failed, skipped:"
@@ -85,6 +98,24 @@ build_rqlite() {
 	mv -f "$tmp/rqlited" "$bin/rqlited"
 	rm -rf "$tmp"
 	log "rqlited $version in $bin ($((SECONDS - t0)) s)"
+}
+
+# build_nats VERSION: nats-server, a main package at its module's root.
+build_nats() {
+	local version=$1 bin=$CACHE/nats-$1/bin
+	[[ -x $bin/nats-server ]] && return 0
+	mkdir -p "$bin"
+	local tmp t0=$SECONDS
+	tmp=$(mktemp -d "$bin/.tmp.XXXXXX")
+	log "building nats-server $version"
+	if ! (cd "$tmp" && GOBIN=$tmp CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" \
+		"github.com/nats-io/nats-server/v2@$version"); then
+		rm -rf "$tmp"
+		die "building nats-server $version failed"
+	fi
+	mv -f "$tmp/nats-server" "$bin/nats-server"
+	rm -rf "$tmp"
+	log "nats-server $version in $bin ($((SECONDS - t0)) s)"
 }
 
 haproxy_install() {
@@ -110,6 +141,8 @@ build() {
 	local t0=$SECONDS
 	build_etcd "$ETCD_N" "$ROOT/tools/realsys/etcd35"
 	build_etcd "$ETCD_N1" "$ROOT/tools/realsys/etcd36"
+	build_nats "$NATS_N"
+	build_nats "$NATS_N1"
 	build_rqlite "$RQLITE_N" || true
 	build_rqlite "$RQLITE_N1" || true
 	haproxy_install || true
@@ -122,6 +155,10 @@ env_() {
 	echo "ETCD_N1_VERSION=$ETCD_N1"
 	echo "ETCD_N1=$CACHE/etcd-$ETCD_N1/bin/etcd"
 	echo "ETCDCTL=$CACHE/etcd-$ETCD_N1/bin/etcdctl"
+	echo "NATS_N_VERSION=$NATS_N"
+	echo "NATS_N=$CACHE/nats-$NATS_N/bin/nats-server"
+	echo "NATS_N1_VERSION=$NATS_N1"
+	echo "NATS_N1=$CACHE/nats-$NATS_N1/bin/nats-server"
 	local v
 	for v in N N1; do
 		local ver_var=RQLITE_$v
