@@ -58,12 +58,15 @@ func TestStartRunsMember(t *testing.T) {
 		t.Errorf("member runs %q (%v), want %q", exe, err, copyPath)
 	}
 
-	// Its output goes to the log.
+	// Its output goes to its instance's log.
 	if msg := agenttest.WaitFor(5*time.Second, func() (bool, string) {
-		b, _ := os.ReadFile(filepath.Join(a.dir, "logs", "db-1.log"))
+		b, _ := os.ReadFile(filepath.Join(a.dir, "logs", "db-1", "current.log"))
 		return strings.Contains(string(b), fmt.Sprintf("member version 1.0.0 pid %d", st.PID)), string(b)
 	}); msg != "" {
 		t.Errorf("log: %s", msg)
+	}
+	if st.Instance != 1 || st.Restarts != 0 || st.Restart != RestartNo {
+		t.Errorf("first start: instance %d, restarts %d, policy %q", st.Instance, st.Restarts, st.Restart)
 	}
 
 	// It is in its own session: not in the agent's process group.

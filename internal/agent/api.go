@@ -30,7 +30,10 @@ const DefaultStopTimeout = 10 * time.Second
 
 // Limits on what the API accepts.
 const (
-	maxBodyBytes   = 1 << 20
+	maxBodyBytes = 1 << 20
+	// maxSpecBytes bounds a PUT body, which may carry maxFiles files
+	// of maxFileBytes each.
+	maxSpecBytes   = maxFiles*maxFileBytes + 2<<20
 	maxStopTimeout = time.Hour
 	maxVersionLen  = 128
 	maxPathLen     = 4096
@@ -58,6 +61,34 @@ type MemberSpec struct {
 	// replaces, and of later stops that give no timeout; 0 means
 	// DefaultStopTimeout.
 	StopTimeoutMS int64 `json:"stop_timeout_ms,omitempty"`
+	// Restart is RestartNo (the default, also "") or RestartOnFailure.
+	Restart string `json:"restart,omitempty"`
+	// Files are written into the member's directory before it starts.
+	Files []FileSpec `json:"files,omitempty"`
+}
+
+// Restart policies of MemberSpec.Restart.
+const (
+	// RestartNo leaves a member that exits down: ferry, not the agent,
+	// decides what happens next.
+	RestartNo = "no"
+	// RestartOnFailure restarts a member whose process exits when
+	// nobody asked it to stop, with exponential backoff. Any such exit
+	// counts, status 0 too: a member is a server, and one that exits on
+	// its own is down whatever its status says.
+	RestartOnFailure = "on-failure"
+)
+
+// FileSpec is one file of MemberSpec.Files.
+type FileSpec struct {
+	// Path is relative to the member's directory (DIR/members/NAME),
+	// clean, without "..".
+	Path string `json:"path"`
+	// Mode is the permission bits in octal ("0640"); "" means 0600.
+	// Setuid, setgid, sticky and world-writable modes are refused.
+	Mode string `json:"mode,omitempty"`
+	// Content is the file's content, at most 1 MiB.
+	Content string `json:"content"`
 }
 
 // StopRequest is the (optional) body of POST /v1/members/{name}/stop.
@@ -84,6 +115,19 @@ type Status struct {
 	// ExitCode is the exit status of the last process when it exited
 	// normally; null while running, after a signal, or when unknown.
 	ExitCode *int `json:"exit_code"`
+	// Restart is the member's restart policy (RestartNo,
+	// RestartOnFailure).
+	Restart string `json:"restart"`
+	// Restarts counts the restarts the agent made (policy on-failure)
+	// since the member was last started by a PUT: a crash loop shows
+	// here even when every look finds the member running.
+	Restarts int `json:"restarts"`
+	// Instance numbers the member's processes: it grows by one at every
+	// process the agent starts for it (by a PUT or a restart), so two
+	// looks with the same instance saw the same process.
+	Instance int `json:"instance"`
+	// NextRestart is when a restart is due, while one is pending.
+	NextRestart *time.Time `json:"next_restart,omitempty"`
 }
 
 // Health is the body of GET /v1/health.
@@ -126,8 +170,8 @@ func decodeJSON(r io.Reader, v any) error {
 // bad request.
 func DecodeMemberSpec(body []byte) (MemberSpec, error) {
 	var s MemberSpec
-	if len(body) > maxBodyBytes {
-		return s, badRequest("body larger than %d bytes", maxBodyBytes)
+	if len(body) > maxSpecBytes {
+		return s, badRequest("body larger than %d bytes", maxSpecBytes)
 	}
 	if err := decodeJSON(bytes.NewReader(body), &s); err != nil {
 		return MemberSpec{}, err
@@ -187,7 +231,14 @@ func (s *MemberSpec) validate() error {
 	if _, err := stopTimeout(s.StopTimeoutMS, "stop_timeout_ms"); err != nil {
 		return err
 	}
-	return nil
+	switch s.Restart {
+	case "":
+		s.Restart = RestartNo
+	case RestartNo, RestartOnFailure:
+	default:
+		return badRequest("restart %q: want %q or %q", truncate(s.Restart, 40), RestartNo, RestartOnFailure)
+	}
+	return validateFiles(s.Files)
 }
 
 // DecodeStopRequest reads a stop body; an empty body is a zero request.

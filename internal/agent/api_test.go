@@ -74,6 +74,13 @@ func TestDecodeMemberSpec(t *testing.T) {
 		{"huge timeout", `{"version":"1","path":"/opt/x","sha256":"` + sum + `","stop_timeout_ms":99999999999}`, "at most"},
 		{"float timeout", `{"version":"1","path":"/opt/x","sha256":"` + sum + `","stop_timeout_ms":1.5}`, "malformed JSON"},
 		{"wrong type", `{"version":1}`, "malformed JSON"},
+		{"restart on-failure", `{"version":"1","path":"/opt/x","sha256":"` + sum + `","restart":"on-failure"}`, ""},
+		{"restart no", `{"version":"1","path":"/opt/x","sha256":"` + sum + `","restart":"no"}`, ""},
+		{"restart always", `{"version":"1","path":"/opt/x","sha256":"` + sum + `","restart":"always"}`, `restart "always"`},
+		{"files", `{"version":"1","path":"/opt/x","sha256":"` + sum + `","files":[{"path":"conf/a","mode":"0640","content":"x"}]}`, ""},
+		{"absolute file", `{"version":"1","path":"/opt/x","sha256":"` + sum + `","files":[{"path":"/etc/a","content":"x"}]}`, "files[0]: path \"/etc/a\" is absolute"},
+		{"setuid file", `{"version":"1","path":"/opt/x","sha256":"` + sum + `","files":[{"path":"a","mode":"4755"}]}`, "setuid"},
+		{"mode as a number", `{"version":"1","path":"/opt/x","sha256":"` + sum + `","files":[{"path":"a","mode":420}]}`, "malformed JSON"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := DecodeMemberSpec([]byte(c.body))
@@ -83,6 +90,9 @@ func TestDecodeMemberSpec(t *testing.T) {
 				}
 				if s.SHA256 != sum {
 					t.Errorf("sha256 %q not normalized", s.SHA256)
+				}
+				if s.Restart != RestartNo && s.Restart != RestartOnFailure {
+					t.Errorf("restart policy %q not normalized", s.Restart)
 				}
 				return
 			}

@@ -20,26 +20,81 @@
 // (500). Member names match ^[a-z0-9][a-z0-9._-]{0,62}$ (400
 // otherwise), so they are safe as file names.
 //
-//	GET  /v1/health               {"ok":true}, no token needed
-//	GET  /v1/members              [Status...], sorted by name
-//	GET  /v1/members/{name}       Status; 404 if the agent never knew it
-//	PUT  /v1/members/{name}       MemberSpec -> Status
-//	POST /v1/members/{name}/stop  StopRequest (optional) -> Status
+//	GET  /v1/health                 {"ok":true}, no token needed
+//	GET  /v1/members                [Status...], sorted by name
+//	GET  /v1/members/{name}         Status; 404 if the agent never knew it
+//	PUT  /v1/members/{name}         MemberSpec -> Status
+//	POST /v1/members/{name}/stop    StopRequest (optional) -> Status
+//	GET  /v1/members/{name}/logs    ?previous=true|false&lines=N -> text/plain
 //
-// PUT makes the member run exactly the given artifact, and is
-// idempotent. If the member already runs the same version and sha256
-// it is a no-op (even if args, env or stop_timeout_ms differ). Otherwise the artifact (an absolute path on the
-// agent's host) is hashed while it is copied to
+// PUT makes the member run exactly the given artifact with the given
+// files, and is idempotent. If the member already runs the same
+// version and sha256 with the same files (paths, modes and contents,
+// compared by a digest) it is a no-op (even if args, env or
+// stop_timeout_ms differ; a different restart policy is taken without
+// a restart). Otherwise the artifact (an absolute path on the agent's
+// host) is hashed while it is copied to
 // DIR/artifacts/<sha256>/<basename> (mode 0755; an existing copy with
 // the right hash is reused); a wrong hash is 422 and changes nothing,
 // the old process keeps running. Then the old process, if any, is
-// stopped gracefully, and the copy is executed directly (no shell)
-// with the given args, the agent's environment plus the given env, in
-// DIR/members/<name>/, stdout and stderr appended to
-// DIR/logs/<name>.log, in a new session. PUT answers once the process
-// has started; it does not wait for readiness (health checks are the
-// engine's). A process that cannot be started at all (exec failed) is
-// 500 start_failed.
+// stopped gracefully, the files are written, and the copy is executed
+// directly (no shell) with the given args, the agent's environment
+// plus the given env, in DIR/members/<name>/, stdout and stderr to
+// the instance's output file (below), in a new session. So the same
+// version with changed files is a graceful restart with the new files:
+// a change of configuration is a change ferry rolls out. PUT answers
+// once the process has started; it does not wait for readiness (health
+// checks are the engine's). A process that cannot be started at all
+// (exec failed) is 500 start_failed.
+//
+// # Files
+//
+// MemberSpec.files is a list of {path, mode, content}: path relative
+// to DIR/members/<name>/, clean and without ".." (400 otherwise: an
+// absolute path, "../x", "./x", "a//b"); mode in octal, "0640", default
+// "0600", neither setuid, setgid, sticky nor world-writable; content at
+// most 1 MiB; at most 64 files, no path twice. Each is written
+// atomically (a temporary file in its directory, synced, chmod, renamed
+// over the old one, the directory synced; missing directories are made
+// 0755) through an os.Root on the member's directory, so that a
+// symbolic link there cannot lead a write outside. Files a later PUT no
+// longer lists are left in place. The state file keeps only their
+// digest: contents may be secrets.
+//
+// # Output
+//
+// Each process (instance) of a member writes its stdout and stderr to
+// DIR/logs/<name>/current.log, opened O_APPEND and handed to it: not a
+// pipe through the agent, which would break when the agent dies. The
+// agent keeps about 4 MiB per instance: every second it moves the last
+// 2 MiB of a current.log grown past 2 MiB into current.old.log and
+// truncates current.log (a copytruncate: bytes written in the
+// microseconds between the copy and the truncation are lost). When a
+// new instance starts, current*.log become previous*.log, dropping the
+// instance before. GET .../logs returns the last N lines (default 100,
+// 1 to 10000, else 400) of the current (or last, once it exited)
+// instance, or with previous=true of the one before it; 404 for an
+// unknown member or when there is no previous instance. Each instance's
+// output starts with a line of the agent's: "--- ferry agent <time>:
+// starting <name> version <v> (sha256 <h>), instance <n>[ (restart
+// <k>)]". A member re-adopted from an agent that wrote one file per
+// member (DIR/logs/<name>.log) is read from that file.
+//
+// # Supervision
+//
+// MemberSpec.restart is "no" (the default) or "on-failure". With
+// on-failure, a member whose process exits when nobody asked it to
+// stop (any status, 0 too, or a signal, or an adopted process found
+// gone) is restarted by the agent from the same artifact copy, args,
+// env and files, after a delay that starts at 200ms and doubles up to
+// 10s; an instance that ran 10s or more starts the series again. A
+// stop, or a PUT, gives up a pending restart. Status.restarts counts
+// the agent's restarts since the member was last started by a PUT;
+// status.instance counts the member's processes (by PUT or restart);
+// status.next_restart says when a pending restart is due. The policy
+// and a pending restart are in the state file: a new agent restarts a
+// re-adopted member that vanishes, one that died while no agent ran,
+// and one whose restart was pending when the agent before died.
 //
 // A graceful stop sends SIGTERM to the member's process group, waits
 // up to the stop timeout (the request's timeout_ms, else the member's
@@ -50,7 +105,7 @@
 // members run concurrently.
 //
 // Status.pid is the process while the member runs and 0 when it does
-// not; exit_code is set only after a normal exit of a child of this
+// not (ferry's templates may use it as .PID); exit_code is set only after a normal exit of a child of this
 // agent. detail reads like "exited with status 1", "killed by
 // SIGKILL", "stopped (SIGTERM): exited with status 0", "stopped
 // (SIGKILL after 10s): killed by SIGKILL", "exited (status unknown:
@@ -59,8 +114,10 @@
 // # State
 //
 // After every change the agent writes DIR/state/<name>.json atomically
-// (mode 0600): version, sha256, artifact, args, env, pid, the process
-// start time (field 22 of /proc/<pid>/stat) and how it last exited.
+// (mode 0600): version, sha256, artifact, args, env, the restart policy,
+// the files' digest, the restart and instance counts, whether a restart
+// is pending, pid, the process start time (field 22 of /proc/<pid>/stat)
+// and how it last exited.
 // New reads these files and re-adopts each process that still runs; a
 // pid counts as the same process only if its start time matches, so a
 // reused pid is never adopted or signalled. Children of this agent are

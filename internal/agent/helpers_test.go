@@ -93,12 +93,18 @@ type testAgent struct {
 // startAgent runs an agent in-process on dir, served by httptest.
 func startAgent(t *testing.T, dir string) *testAgent {
 	t.Helper()
+	return startAgentConfig(t, Config{Dir: dir})
+}
+
+// startAgentConfig is startAgent with cfg's unexported settings (the
+// restart backoff, the output bound).
+func startAgentConfig(t *testing.T, cfg Config) *testAgent {
+	t.Helper()
+	dir := cfg.Dir
 	a := &testAgent{t: t, dir: dir, log: &lockedBuffer{}}
-	srv, err := New(Config{
-		Dir:       dir,
-		TokenFile: filepath.Join(dir, "token"),
-		Logger:    slog.New(slog.NewTextHandler(a.log, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	cfg.TokenFile = filepath.Join(dir, "token")
+	cfg.Logger = slog.New(slog.NewTextHandler(a.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +165,7 @@ func (a *testAgent) callToken(method, path string, body any, token string) (int,
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" && !(resp.StatusCode == 200 && strings.Contains(path, "/logs")) {
 		a.t.Errorf("%s %s: Content-Type %q", method, path, ct)
 	}
 	return resp.StatusCode, out
@@ -230,6 +236,8 @@ type memberInfo struct {
 	Addr     string `json:"addr"`
 	Cwd      string `json:"cwd"`
 	Greeting string `json:"greeting"`
+	File     string `json:"file"`
+	FileMode string `json:"file_mode"`
 }
 
 // waitReady waits until the member process pid has written its
@@ -266,6 +274,29 @@ func askVersion(t *testing.T, addr string) memberInfo {
 		t.Fatalf("member at %s: %v", addr, err)
 	}
 	return info
+}
+
+// logs GETs a member's output and expects 200.
+func (a *testAgent) logs(name string, previous bool, lines int) string {
+	a.t.Helper()
+	code, out := a.call("GET", fmt.Sprintf("/v1/members/%s/logs?previous=%v&lines=%d", name, previous, lines), nil)
+	if code != 200 {
+		a.t.Fatalf("logs of %s (previous %v): %d %s", name, previous, code, out)
+	}
+	return string(out)
+}
+
+// waitStatus waits until the member's status satisfies cond.
+func (a *testAgent) waitStatus(name string, d time.Duration, cond func(Status) bool) Status {
+	a.t.Helper()
+	var st Status
+	if msg := agenttest.WaitFor(d, func() (bool, string) {
+		st = a.get(name)
+		return cond(st), fmt.Sprintf("%+v", st)
+	}); msg != "" {
+		a.t.Fatalf("member %s: %s", name, msg)
+	}
+	return st
 }
 
 // waitGone waits until pid is no longer a live process.

@@ -33,6 +33,19 @@ type member struct {
 	// proc is the member's process while it runs (or until its exit is
 	// recorded); nil otherwise.
 	proc *proc
+	// gen grows at every PUT and stop: a restart scheduled under an
+	// older gen is not made (see supervise.go). cancelRestart, if not
+	// nil, wakes the pending restart's goroutine to give up.
+	gen           uint64
+	cancelRestart chan struct{}
+	// backoff is the delay of the last restart; nextRestart when the
+	// pending one is due.
+	backoff     time.Duration
+	nextRestart time.Time
+
+	// logMu serializes the rotation, bounding and reading of the
+	// member's output files.
+	logMu sync.Mutex
 }
 
 // proc is one process of a member.
@@ -55,7 +68,16 @@ func (m *member) status() (Status, bool) {
 	if !m.known {
 		return Status{}, false
 	}
-	return m.rec.status(), true
+	return m.statusLocked(), true
+}
+
+func (m *member) statusLocked() Status {
+	st := m.rec.status()
+	if m.rec.RestartPending && !m.nextRestart.IsZero() {
+		t := m.nextRestart
+		st.NextRestart = &t
+	}
+	return st
 }
 
 // getMember returns the member, creating an (unknown) entry if create.
@@ -83,21 +105,27 @@ func (s *Server) persistLocked(m *member) error {
 	return nil
 }
 
-// markGone records that p exited, once; later calls do nothing.
+// markGone records that p exited, once; later calls do nothing. An
+// exit nobody asked for of a member with policy on-failure schedules
+// its restart.
 func (s *Server) markGone(m *member, p *proc, detail string, code *int) {
 	m.mu.Lock()
 	if m.proc == p {
 		m.proc = nil
-		if p.stopNote != "" {
+		asked := p.stopNote != ""
+		if asked {
 			detail = "stopped (" + p.stopNote + "): " + detail
 		}
 		m.rec.Running = false
 		m.rec.Detail = detail
 		m.rec.ExitCode = code
-		s.persistLocked(m)
 		if !s.closed.Load() {
 			s.log.Info("member exited", "member", m.name, "pid", p.pid, "detail", detail)
 		}
+		if !asked && m.rec.Restart == RestartOnFailure {
+			s.scheduleRestartLocked(m, time.Since(m.rec.Since))
+		}
+		s.persistLocked(m)
 	}
 	m.mu.Unlock()
 	p.once.Do(func() { close(p.done) })
@@ -135,6 +163,12 @@ func (s *Server) adopt(r *record) {
 		return
 	}
 	if !r.Running {
+		if r.RestartPending && r.Restart == RestartOnFailure {
+			// The agent before died with a restart pending.
+			m.mu.Lock()
+			s.scheduleRestartLocked(m, 0)
+			m.mu.Unlock()
+		}
 		return
 	}
 	p := &proc{pid: r.PID, start: r.StartTime, done: make(chan struct{})}
@@ -143,6 +177,9 @@ func (s *Server) adopt(r *record) {
 		m.rec.Running = false
 		m.rec.Detail = "exited while the agent was down (status unknown)"
 		m.rec.ExitCode = nil
+		if m.rec.Restart == RestartOnFailure {
+			s.scheduleRestartLocked(m, 0)
+		}
 		s.persistLocked(m)
 		m.mu.Unlock()
 		s.log.Info("member exited while the agent was down", "member", r.Name, "pid", r.PID)
@@ -165,23 +202,15 @@ func (s *Server) recoverStart(m *member) {
 	m.rec.Starting = nil
 	pid, start, ok := findMemberProcess(filepath.Join(s.dir, "members", m.name), pd.Artifact)
 	if !ok {
+		if m.rec.RestartPending && m.rec.Restart == RestartOnFailure {
+			// It was a restart of the agent's own: it is still due.
+			s.scheduleRestartLocked(m, 0)
+		}
 		s.persistLocked(m)
 		s.log.Info("agent died before starting member; not started", "member", m.name, "version", pd.Version)
 		return
 	}
-	m.rec = record{
-		Name:          m.name,
-		Version:       pd.Version,
-		SHA256:        pd.SHA256,
-		Artifact:      pd.Artifact,
-		Args:          pd.Args,
-		Env:           pd.Env,
-		StopTimeoutMS: pd.StopTimeoutMS,
-		Running:       true,
-		PID:           pid,
-		StartTime:     start,
-		Since:         pd.Since,
-	}
+	m.rec = pd.running(m.name, m.rec.Instance+1, pid, start)
 	p := &proc{pid: pid, start: start, done: make(chan struct{})}
 	m.proc = p
 	s.persistLocked(m)
@@ -263,15 +292,17 @@ func signalName(sig syscall.Signal) string {
 	return fmt.Sprintf("signal %d", int(sig))
 }
 
-// ensure makes the member run exactly the artifact of spec.
+// ensure makes the member run exactly the artifact of spec, with its
+// files.
 func (s *Server) ensure(name string, spec MemberSpec) (Status, error) {
 	m := s.getMember(name, true)
 	m.op.Lock()
 	defer m.op.Unlock()
 
+	digest := filesDigest(spec.Files)
 	m.mu.Lock()
 	p := m.proc
-	same := p != nil && m.rec.Version == spec.Version && m.rec.SHA256 == spec.SHA256
+	same := p != nil && m.rec.Version == spec.Version && m.rec.SHA256 == spec.SHA256 && m.rec.FilesDigest == digest
 	stopDefault := m.rec.StopTimeoutMS
 	m.mu.Unlock()
 	if same && !p.child && !alive(p) {
@@ -279,17 +310,25 @@ func (s *Server) ensure(name string, spec MemberSpec) (Status, error) {
 		same = false
 	}
 	if same {
-		st, _ := m.status()
-		return st, nil
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if m.rec.Restart != spec.Restart {
+			// A change of policy is no reason to restart the process.
+			m.rec.Restart = spec.Restart
+			s.persistLocked(m)
+		}
+		return m.statusLocked(), nil
 	}
 
 	// The artifact is checked before anything is stopped: a bad
-	// artifact leaves the old process running.
+	// artifact leaves the old process running (and a pending restart
+	// pending).
 	artifact, err := s.prepareArtifact(spec)
 	if err != nil {
 		return Status{}, err
 	}
 
+	s.cancelRestart(m) // the PUT starts the member now
 	timeout := time.Duration(spec.StopTimeoutMS) * time.Millisecond
 	if timeout == 0 {
 		timeout = time.Duration(stopDefault) * time.Millisecond
@@ -308,11 +347,14 @@ func (s *Server) stop(name string, timeout time.Duration) (Status, error) {
 	}
 	m.op.Lock()
 	defer m.op.Unlock()
-	if timeout == 0 {
-		m.mu.Lock()
-		timeout = time.Duration(m.rec.StopTimeoutMS) * time.Millisecond
-		m.mu.Unlock()
+	m.mu.Lock()
+	if s.cancelRestartLocked(m) {
+		s.persistLocked(m)
 	}
+	if timeout == 0 {
+		timeout = time.Duration(m.rec.StopTimeoutMS) * time.Millisecond
+	}
+	m.mu.Unlock()
 	if err := s.stopLocked(m, timeout); err != nil {
 		return Status{}, err
 	}
@@ -402,36 +444,68 @@ func (s *Server) waitGone(m *member, p *proc, d time.Duration) bool {
 	}
 }
 
-// startLocked starts the artifact for the member; m.op must be held
-// and the member must not be running.
+// startLocked starts the artifact for the member after a PUT: its
+// files first, then the process, with its restart count back at 0.
+// m.op must be held and the member must not be running.
 func (s *Server) startLocked(m *member, spec MemberSpec, artifact string) (Status, error) {
 	cwd := filepath.Join(s.dir, "members", m.name)
 	if err := os.MkdirAll(cwd, 0o755); err != nil {
 		return Status{}, err
 	}
-	logPath := filepath.Join(s.dir, "logs", m.name+".log")
-	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
-	if err != nil {
+	if err := writeFiles(cwd, spec.Files); err != nil {
+		err = fmt.Errorf("member %s not started: writing its files: %w", m.name, err)
+		m.mu.Lock()
+		if m.known {
+			m.rec.Detail = err.Error()
+			s.persistLocked(m)
+		}
+		m.mu.Unlock()
 		return Status{}, err
 	}
-	now := time.Now()
-	fmt.Fprintf(logf, "--- ferry agent %s: starting %s version %s (sha256 %s)\n",
-		now.Format(time.RFC3339Nano), m.name, spec.Version, spec.SHA256)
-
-	// Record the start before it happens: if the agent dies between
-	// the fork and the record of the pid, the next agent finds the
-	// process instead of starting a second one.
-	m.mu.Lock()
-	m.rec.Name = m.name
-	m.rec.Starting = &pending{
+	return s.spawn(m, pending{
 		Version:       spec.Version,
 		SHA256:        spec.SHA256,
 		Artifact:      artifact,
 		Args:          spec.Args,
 		Env:           spec.Env,
 		StopTimeoutMS: spec.StopTimeoutMS,
-		Since:         now,
+		Restart:       spec.Restart,
+		FilesDigest:   filesDigest(spec.Files),
+		Since:         time.Now(),
+	})
+}
+
+// spawn starts one process of the member as pd says, a new instance
+// with its own output file; m.op must be held and the member must not
+// be running. A start that fails at exec is recorded; a restart that
+// does is scheduled again (supervise.go).
+func (s *Server) spawn(m *member, pd pending) (Status, error) {
+	cwd := filepath.Join(s.dir, "members", m.name)
+	if err := os.MkdirAll(cwd, 0o755); err != nil {
+		return Status{}, err
 	}
+	m.logMu.Lock()
+	logf, err := s.newInstanceLog(m.name)
+	m.logMu.Unlock()
+	if err != nil {
+		return Status{}, fmt.Errorf("member %s not started: its output file: %w", m.name, err)
+	}
+	m.mu.Lock()
+	instance := m.rec.Instance + 1
+	m.mu.Unlock()
+	restart := ""
+	if pd.Restarts > 0 {
+		restart = fmt.Sprintf(" (restart %d)", pd.Restarts)
+	}
+	fmt.Fprintf(logf, "--- ferry agent %s: starting %s version %s (sha256 %s), instance %d%s\n",
+		pd.Since.Format(time.RFC3339Nano), m.name, pd.Version, pd.SHA256, instance, restart)
+
+	// Record the start before it happens: if the agent dies between
+	// the fork and the record of the pid, the next agent finds the
+	// process instead of starting a second one.
+	m.mu.Lock()
+	m.rec.Name = m.name
+	m.rec.Starting = &pd
 	err = s.persistLocked(m)
 	if err != nil {
 		m.rec.Starting = nil
@@ -443,19 +517,19 @@ func (s *Server) startLocked(m *member, spec MemberSpec, artifact string) (Statu
 	}
 
 	env := os.Environ()
-	keys := make([]string, 0, len(spec.Env))
-	for k := range spec.Env {
+	keys := make([]string, 0, len(pd.Env))
+	for k := range pd.Env {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		env = append(env, k+"="+spec.Env[k]) // later entries win in exec
+		env = append(env, k+"="+pd.Env[k]) // later entries win in exec
 	}
 	var cmd *exec.Cmd
 	for attempt := 0; ; attempt++ {
 		cmd = &exec.Cmd{
-			Path:   artifact,
-			Args:   append([]string{artifact}, spec.Args...),
+			Path:   pd.Artifact,
+			Args:   append([]string{pd.Artifact}, pd.Args...),
 			Env:    env,
 			Dir:    cwd,
 			Stdout: logf,
@@ -479,11 +553,16 @@ func (s *Server) startLocked(m *member, spec MemberSpec, artifact string) (Statu
 		m.known = true
 		m.rec.Starting = nil
 		m.rec.Running = false
-		m.rec.Detail = fmt.Sprintf("start of version %s failed: %v", spec.Version, err)
 		m.rec.ExitCode = nil
+		if pd.Restarts > 0 {
+			m.rec.Detail = fmt.Sprintf("restart of version %s failed: %v", pd.Version, err)
+			s.scheduleRestartLocked(m, 0)
+		} else {
+			m.rec.Detail = fmt.Sprintf("start of version %s failed: %v", pd.Version, err)
+		}
 		s.persistLocked(m)
 		m.mu.Unlock()
-		s.log.Error("member start failed", "member", m.name, "version", spec.Version, "err", err)
+		s.log.Error("member start failed", "member", m.name, "version", pd.Version, "err", err)
 		return Status{}, &apiError{http.StatusInternalServerError, CodeStartFailed,
 			fmt.Sprintf("starting %s: %v", m.name, err)}
 	}
@@ -501,24 +580,13 @@ func (s *Server) startLocked(m *member, spec MemberSpec, artifact string) (Statu
 	m.mu.Lock()
 	m.known = true
 	m.proc = p
-	m.rec = record{
-		Name:          m.name,
-		Version:       spec.Version,
-		SHA256:        spec.SHA256,
-		Artifact:      artifact,
-		Args:          spec.Args,
-		Env:           spec.Env,
-		StopTimeoutMS: spec.StopTimeoutMS,
-		Running:       true,
-		PID:           pid,
-		StartTime:     start,
-		Since:         now,
-	}
+	m.rec = pd.running(m.name, instance, pid, start)
 	perr := s.persistLocked(m)
-	st := m.rec.status()
+	st := m.statusLocked()
 	m.mu.Unlock()
 	go s.reap(m, p, cmd)
-	s.log.Info("member started", "member", m.name, "pid", pid, "version", spec.Version)
+	s.log.Info("member started", "member", m.name, "pid", pid, "version", pd.Version,
+		"instance", instance, "restarts", pd.Restarts)
 	if perr != nil {
 		return Status{}, fmt.Errorf("member %s started (pid %d) but its state was not saved: %w", m.name, pid, perr)
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +30,12 @@ type Config struct {
 	TokenFile string
 	// Logger receives the agent's log; nil discards it.
 	Logger *slog.Logger
+
+	// For tests: the restart backoff and the output bound (0 means the
+	// Default values), and how often the output is bounded.
+	restartMin, restartMax, restartReset time.Duration
+	logLimit                             int
+	logEvery                             time.Duration
 }
 
 // Server is an agent: it owns the member processes of one host and
@@ -41,10 +49,19 @@ type Server struct {
 	mu      sync.Mutex
 	members map[string]*member
 
-	closed atomic.Bool
-	ctx    context.Context // cancelled by Close; stops the watchers
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // watchers
+	backoff  backoff
+	logLimit int
+	logEvery time.Duration
+
+	// closing is set first by Close: no restart is scheduled or made
+	// from then on (set under mu, so that no goroutine joins wg once
+	// Close waits for it). closed is set once those goroutines are
+	// done: no state is written from then on.
+	closing atomic.Bool
+	closed  atomic.Bool
+	ctx     context.Context // cancelled by Close; stops the goroutines
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup // watchers, pending restarts, the output keeper
 }
 
 // New opens (or creates) the agent's directory and token, reads the
@@ -85,6 +102,13 @@ func New(cfg Config) (*Server, error) {
 		log:     log,
 		token:   bearer.NewChecker(tok),
 		members: make(map[string]*member),
+		backoff: backoff{
+			min:   cmp.Or(cfg.restartMin, DefaultRestartMin),
+			max:   cmp.Or(cfg.restartMax, DefaultRestartMax),
+			reset: cmp.Or(cfg.restartReset, DefaultRestartReset),
+		},
+		logLimit: cmp.Or(cfg.logLimit, DefaultLogLimit),
+		logEvery: cmp.Or(cfg.logEvery, logKeepEvery),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.handler = s.routes()
@@ -97,6 +121,8 @@ func New(cfg Config) (*Server, error) {
 	for _, r := range recs {
 		s.adopt(r)
 	}
+	s.wg.Add(1)
+	go s.keepLogs()
 	return s, nil
 }
 
@@ -109,11 +135,15 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // stopped (only a parent can reap its child); after Close they reap
 // the child when it exits but record nothing.
 func (s *Server) Close() {
-	if s.closed.Swap(true) {
+	s.mu.Lock()
+	if s.closing.Swap(true) {
+		s.mu.Unlock()
 		return
 	}
+	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
+	s.closed.Store(true)
 }
 
 // Serve runs an agent on addr until ctx ends, then shuts the HTTP
@@ -173,6 +203,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/members/{name}", s.handleGet)
 	mux.HandleFunc("PUT /v1/members/{name}", s.handlePut)
 	mux.HandleFunc("POST /v1/members/{name}/stop", s.handleStop)
+	mux.HandleFunc("GET /v1/members/{name}/logs", s.handleLogs)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{http.StatusNotFound, CodeNotFound,
 			fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
@@ -223,7 +254,7 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badName(name))
 		return
 	}
-	body, err := readBody(w, r)
+	body, err := readBody(w, r, maxSpecBytes)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -247,7 +278,7 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badName(name))
 		return
 	}
-	body, err := readBody(w, r)
+	body, err := readBody(w, r, maxBodyBytes)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -265,16 +296,53 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
+func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if !ValidName(name) {
+		writeError(w, badName(name))
+		return
+	}
+	q := r.URL.Query()
+	previous := false
+	if v := q.Get("previous"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, badRequest("previous=%q: want true or false", truncate(v, 20)))
+			return
+		}
+		previous = b
+	}
+	lines := defaultLogLines
+	if v := q.Get("lines"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			writeError(w, badRequest("lines=%q: want a number of lines, 1 to %d", truncate(v, 20), MaxLogLines))
+			return
+		}
+		lines = n
+	}
+	b, err := s.Logs(name, previous, lines)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+}
+
 func badName(name string) error {
 	return badRequest("invalid member name %q: want ^[a-z0-9][a-z0-9._-]{0,62}$", truncate(name, 80))
 }
 
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, badRequest("body larger than %d bytes", maxBodyBytes)
+			return nil, badRequest("body larger than %d bytes", limit)
 		}
 		return nil, badRequest("reading body: %v", err)
 	}

@@ -21,6 +21,18 @@ type record struct {
 	Env      map[string]string `json:"env,omitempty"`
 	// StopTimeoutMS is the default for stops that give no timeout.
 	StopTimeoutMS int64 `json:"stop_timeout_ms,omitempty"`
+	// Restart is the restart policy (RestartNo, RestartOnFailure).
+	Restart string `json:"restart,omitempty"`
+	// FilesDigest is filesDigest of the files the last PUT wrote (the
+	// files themselves are not kept here: they may hold secrets).
+	FilesDigest string `json:"files_digest,omitempty"`
+	// Restarts counts the agent's restarts since the last PUT start;
+	// Instance the processes started for the member.
+	Restarts int `json:"restarts,omitempty"`
+	Instance int `json:"instance,omitempty"`
+	// RestartPending is set while a restart is scheduled, so that a new
+	// agent makes it if this one died first.
+	RestartPending bool `json:"restart_pending,omitempty"`
 
 	// Starting is written just before a process is started, and
 	// cleared once its pid is recorded: if the agent dies in between, a
@@ -39,7 +51,7 @@ type record struct {
 	ExitCode  *int      `json:"exit_code"`
 }
 
-// pending is a start in progress.
+// pending is a start in progress: what is started, and how.
 type pending struct {
 	Version       string            `json:"version"`
 	SHA256        string            `json:"sha256"`
@@ -47,7 +59,49 @@ type pending struct {
 	Args          []string          `json:"args,omitempty"`
 	Env           map[string]string `json:"env,omitempty"`
 	StopTimeoutMS int64             `json:"stop_timeout_ms,omitempty"`
-	Since         time.Time         `json:"since"`
+	Restart       string            `json:"restart,omitempty"`
+	FilesDigest   string            `json:"files_digest,omitempty"`
+	// Restarts is the member's count once this start is done: 0 for a
+	// PUT, one more for a restart.
+	Restarts int       `json:"restarts,omitempty"`
+	Since    time.Time `json:"since"`
+}
+
+// running returns the record of pd once its process runs as pid.
+func (pd *pending) running(name string, instance, pid int, start uint64) record {
+	return record{
+		Name:          name,
+		Version:       pd.Version,
+		SHA256:        pd.SHA256,
+		Artifact:      pd.Artifact,
+		Args:          pd.Args,
+		Env:           pd.Env,
+		StopTimeoutMS: pd.StopTimeoutMS,
+		Restart:       pd.Restart,
+		FilesDigest:   pd.FilesDigest,
+		Restarts:      pd.Restarts,
+		Instance:      instance,
+		Running:       true,
+		PID:           pid,
+		StartTime:     start,
+		Since:         pd.Since,
+	}
+}
+
+// again returns the start that restarts the member of r as it was.
+func (r *record) again(now time.Time) pending {
+	return pending{
+		Version:       r.Version,
+		SHA256:        r.SHA256,
+		Artifact:      r.Artifact,
+		Args:          r.Args,
+		Env:           r.Env,
+		StopTimeoutMS: r.StopTimeoutMS,
+		Restart:       r.Restart,
+		FilesDigest:   r.FilesDigest,
+		Restarts:      r.Restarts + 1,
+		Since:         now,
+	}
 }
 
 func (r *record) status() Status {
@@ -59,6 +113,12 @@ func (r *record) status() Status {
 		Since:    r.Since,
 		Detail:   r.Detail,
 		ExitCode: r.ExitCode,
+		Restart:  r.Restart,
+		Restarts: r.Restarts,
+		Instance: r.Instance,
+	}
+	if st.Restart == "" {
+		st.Restart = RestartNo
 	}
 	if r.Running {
 		st.PID = r.PID

@@ -3,6 +3,8 @@ package config
 import (
 	"strings"
 	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/memberfile"
 )
 
 // The defaults, all in one place. A field left out of the description,
@@ -19,6 +21,7 @@ import (
 //	components[].deadline                  60s
 //	components[].gate_deadline             60s
 //	components[].run.stop_timeout          10s
+//	components[].run.files[].mode          0600
 //	checks (health.member, health.cluster):
 //	  interval                             250ms
 //	  timeout                              2s
@@ -59,6 +62,7 @@ const (
 	DefaultDeadline        = Duration(60 * time.Second)
 	DefaultGateDeadline    = Duration(60 * time.Second)
 	DefaultStopTimeout     = Duration(10 * time.Second)
+	DefaultFileMode        = FileMode(memberfile.DefaultMode)
 	DefaultCheckInterval   = Duration(250 * time.Millisecond)
 	DefaultCheckTimeout    = Duration(2 * time.Second)
 	DefaultHookTimeout     = Duration(5 * time.Second)
@@ -103,6 +107,11 @@ func (c *Cluster) ApplyDefaults() {
 		}
 		if comp.Run.StopTimeout == 0 {
 			comp.Run.StopTimeout = DefaultStopTimeout
+		}
+		for j := range comp.Run.Files {
+			if comp.Run.Files[j].Mode == 0 {
+				comp.Run.Files[j].Mode = DefaultFileMode // 0000 cannot be asked for: nobody could read it
+			}
 		}
 		for _, ch := range []*Check{comp.Health.Member, comp.Health.Cluster} {
 			if ch != nil {

@@ -3,11 +3,14 @@ package config
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"reflect"
 	"regexp"
 	"strings"
 	"sync"
 	"text/template"
+
+	"github.com/ferry-upgrade/ferry/internal/memberfile"
 )
 
 // TemplateData is what the strings of runs, checks and hooks are
@@ -81,6 +84,28 @@ func dataFor(comp *Component, m *Member, refs []MemberRef) TemplateData {
 		d.Any = refs[0].Address
 	}
 	return d
+}
+
+// MemberFiles renders comp's run.files for one member: d is the
+// member's TemplateData (DataFor, MembersData), with .Version set by the
+// caller when contents use it. The error names the member and the file.
+func (c *Cluster) MemberFiles(comp *Component, d TemplateData) ([]memberfile.File, error) {
+	if len(comp.Run.Files) == 0 {
+		return nil, nil
+	}
+	out := make([]memberfile.File, 0, len(comp.Run.Files))
+	for i, f := range comp.Run.Files {
+		content, err := Render(f.Content, d)
+		if err != nil {
+			return nil, fmt.Errorf("member %s: %s.run.files[%d] (%s): content: %w", d.Name, comp.Name, i, f.Path, err)
+		}
+		mode := fs.FileMode(f.Mode)
+		if mode == 0 {
+			mode = memberfile.DefaultMode // a Cluster built in Go without ApplyDefaults
+		}
+		out = append(out, memberfile.File{Path: f.Path, Mode: mode, Content: content})
+	}
+	return out, nil
 }
 
 // IsTemplate reports whether s is rendered as a template (it has "{{").

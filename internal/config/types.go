@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"io/fs"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/memberfile"
 	"github.com/ferry-upgrade/ferry/internal/strategy"
 )
 
@@ -263,7 +265,48 @@ type Run struct {
 	Env  map[string]string `yaml:"env"`
 	// StopTimeout is how long a graceful stop may take before SIGKILL.
 	StopTimeout Duration `yaml:"stop_timeout"`
-	pos         positions
+	// Files are written into each member's directory before it starts
+	// (process substrate): a change of them restarts the member like a
+	// new version, so configuration rolls out like a release.
+	Files []RunFile `yaml:"files"`
+	// Restart is the agent's own restart policy for a member that exits
+	// when ferry did not stop it: "no" (default) or "on-failure" (with
+	// backoff). ferry's crash-loop detection counts those restarts.
+	Restart string `yaml:"restart"`
+	pos     positions
+}
+
+// RunFile is one file of Run.Files. Path is relative to the member's
+// directory, clean, without ".."; Content is a Go template over the
+// member, like run.args, rendered by Cluster.MemberFiles.
+type RunFile struct {
+	Path string `yaml:"path"`
+	// Mode is written in octal, "0640" (default 0600); neither setuid,
+	// setgid, sticky nor world-writable.
+	Mode    FileMode `yaml:"mode"`
+	Content string   `yaml:"content"`
+}
+
+// FileMode is a file's permission bits, written in octal in YAML
+// ("0640", quoted or not: the digits are read as octal either way).
+type FileMode fs.FileMode
+
+// MarshalText writes the mode as "0640".
+func (m FileMode) MarshalText() ([]byte, error) {
+	return []byte(memberfile.FormatMode(fs.FileMode(m))), nil
+}
+
+// UnmarshalText reads "0640", "640" or "0o640".
+func (m *FileMode) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		return fmt.Errorf("empty mode: want octal digits, like 0640")
+	}
+	v, err := memberfile.ParseMode(string(b))
+	if err != nil {
+		return err
+	}
+	*m = FileMode(v)
+	return nil
 }
 
 // Health holds the checks that gate a component.

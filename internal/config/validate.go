@@ -2,14 +2,17 @@ package config
 
 import (
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/ferry-upgrade/ferry/internal/memberfile"
 	"github.com/ferry-upgrade/ferry/internal/strategy"
 )
 
@@ -274,6 +277,10 @@ func (v *validator) component(comp *Component, cpath string, cline int) {
 	if r.StopTimeout <= 0 {
 		v.add(r.pos.at("stop_timeout", rline), cpath+".run.stop_timeout", "must be more than 0s")
 	}
+	if r.Restart != "" && r.Restart != "no" && r.Restart != "on-failure" {
+		v.add(r.pos.at("restart", rline), cpath+".run.restart", "unknown restart policy %q; known: no, on-failure", r.Restart)
+	}
+	v.runFiles(r, cpath, rline, samples)
 
 	h := &comp.Health
 	hline := h.pos.at("", at("health"))
@@ -398,6 +405,51 @@ func (v *validator) render(line int, path, s string, samples []TemplateData) []s
 		}
 	}
 	return out
+}
+
+// runFiles checks a component's files: paths, modes, count, and that
+// each content renders, within the size a file may have, for the
+// members.
+func (v *validator) runFiles(r *Run, cpath string, rline int, samples []TemplateData) {
+	if len(r.Files) == 0 {
+		return
+	}
+	at := func(rel string) int { return r.pos.at(rel, rline) }
+	if v.c.Substrate == "kubernetes" {
+		v.add(at("files"), cpath+".run.files", "applies to the process substrate (a pod's files come from its image and volumes)")
+		return
+	}
+	if len(r.Files) > memberfile.MaxFiles {
+		v.add(at("files"), cpath+".run.files", "%d files, more than %d", len(r.Files), memberfile.MaxFiles)
+	}
+	seen := map[string]bool{}
+	for i, f := range r.Files {
+		rel, p := index("files", i), index(cpath+".run.files", i)
+		if err := memberfile.CheckPath(f.Path); err != nil {
+			v.add(at(rel+".path"), p+".path", "%v", err)
+		} else if seen[f.Path] {
+			v.add(at(rel+".path"), p+".path", "%s is given twice", f.Path)
+		}
+		seen[f.Path] = true
+		if err := memberfile.CheckMode(fs.FileMode(f.Mode)); err != nil {
+			v.add(at(rel+".mode"), p+".mode", "%v", err)
+		}
+		for _, out := range v.render(at(rel+".content"), p+".content", f.Content, samples) {
+			if len(out) > memberfile.MaxBytes {
+				v.add(at(rel+".content"), p+".content", "%d bytes, more than %d", len(out), memberfile.MaxBytes)
+				break
+			}
+		}
+	}
+	for i, f := range r.Files {
+		for dir := path.Dir(f.Path); dir != "." && dir != "/"; dir = path.Dir(dir) {
+			if seen[dir] {
+				v.add(at(index("files", i)+".path"), index(cpath+".run.files", i)+".path",
+					"%s is a file (another run.files entry), it cannot also be the directory of %s", dir, f.Path)
+				break
+			}
+		}
+	}
 }
 
 func (v *validator) check(ch *Check, path string, line int, samples []TemplateData, cluster bool) {

@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/memberfile"
 )
 
 // Member names one member for a driver: who it is, where it runs, and
@@ -25,7 +27,19 @@ type Member struct {
 	// Workload is the Kubernetes object the member belongs to (nil on
 	// other substrates).
 	Workload *Workload
+	// Files are written into the member's directory before it starts,
+	// rendered for the member; a change of them is a change the member
+	// is restarted for, like a new version (process substrate).
+	Files []File
+	// Restart is the substrate's own restart policy for the member:
+	// "no" (or "") or "on-failure" (process substrate: the agent's
+	// supervision, see internal/agent).
+	Restart string
 }
+
+// File is a file of a member: a path relative to the member's
+// directory, its mode and content (rules in package memberfile).
+type File = memberfile.File
 
 // Workload is a Kubernetes workload or node pool, as the description
 // names it (config.Workload, defaults applied).

@@ -105,7 +105,7 @@ func New(cfg Config) (*Engine, error) {
 		for i := range comp.Members {
 			m := &comp.Members[i]
 			data := all[i]
-			spec, err := renderSpec(comp, m, data)
+			spec, err := renderSpec(cfg.Cluster, comp, m, data)
 			if err != nil {
 				return nil, err
 			}
@@ -116,9 +116,9 @@ func New(cfg Config) (*Engine, error) {
 	return e, nil
 }
 
-func renderSpec(comp *config.Component, m *config.Member, data config.TemplateData) (driver.Member, error) {
+func renderSpec(c *config.Cluster, comp *config.Component, m *config.Member, data config.TemplateData) (driver.Member, error) {
 	spec := driver.Member{Name: m.Name, Component: comp.Name, Host: m.Host, Address: m.Address,
-		StopTimeout: comp.Run.StopTimeout.D(), Env: map[string]string{}, Workload: WorkloadOf(comp)}
+		StopTimeout: comp.Run.StopTimeout.D(), Env: map[string]string{}, Workload: WorkloadOf(comp), Restart: comp.Run.Restart}
 	for i, a := range comp.Run.Args {
 		v, err := config.Render(a, data)
 		if err != nil {
@@ -133,7 +133,9 @@ func renderSpec(comp *config.Component, m *config.Member, data config.TemplateDa
 		}
 		spec.Env[k] = v
 	}
-	return spec, nil
+	files, err := c.MemberFiles(comp, data)
+	spec.Files = files
+	return spec, err
 }
 
 // Members returns the rendered driver view of every member, in

@@ -14,12 +14,14 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/agent"
 	"github.com/ferry-upgrade/ferry/internal/driver"
+	"github.com/ferry-upgrade/ferry/internal/memberfile"
 )
 
 // Host is one host's agent.
@@ -51,7 +53,10 @@ type Driver struct {
 	opTimeout      time.Duration
 }
 
-var _ driver.Driver = (*Driver)(nil)
+var (
+	_ driver.Driver = (*Driver)(nil)
+	_ driver.Logger = (*Driver)(nil)
+)
 
 // Option configures a Driver.
 type Option func(*Driver)
@@ -180,38 +185,9 @@ func baseURL(addr string) string {
 // into out. Transport failures wrap driver.ErrUnreachable; error
 // answers are *APIError.
 func (d *Driver) call(ctx context.Context, h Host, timeout time.Duration, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return fmt.Errorf("process driver: %w", err)
-		}
-		body = bytes.NewReader(b)
-	}
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, method, baseURL(h.Addr)+path, body)
+	b, err := d.do(ctx, h, timeout, method, path, "application/json", in)
 	if err != nil {
-		return fmt.Errorf("process driver: host %s: bad agent address %q: %w", h.Name, h.Addr, err)
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Accept", "application/json")
-	if h.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+h.Token)
-	}
-	resp, err := d.client.Do(req)
-	if err != nil {
-		return d.transportError(ctx, h, method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return d.transportError(ctx, h, method, path, err)
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return apiError(h, resp.StatusCode, b)
+		return err
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {
@@ -219,6 +195,44 @@ func (d *Driver) call(ctx context.Context, h Host, timeout time.Duration, method
 		}
 	}
 	return nil
+}
+
+// do makes one API call and returns the body of a 2xx answer.
+func (d *Driver) do(ctx context.Context, h Host, timeout time.Duration, method, path, accept string, in any) ([]byte, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("process driver: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, method, baseURL(h.Addr)+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("process driver: host %s: bad agent address %q: %w", h.Name, h.Addr, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", accept)
+	if h.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+h.Token)
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return nil, d.transportError(ctx, h, method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, d.transportError(ctx, h, method, path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, apiError(h, resp.StatusCode, b)
+	}
+	return b, nil
 }
 
 func (d *Driver) transportError(ctx context.Context, h Host, method, path string, err error) error {
@@ -300,12 +314,13 @@ func (d *Driver) Observe(ctx context.Context, members []driver.Member) ([]driver
 			continue
 		}
 		out[i] = driver.Status{
-			Name:    m.Name,
-			Running: s.Running,
-			Version: s.Version,
-			Since:   s.Since,
-			Detail:  s.Detail,
-			PID:     s.PID,
+			Name:     m.Name,
+			Running:  s.Running,
+			Version:  s.Version,
+			Since:    s.Since,
+			Detail:   s.Detail,
+			PID:      s.PID,
+			Restarts: s.Restarts,
 		}
 	}
 	return out, nil
@@ -338,6 +353,10 @@ func (d *Driver) Start(ctx context.Context, m driver.Member, a driver.Artifact) 
 		Args:          m.Args,
 		Env:           m.Env,
 		StopTimeoutMS: m.StopTimeout.Milliseconds(),
+		Restart:       m.Restart,
+	}
+	for _, f := range m.Files {
+		spec.Files = append(spec.Files, agent.FileSpec{Path: f.Path, Mode: memberfile.FormatMode(f.Mode), Content: f.Content})
 	}
 	var st agent.Status
 	if err := d.call(ctx, h, d.opTimeoutFor(m.StopTimeout), http.MethodPut, memberPath(m.Name), spec, &st); err != nil {
@@ -359,6 +378,26 @@ func (d *Driver) Stop(ctx context.Context, m driver.Member) error {
 		return fmt.Errorf("process driver: stop %s: %w", m.Name, err)
 	}
 	return nil
+}
+
+// Logs returns the last lines (1 to agent.MaxLogLines) of the output of
+// the member's current (or last) instance, or of the one before it
+// (previous). A member the agent does not know, or without a previous
+// instance, is errors.Is(err, ErrNotFound).
+func (d *Driver) Logs(ctx context.Context, m driver.Member, previous bool, lines int) (string, error) {
+	h, err := d.host(m.Host)
+	if err != nil {
+		return "", fmt.Errorf("process driver: member %s: %w", m.Name, err)
+	}
+	if lines < 1 || lines > agent.MaxLogLines {
+		return "", fmt.Errorf("process driver: logs of %s: lines must be between 1 and %d, got %d", m.Name, agent.MaxLogLines, lines)
+	}
+	q := url.Values{"previous": {strconv.FormatBool(previous)}, "lines": {strconv.Itoa(lines)}}
+	b, err := d.do(ctx, h, d.requestTimeout, http.MethodGet, memberPath(m.Name)+"/logs?"+q.Encode(), "text/plain", nil)
+	if err != nil {
+		return "", fmt.Errorf("process driver: logs of %s: %w", m.Name, err)
+	}
+	return string(b), nil
 }
 
 // Health checks, for preflight, that the host's agent answers and

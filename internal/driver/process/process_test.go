@@ -2,6 +2,7 @@ package process
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -401,5 +402,127 @@ func TestBaseURL(t *testing.T) {
 		if got := baseURL(in); got != want {
 			t.Errorf("baseURL(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestRestartsAndLogs: the agent's restarts show in Observe, and Logs
+// gives the output of the current and of the previous instance.
+func TestRestartsAndLogs(t *testing.T) {
+	t.Parallel()
+	p := progs(t)
+	tag := testTag(t)
+	h := startHost(t, "h1")
+	d := New([]Host{h.Host})
+	ctx := context.Background()
+
+	m := member("crashy", "h1", tag, "-exit-after=300ms", "-exit-code=1")
+	m.Restart = agent.RestartOnFailure
+	if err := d.Start(ctx, m, artifact(p.V1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Logs(ctx, m, true, 10); !errors.Is(err, ErrNotFound) {
+		t.Errorf("previous logs of a first instance: %v", err)
+	}
+	var st driver.Status
+	if msg := agenttest.WaitFor(15*time.Second, func() (bool, string) {
+		sts, err := d.Observe(ctx, []driver.Member{m})
+		if err != nil {
+			return false, err.Error()
+		}
+		st = sts[0]
+		return st.Restarts >= 2, fmt.Sprintf("%+v", st)
+	}); msg != "" {
+		t.Fatalf("restarts not observed: %s", msg)
+	}
+	if err := d.Stop(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	ag, _ := h.srv.Get("crashy")
+	cur, err := d.Logs(ctx, m, false, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev, err := d.Logs(ctx, m, true, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The last instance may have been stopped before it wrote anything;
+	// the one before ran its 300ms.
+	if !strings.Contains(cur, fmt.Sprintf("instance %d (restart %d)\n", ag.Instance, ag.Restarts)) {
+		t.Errorf("current output (instance %d):\n%s", ag.Instance, cur)
+	}
+	if !strings.Contains(prev, fmt.Sprintf("instance %d", ag.Instance-1)) || strings.Contains(prev, fmt.Sprintf("instance %d", ag.Instance)) ||
+		!strings.Contains(prev, "member version 1.0.0") {
+		t.Errorf("previous output (instance %d):\n%s", ag.Instance-1, prev)
+	}
+	if last, err := d.Logs(ctx, m, false, 1); err != nil || strings.Count(last, "\n") != 1 {
+		t.Errorf("one line: %q, %v", last, err)
+	}
+
+	if _, err := d.Logs(ctx, member("nobody", "h1", tag), false, 10); !errors.Is(err, ErrNotFound) {
+		t.Errorf("logs of an unknown member: %v", err)
+	}
+	for _, n := range []int{0, agent.MaxLogLines + 1} {
+		if _, err := d.Logs(ctx, m, false, n); err == nil {
+			t.Errorf("logs with %d lines: no error", n)
+		}
+	}
+	if _, err := d.Logs(ctx, member("x", "nowhere", tag), false, 1); err == nil || !strings.Contains(err.Error(), `unknown host "nowhere"`) {
+		t.Errorf("unknown host: %v", err)
+	}
+}
+
+// TestStartWithFiles: a member's files reach its directory before it
+// starts; the same files again change nothing, other files restart it.
+func TestStartWithFiles(t *testing.T) {
+	t.Parallel()
+	p := progs(t)
+	tag := testTag(t)
+	h := startHost(t, "h1")
+	d := New([]Host{h.Host})
+	ctx := context.Background()
+
+	m := member("conf", "h1", tag, "-ready=ready.json", "-read=etc/app.ini")
+	m.Files = []driver.File{{Path: "etc/app.ini", Mode: 0o640, Content: "port = 1\n"}}
+	if err := d.Start(ctx, m, artifact(p.V1)); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := h.srv.Get("conf")
+	ready := func(pid int) map[string]any {
+		var info map[string]any
+		if msg := agenttest.WaitFor(10*time.Second, func() (bool, string) {
+			b, err := os.ReadFile(filepath.Join(h.dir, "members", "conf", "ready.json"))
+			if err != nil || json.Unmarshal(b, &info) != nil {
+				return false, fmt.Sprint(err)
+			}
+			return int(info["pid"].(float64)) == pid, string(b)
+		}); msg != "" {
+			t.Fatal(msg)
+		}
+		return info
+	}
+	if info := ready(first.PID); info["file"] != "port = 1\n" || info["file_mode"] != "0640" {
+		t.Errorf("the member saw %v", info)
+	}
+	if err := d.Start(ctx, m, artifact(p.V1)); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := h.srv.Get("conf"); again.PID != first.PID {
+		t.Errorf("the same files restarted the member: %+v", again)
+	}
+	m.Files[0].Content = "port = 2\n"
+	if err := d.Start(ctx, m, artifact(p.V1)); err != nil {
+		t.Fatal(err)
+	}
+	changed, _ := h.srv.Get("conf")
+	if changed.PID == first.PID || changed.Version != "1.0.0" {
+		t.Fatalf("changed files: %+v", changed)
+	}
+	if info := ready(changed.PID); info["file"] != "port = 2\n" {
+		t.Errorf("after the change the member saw %v", info)
+	}
+	m.Files[0].Path = "../out"
+	if err := d.Start(ctx, m, artifact(p.V1)); !errors.Is(err, ErrBadRequest) || !strings.Contains(err.Error(), "'..'") {
+		t.Errorf("a file outside the member's directory: %v", err)
 	}
 }

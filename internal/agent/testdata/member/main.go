@@ -1,7 +1,9 @@
 // Command member is the member program of the agent's tests: it serves
 // GET /version on -addr, writes its address and pid to -ready once it
 // listens, and on SIGTERM appends a line to -marker, then exits after
-// -term-delay (or not at all with -ignore-term).
+// -term-delay (or not at all with -ignore-term). -starts appends its
+// pid and start time to a file, -lines prints numbered lines, -read
+// reports a file's content as it was at the start.
 package main
 
 import (
@@ -27,6 +29,10 @@ type info struct {
 	Addr     string `json:"addr"`
 	Cwd      string `json:"cwd"`
 	Greeting string `json:"greeting"`
+	// File is the content of -read at the start ("" if unreadable);
+	// FileMode its permission bits.
+	File     string `json:"file"`
+	FileMode string `json:"file_mode"`
 }
 
 func main() {
@@ -39,8 +45,18 @@ func main() {
 	exitAfter := flag.Duration("exit-after", -1, "exit on its own after this long")
 	exitCode := flag.Int("exit-code", 0, "status for -exit-after")
 	maxLife := flag.Duration("max-life", 2*time.Minute, "exit after this long whatever happens (leak guard)")
+	starts := flag.String("starts", "", "file to append \"pid unix-nanoseconds\" to at the start")
+	lines := flag.Int("lines", 0, "print this many numbered lines at the start")
+	read := flag.String("read", "", "file whose content (at the start) is reported as file")
 	flag.String("tag", "", "ignored; lets tests find their processes")
 	flag.Parse()
+
+	if *starts != "" {
+		if f, err := os.OpenFile(*starts, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
+			fmt.Fprintf(f, "%d %d\n", os.Getpid(), time.Now().UnixNano())
+			f.Close()
+		}
+	}
 
 	v := version
 	if e := os.Getenv("MEMBER_VERSION"); e != "" {
@@ -50,6 +66,18 @@ func main() {
 		v = *ver
 	}
 	fmt.Printf("member version %s pid %d\n", v, os.Getpid())
+	for i := range *lines {
+		fmt.Printf("line %d of pid %d\n", i, os.Getpid())
+	}
+	var content, mode string
+	if *read != "" {
+		if b, err := os.ReadFile(*read); err == nil {
+			content = string(b)
+		}
+		if fi, err := os.Stat(*read); err == nil {
+			mode = fmt.Sprintf("%04o", fi.Mode().Perm())
+		}
+	}
 
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM)
@@ -60,7 +88,7 @@ func main() {
 		os.Exit(2)
 	}
 	cwd, _ := os.Getwd()
-	me := info{Version: v, PID: os.Getpid(), Addr: ln.Addr().String(), Cwd: cwd, Greeting: os.Getenv("GREETING")}
+	me := info{Version: v, PID: os.Getpid(), Addr: ln.Addr().String(), Cwd: cwd, Greeting: os.Getenv("GREETING"), File: content, FileMode: mode}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/version", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
