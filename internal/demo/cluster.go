@@ -63,7 +63,10 @@ type ClusterOptions struct {
 	Finalize  string
 	// OnImpact: continue (default), pause or rollback.
 	OnImpact string
-	Logger   *slog.Logger
+	// GateDelay makes kv's cluster check take that long (the sample's
+	// /cluster?delay=), as a slow real gate would.
+	GateDelay time.Duration
+	Logger    *slog.Logger
 }
 
 // Cluster is a running sample cluster: a ferry agent owning three kv
@@ -123,7 +126,12 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	}
 	names := []string{"AGENT", "KV1", "KV2", "KV3", "KV1R", "KV2R", "KV3R", "API1", "API2", "API3", "API4", "LB", "LBADMIN"}
 	vars := map[string]string{"DIR": dir, "SOAK": o.Soak.String(), "DEADLINE": o.Deadline.String(),
-		"GATE": o.GateDeadline.String(), "POLICY": o.OnFailure, "FINALIZE": o.Finalize, "IMPACT": o.OnImpact}
+		"GATE": o.GateDeadline.String(), "POLICY": o.OnFailure, "FINALIZE": o.Finalize, "IMPACT": o.OnImpact,
+		"GATEQ": "", "GATETIMEOUT": "1s"}
+	if o.GateDelay > 0 {
+		vars["GATEQ"] = "?delay=" + o.GateDelay.String()
+		vars["GATETIMEOUT"] = (o.GateDelay + 2*time.Second).String()
+	}
 	for i, n := range names {
 		vars[n] = strconv.Itoa(ports[i])
 	}

@@ -536,6 +536,9 @@ type ClusterStatus struct {
 	Leader     string `json:"leader"`
 	LeaderHTTP string `json:"leader_http"`
 	Voters     int    `json:"voters"`
+	// Term is raft's current term as this member knows it: each
+	// election (a leadership moved) raises it.
+	Term uint64 `json:"term"`
 }
 
 // Cluster reports whether, as far as this member can tell, the cluster
@@ -546,6 +549,7 @@ func (s *Server) Cluster(ctx context.Context) ClusterStatus {
 	var st ClusterStatus
 	st.Leader, st.LeaderHTTP = s.leader()
 	st.Voters = len(s.cfg.Peers)
+	st.Term = s.raft.CurrentTerm()
 	cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	f := s.raft.GetConfiguration()
 	if err := await(cctx, f); err == nil {
@@ -610,6 +614,16 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
+	// ?delay=5s makes the check slow, as a real cluster-wide check can
+	// be (for tests of an orchestrator's gates); bounded to a minute.
+	if d, err := time.ParseDuration(r.URL.Query().Get("delay")); err == nil && d > 0 {
+		t := time.NewTimer(min(d, time.Minute))
+		select {
+		case <-r.Context().Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
 	st := s.Cluster(r.Context())
 	code := http.StatusOK
 	if !st.Quorum {

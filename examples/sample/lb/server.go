@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -103,6 +104,10 @@ type LB struct {
 	backends []*backend
 	byName   map[string]*backend
 	next     int
+	// flags are cluster-wide flags an operator sets for a while (like
+	// Ceph's noout): the balancer only keeps them, for orchestrators
+	// to set and unset and for tests to read.
+	flags map[string]bool
 
 	proxy  *http.Client
 	health *http.Client
@@ -214,6 +219,9 @@ func (l *LB) Start() error {
 	admin.HandleFunc("GET /admin/backends/{name}", l.handleGet)
 	admin.HandleFunc("POST /admin/backends/{name}/drain", l.handleDrain)
 	admin.HandleFunc("POST /admin/backends/{name}/enable", l.handleEnable)
+	admin.HandleFunc("GET /admin/flags", l.handleFlags)
+	admin.HandleFunc("PUT /admin/flags/{name}", l.handleSetFlag)
+	admin.HandleFunc("DELETE /admin/flags/{name}", l.handleSetFlag)
 	l.adminSrv = &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second}
 	for _, p := range []struct {
 		srv *http.Server
@@ -628,4 +636,34 @@ func (l *LB) handleEnable(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	l.one(w, name)
+}
+
+// handleFlags lists the flags set: {"flags": ["maintenance"]}.
+func (l *LB) handleFlags(w http.ResponseWriter, _ *http.Request) {
+	l.mu.Lock()
+	out := []string{}
+	for f := range l.flags {
+		out = append(out, f)
+	}
+	l.mu.Unlock()
+	sort.Strings(out)
+	writeJSON(w, http.StatusOK, map[string][]string{"flags": out})
+}
+
+// handleSetFlag sets (PUT) or clears (DELETE) a flag; both are
+// idempotent.
+func (l *LB) handleSetFlag(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	l.mu.Lock()
+	if l.flags == nil {
+		l.flags = map[string]bool{}
+	}
+	if r.Method == http.MethodPut {
+		l.flags[name] = true
+	} else {
+		delete(l.flags, name)
+	}
+	l.mu.Unlock()
+	l.log.Info("flag", "name", name, "set", r.Method == http.MethodPut)
+	w.WriteHeader(http.StatusNoContent)
 }

@@ -77,6 +77,7 @@ function renderUpgrade(st) {
   $("driven").textContent = st ? `driven by: ${st.driven_by}` : "";
   $("waiting").textContent = u && u.waiting ? "waiting: " + u.waiting : "";
   $("reason").textContent = u && u.reason ? "reason: " + u.reason : "";
+  renderTrouble(u);
   const ended = !u || ["completed", "failed", "rolled-back"].includes(u.state);
   $("btn-pause").disabled = ended || u.state === "paused" || u.pausing;
   $("btn-resume").disabled = ended;
@@ -102,20 +103,34 @@ function renderPlan(u) {
     phase.dataset.phase = String(i);
     phase.append(el("h3", "", `${i + 1}. ${ph.component} — ${ph.strategy}, max unavailable ${ph.max_unavailable}` + (ph.quorum ? `, quorum ${ph.quorum}` : "")));
     const batches = el("div", "batches");
-    (ph.batches || []).forEach((b, j) => {
+    const chip = (name) => {
+      const m = u.members[name];
+      const step = m ? m.step : "";
+      const c = el("span", "chip " + step, name);
+      c.title = step + (m && m.detail ? ": " + m.detail : "");
+      return c;
+    };
+    // The batches formed so far (their sizes adapt as the upgrade
+    // goes), then the members still to come.
+    const formed = (u.batches || []).filter((b) => b.phase === i && !!b.rollback === !!u.rollback);
+    const placed = new Set();
+    formed.forEach((b, j) => {
       const batch = el("div", "batch");
-      if (cur && j === u.batch) batch.classList.add("current");
+      if (cur && !b.ended) batch.classList.add("current");
       batch.dataset.batch = `${i}.${j}`;
-      batch.append(el("div", "n", `batch ${j + 1}`));
-      b.members.forEach((name) => {
-        const m = u.members[name];
-        const step = m ? m.step : "";
-        const chip = el("span", "chip " + step, name);
-        chip.title = step + (m && m.detail ? ": " + m.detail : "");
-        batch.append(chip);
-      });
+      const n = el("div", "n", `batch ${b.number}`);
+      n.title = `size ${b.size}` + (b.why ? `: ${b.why}` : "");
+      batch.append(n);
+      b.members.forEach((name) => { placed.add(name); batch.append(chip(name)); });
       batches.append(batch);
     });
+    const rest = (ph.batches || []).flatMap((b) => b.members).filter((n) => !placed.has(n));
+    if (rest.length) {
+      const batch = el("div", "batch pending");
+      batch.append(el("div", "n", "to come"));
+      rest.forEach((name) => batch.append(chip(name)));
+      batches.append(batch);
+    }
     (ph.skipped || []).forEach((s) => {
       const chip = el("span", "chip", s.member + " (skipped)");
       chip.title = s.reason;
@@ -125,6 +140,37 @@ function renderPlan(u) {
     if (ph.note) phase.append(el("div", "muted", ph.note));
     box.append(phase);
   });
+}
+
+// renderTrouble shows, loudly, what an operator must see: the changes
+// made outside the members not undone yet, the predicates refusing the
+// next members, an outage of the substrate, the overrides in force,
+// and the pace against the lower bound.
+function renderTrouble(u) {
+  const box = $("trouble");
+  box.replaceChildren();
+  if (!u) return;
+  if (u.outage) box.append(el("p", "error", `OUTAGE: the substrate does not answer since ${new Date(u.outage.since).toLocaleTimeString()}: ${u.outage.detail}`));
+  (u.refusals || []).forEach((r) => box.append(el("p", "refusal", `refused: ${r.predicate} refused ${r.member} (${r.reason})`)));
+  const effects = u.effects || [];
+  if (effects.length) {
+    const bad = effects.filter((e) => e.state !== "open").length;
+    box.append(el("p", bad ? "error" : "effects", `${effects.length} change(s) outside the members not undone yet` + (bad ? `, ${bad} FAILED or ABANDONED` : "")));
+    const ul = el("ul", "effects");
+    effects.forEach((e) => {
+      const li = el("li", "effect " + e.state, `${e.id} [${e.scope.kind}${e.scope.name ? " " + e.scope.name : ""}] ${e.state.toUpperCase()}: ${e.what}` + (e.undo_what ? `; undo: ${e.undo_what}` : "") + (e.error ? ` (${e.error})` : ""));
+      ul.append(li);
+    });
+    box.append(ul);
+  }
+  (u.overrides || []).forEach((o) => box.append(el("p", "muted", `override: ${o.effect ? "the undo of " + o.effect : o.predicate}${o.member ? " for " + o.member : ""} off, by ${o.by}`)));
+  const b = u.bound || {};
+  const lower = ((b.batches || 0) + (b.gates || 0) + (b.stages || 0) + (b.hooks || 0)) / 1e9;
+  if (lower > 0) {
+    const end = u.ended && !u.ended.startsWith("0001") ? new Date(u.ended) : new Date(u.updated);
+    const wall = (end - new Date(u.created)) / 1000;
+    box.append(el("p", "muted", `pace: ${wall.toFixed(1)}s against a lower bound of ${lower.toFixed(1)}s (×${(wall / lower).toFixed(2)})`));
+  }
 }
 
 async function refreshUpgrade() {
