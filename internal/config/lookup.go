@@ -54,6 +54,18 @@ func (c *Cluster) Host(name string) *Host {
 	return nil
 }
 
+// hostIndex maps each host's name to it, the first of a duplicate
+// name winning, as Host does.
+func (c *Cluster) hostIndex() map[string]*Host {
+	m := make(map[string]*Host, len(c.Hosts))
+	for i := range c.Hosts {
+		if _, dup := m[c.Hosts[i].Name]; !dup {
+			m[c.Hosts[i].Name] = &c.Hosts[i]
+		}
+	}
+	return m
+}
+
 // MemberOf returns the member with that name and its component, or
 // nil, nil. Member names are unique across a valid cluster.
 func (c *Cluster) MemberOf(name string) (*Component, *Member) {
