@@ -394,6 +394,7 @@ var (
 )
 
 const (
+	maxRate     = 100_000
 	maxShare    = 1_000_000
 	maxP99Ratio = 100
 )

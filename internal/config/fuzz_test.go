@@ -14,6 +14,8 @@ import (
 // must pass Validate again, and its helpers must work on it.
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("testdata/*.yaml")
+	bad, _ := filepath.Glob("testdata/bad/*.yaml") // every refusal, as seeds
+	files = append(files, bad...)
 	for _, name := range files {
 		b, err := os.ReadFile(name)
 		if err != nil {

@@ -480,6 +480,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, own *owner,
 		d.problem(line, path, "nested more than %d levels deep", maxDepth)
 		return
 	}
+	if why := tagProblem(n); why != "" {
+		d.badValue(line, path, "%s", why)
+		return
+	}
 	t := v.Type()
 	isNull := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 	if isNull {
@@ -513,6 +517,12 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, own *owner,
 		v.SetString(n.Value)
 
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if plainDigits(n) {
+			// Too long for YAML to call it an integer (it says a float,
+			// or a string): it is one, out of range.
+			d.badValue(line, path, "the integer %s is out of range (at most %d digits)", truncate(n.Value, 40), len(strconv.Itoa(math.MaxInt64)))
+			return
+		}
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
 			d.badValue(line, path, "must be an integer, not %s", describe(n))
 			return
@@ -733,6 +743,10 @@ func (d *decoder) anyValue(n *yaml.Node, path string, depth int) any {
 		d.problem(line, path, "nested more than %d levels deep", maxDepth)
 		return nil
 	}
+	if why := tagProblem(n); why != "" {
+		d.problem(line, path, "%s", why)
+		return nil
+	}
 	switch n.Kind {
 	case yaml.SequenceNode:
 		out := make([]any, 0, len(n.Content))
@@ -762,6 +776,42 @@ func (d *decoder) anyValue(n *yaml.Node, path string, depth int) any {
 		return f
 	}
 	return n.Value
+}
+
+// plainDigits reports whether n is an unquoted run of decimal digits
+// that YAML did not take for an integer: one too large for it.
+func plainDigits(n *yaml.Node) bool {
+	if n.Kind != yaml.ScalarNode || n.Style != 0 || n.ShortTag() == "!!int" {
+		return false
+	}
+	s := strings.TrimPrefix(n.Value, "-")
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// tagProblem says what is wrong with a node's explicit tag, or "":
+// the standard tags are read as they say, but binary data has no place
+// in a description, and a custom tag (!secret, !include, !env) would be
+// silently ignored when its writer expects it to do something.
+func tagProblem(n *yaml.Node) string {
+	if n.Style&yaml.TaggedStyle == 0 {
+		return ""
+	}
+	switch tag := n.ShortTag(); tag {
+	case "!!str", "!!int", "!!float", "!!bool", "!!null", "!!map", "!!seq", "!!timestamp":
+		return ""
+	case "!!binary":
+		return "binary data (!!binary) has no place in a description: write the value as text"
+	default:
+		return fmt.Sprintf("the tag %s is not understood: ferry reads plain YAML, with no custom tags (no secrets, includes or variables); write the value itself", truncate(tag, 40))
+	}
 }
 
 func yamlBool(n *yaml.Node) (bool, bool) {

@@ -124,7 +124,7 @@ func TestParseErrors(t *testing.T) {
 		{"float for an integer", []edit{{"order: 2", "order: 2.5"}},
 			[]string{"t.yaml:20: components[1].order: must be an integer, not the number 2.5"}},
 		{"integer out of range", []edit{{"order: 2", "order: 99999999999999999999"}},
-			[]string{"t.yaml:20: components[1].order: must be an integer, not the number 99999999999999999999"}},
+			[]string{"t.yaml:20: components[1].order: the integer 99999999999999999999 is out of range (at most 19 digits)"}},
 		{"bad duration", []edit{{"    order: 2\n", "    order: 2\n    soak: 2x\n"}},
 			[]string{"t.yaml:21: components[1].soak: not a duration (like 2s or 150ms): \"2x\""}},
 		{"duration without a unit", []edit{{`{http: "http://{{.Address}}/ready"}`, `{http: "http://{{.Address}}/ready", interval: 5}`}},

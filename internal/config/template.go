@@ -192,6 +192,8 @@ func explainExec(err error) error {
 			fields = fieldNames(reflect.TypeFor[TemplateData](), ".")
 		case strings.HasSuffix(m[2], "MemberRef"):
 			fields = fieldNames(reflect.TypeFor[MemberRef](), ".")
+		case strings.HasSuffix(m[2], "TrafficData"):
+			fields = fieldNames(reflect.TypeFor[TrafficData](), ".")
 		}
 		if fields != nil {
 			return fmt.Errorf("template: no field %s (there are %s)", m[1], strings.Join(fields, ", "))

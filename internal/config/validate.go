@@ -54,6 +54,8 @@ type validator struct {
 	undoOK bool
 	// omitted counts the problems beyond maxCollected, not kept.
 	omitted int
+	// badHostName: a host's name is missing or refused.
+	badHostName bool
 	// hostIndex finds a host by name (Cluster.Host is a scan: 20,000
 	// members on 2,000 hosts made it a third of a parse).
 	hostIndex map[string]*Host
@@ -149,8 +151,10 @@ func (v *validator) hosts() {
 		path := index("hosts", i)
 		line := h.pos.at("", c.pos.at(index("hosts", i)))
 		if h.Name == "" {
+			v.badHostName = true
 			v.add(h.pos.at("name", line), path+".name", "must be set")
 		} else if len(h.Name) > maxNameLen || !printable(h.Name) {
+			v.badHostName = true
 			v.add(h.pos.at("name", line), path+".name", "%q is not a host name: at most %d characters, none of them control characters", truncate(h.Name, 40), maxNameLen)
 		} else if first, dup := seen[h.Name]; dup {
 			v.add(h.pos.at("name", line), path+".name", "duplicate host %q (also hosts[%d])", h.Name, first)
@@ -201,7 +205,7 @@ func (v *validator) components() {
 			orders[comp.Order] = i
 		}
 
-		if len(comp.Members) == 0 && (c.Substrate != "kubernetes" || comp.Workload == nil) {
+		if len(comp.Members) == 0 && c.Substrate != "kubernetes" {
 			v.add(at("members"), path+".members", "at least one member is needed")
 		}
 		v.workload(comp, path, line)
@@ -236,7 +240,9 @@ func (v *validator) member(comp *Component, j int, cpath string, cline int, seen
 	case m.Host == "" && kube:
 	case m.Host == "":
 		v.add(at("host"), path+".host", "must be set: the name of one of the hosts")
-	case v.hostIndex[m.Host] == nil && !kube:
+	case v.hostIndex[m.Host] == nil && !kube && !v.badHostName:
+		// (A host whose name is refused may be the one meant: its
+		// problem is said once, at the host.)
 		v.add(at("host"), path+".host", "no host %q in hosts%s", m.Host, knownList(hostNames(c)))
 	}
 	if m.Address == "" && !kube {
@@ -848,8 +854,8 @@ func (v *validator) traffic() {
 			v.add(rat("verify"), path, "a request either writes (.Key = .Value) or verifies a read (.WrittenValue), not both")
 		}
 	}
-	if t.Rate <= 0 || t.Rate > 100000 {
-		v.add(at("rate"), "traffic.rate", "must be more than 0 and at most 100000 requests per second (the default is %g)", DefaultTrafficRate)
+	if t.Rate <= 0 || t.Rate > maxRate {
+		v.add(at("rate"), "traffic.rate", "%g is not above 0 and at most %d: the requests per second of all clients together; write one in that range, or leave it out for the default %g", t.Rate, maxRate, DefaultTrafficRate)
 	}
 	v.count(at("concurrency"), "traffic.concurrency", t.Concurrency, concurrencyRange)
 	v.within(at("timeout"), "traffic.timeout", t.Timeout, trafficTimeoutRange)
@@ -951,13 +957,21 @@ func knownList(names []string) string {
 	if len(names) == 0 {
 		return ""
 	}
-	names = append([]string(nil), names...)
-	sort.Strings(names)
-	names = slices.Compact(names)
-	if len(names) > 10 {
-		names = append(names[:10], "...")
+	var out []string
+	for _, n := range names {
+		if n != "" {
+			out = append(out, truncate(n, 40))
+		}
 	}
-	return " (known: " + strings.Join(names, ", ") + ")"
+	if len(out) == 0 {
+		return ""
+	}
+	sort.Strings(out)
+	out = slices.Compact(out)
+	if len(out) > 10 {
+		out = append(out[:10], "...")
+	}
+	return " (known: " + strings.Join(out, ", ") + ")"
 }
 
 func plural(n int, noun string) string {
