@@ -983,14 +983,31 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // LoadTraffic reads a file that holds a traffic spec alone (a
 // "traffic:" block, as in a description), for 'ferry upgrade start
-// --traffic FILE', and checks it like Parse.
+// --traffic FILE', and checks it like Parse (see ParseTraffic). It
+// reads at most MaxFileSize bytes: /dev/zero is refused, not read for
+// ever.
 func LoadTraffic(path string) (*Traffic, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: reading %s: %w", path, err)
+	}
 	if len(data) > MaxFileSize {
 		return nil, fmt.Errorf("config: %s is larger than %d bytes: not a traffic spec", path, MaxFileSize)
+	}
+	return ParseTraffic(data, path)
+}
+
+// ParseTraffic decodes, completes and checks a traffic spec alone (a
+// mapping with the one key traffic:); file names it in problems. On
+// any problem it returns nil and an *Errors.
+func ParseTraffic(data []byte, path string) (*Traffic, error) {
+	if len(data) > MaxFileSize {
+		return nil, &Errors{Problems: []Problem{{File: path, Reason: fmt.Sprintf("the file is larger than %d bytes: not a traffic spec", MaxFileSize)}}}
 	}
 	root, err := parseYAML(data)
 	if err != nil {
