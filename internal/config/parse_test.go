@@ -267,3 +267,17 @@ func TestLoad(t *testing.T) {
 		t.Errorf("Load(bad) = %v, want %s", err, want)
 	}
 }
+
+// TestLoadTrafficBounded: LoadTraffic read its file whole before it
+// looked at the size, so --traffic=/dev/zero read for ever.
+func TestLoadTrafficBounded(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero here")
+	}
+	within(t, 10*time.Second, func() {
+		_, err := LoadTraffic("/dev/zero")
+		if err == nil || !strings.Contains(err.Error(), "larger than 8388608 bytes") {
+			t.Errorf("LoadTraffic(/dev/zero) = %v, want it refused as too large", err)
+		}
+	})
+}
