@@ -2,6 +2,7 @@ package health
 
 import (
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 )
@@ -37,8 +38,11 @@ func FuzzMatchJSON(f *testing.F) {
 		dec := json.NewDecoder(strings.NewReader(body))
 		dec.UseNumber()
 		var doc any
-		if dec.Decode(&doc) != nil || dec.More() {
+		if dec.Decode(&doc) != nil {
 			return
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return // more after the value: not one JSON document
 		}
 		got, err := lookup(doc, path)
 		if err != nil {
