@@ -46,9 +46,13 @@ bench-kube:
 faults:
 	FERRY_KILL_POINTS=$${FERRY_KILL_POINTS:-100} $(GO) test -count=1 -timeout 60m -run TestKillNineResumes -v ./internal/e2e/
 
-# A longer fuzz run of the description parser (CI runs the seed corpus only).
+# Every fuzz target (the description and traffic parsers, templates,
+# versions, the API's and the agent's request bodies, JSON path
+# matching, Prometheus answers), FUZZTIME each (default 30s); CI runs
+# their seed corpora only, as plain go test does.
+FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=2m ./internal/config/
+	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh
 
 clean:
 	rm -rf $(BIN)

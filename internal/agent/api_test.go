@@ -204,3 +204,25 @@ func FuzzMemberSpec(f *testing.F) {
 		}
 	})
 }
+
+// FuzzStopRequest checks that no stop body makes decoding panic, that
+// every refusal is a bad request, and that an accepted timeout is
+// within the agent's bound.
+func FuzzStopRequest(f *testing.F) {
+	for _, s := range []string{``, `{}`, `{"timeout_ms":1500}`, `{"timeout_ms":-1}`, `{"timeout_ms":3600001}`,
+		`{"timeout_ms":1e3}`, `{"timeout_ms":"5"}`, `null`, `[]`, `{"timeout_ms":1}{}`, " \n", "\xff"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := DecodeStopRequest(body)
+		if err != nil {
+			if !isBadRequest(err) {
+				t.Fatalf("error %v is not a bad request", err)
+			}
+			return
+		}
+		if r.TimeoutMS < 0 || r.TimeoutMS > maxStopTimeout.Milliseconds() {
+			t.Fatalf("accepted timeout_ms %d", r.TimeoutMS)
+		}
+	})
+}

@@ -26,8 +26,20 @@
 // MaxFileSize): it dials nothing, resolves no names and runs nothing.
 // It never panics on input: empty, binary, deeply nested or
 // alias-expanded ("billion laughs") documents are refused with an
-// error, and a document is refused when it expands to more than
-// MaxNodes nodes.
+// error, and a document is refused when its aliases expand to more
+// than MaxNodes nodes (what is written out is bounded by MaxFileSize
+// alone: a 20,000-member description parses in under a second). At
+// most MaxProblems problems are listed, with a count of the others.
+//
+// A key left out takes its default; a value written is judged as
+// written, zero included, against its range (the table of defaults.go):
+// "max_unavailable: 0" is refused, not turned into 1. Two endpoints
+// that are one place (two members on one address, localhost and
+// 127.0.0.1, a member on an agent's port, two hosts with one agent)
+// are refused, compared without any DNS lookup. An unknown key close
+// to a known one is named with it (adress: did you mean address?),
+// and what only follows from it (the address "must be set") is left
+// out.
 //
 // Strings in runs, checks and hooks are Go text/templates over
 // TemplateData (.Name, .Component, .Host, .Address, .Version, .Any,

@@ -43,15 +43,41 @@ func (p Problem) String() string {
 // Validate return it (as error) when there is at least one problem.
 type Errors struct {
 	Problems []Problem
+	// Omitted counts the problems found beyond those listed: a file
+	// with thousands of problems is listed up to MaxProblems, so that
+	// the message stays readable and its size bounded.
+	Omitted int
 }
 
-// Error prints one problem per line.
+// MaxProblems is the most problems an *Errors lists.
+const MaxProblems = 100
+
+// maxCollected bounds the problems the decoder and the validator keep
+// before they are sorted and cut to MaxProblems (memory, for a file
+// of a million bad lines).
+const maxCollected = 10 * MaxProblems
+
+// Error prints one problem per line, and how many more were found.
 func (e *Errors) Error() string {
-	lines := make([]string, len(e.Problems))
+	lines := make([]string, len(e.Problems), len(e.Problems)+1)
 	for i, p := range e.Problems {
 		lines[i] = p.String()
 	}
+	if e.Omitted > 0 {
+		lines = append(lines, fmt.Sprintf("(and %s more, not listed: fix these first)", plural(e.Omitted, "problem")))
+	}
 	return strings.Join(lines, "\n")
+}
+
+// problemsOf sorts problems by line and keeps the first MaxProblems,
+// counting the others as omitted.
+func problemsOf(probs []Problem, omitted int) *Errors {
+	sortProblems(probs)
+	if len(probs) > MaxProblems {
+		omitted += len(probs) - MaxProblems
+		probs = probs[:MaxProblems:MaxProblems]
+	}
+	return &Errors{Problems: probs, Omitted: omitted}
 }
 
 // sortProblems orders problems by line, keeping the order they were

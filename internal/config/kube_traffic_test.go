@@ -104,11 +104,11 @@ func TestKubernetesAndTrafficRules(t *testing.T) {
 		{"traffic template field", `body: "{{.Value}}"`, `body: "{{.Valu}}"`,
 			nil}, // checked below: the message names the field
 		{"traffic rate", "rate: 200", "rate: -1",
-			[]string{"t.yaml:29: traffic.rate: must be more than 0 and at most 100000 requests per second"}},
+			[]string{"t.yaml:29: traffic.rate: -1 is not above 0 and at most 100000: the requests per second of all clients together; write one in that range, or leave it out for the default 100"}},
 		{"traffic writes and verifies", "verify: true", "verify: true, writes: true",
 			[]string{"t.yaml:32: traffic.requests[1]: a request either writes (.Key = .Value) or verifies a read (.WrittenValue), not both"}},
 		{"traffic alpha", "  rate: 200\n", "  rate: 200\n  verdict: {alpha: 0.7}\n",
-			[]string{"t.yaml:30: traffic.verdict.alpha: must be between 0 and 0.5 (e.g. 0.01)"}},
+			[]string{"t.yaml:30: traffic.verdict.alpha: 0.7 is not between 0 and 0.5: the significance level of the latency test; write one in that range (e.g. 0.01), or leave it out for the default 0.01"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

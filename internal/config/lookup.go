@@ -4,7 +4,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 )
 
@@ -52,6 +51,18 @@ func (c *Cluster) Host(name string) *Host {
 		}
 	}
 	return nil
+}
+
+// hostIndex maps each host's name to it, the first of a duplicate
+// name winning, as Host does.
+func (c *Cluster) hostIndex() map[string]*Host {
+	m := make(map[string]*Host, len(c.Hosts))
+	for i := range c.Hosts {
+		if _, dup := m[c.Hosts[i].Name]; !dup {
+			m[c.Hosts[i].Name] = &c.Hosts[i]
+		}
+	}
+	return m
 }
 
 // MemberOf returns the member with that name and its component, or
@@ -119,20 +130,18 @@ func IsVersion(v string) bool { return versionRE.MatchString(v) }
 func IsVersionPattern(p string) bool { return IsVersion(p) || rangeRE.MatchString(p) }
 
 // MatchVersion reports whether version is in pattern: "*" matches any
-// version, "1.x" any 1.*.*, "1.0.x" any 1.0.*, suffixed ones included
+// version (and whatever else a member reports running, so that a
+// release may take over from anything), "1.x" any 1.*.*, "1.0.x" any 1.0.*, suffixed ones included
 // (1.0.x matches 1.0.3-rc1); any other pattern matches only itself.
 func MatchVersion(pattern, version string) bool {
-	if pattern == "*" {
+	switch {
+	case pattern == "*" || pattern == version:
 		return version != ""
-	}
-	prefix, ok := strings.CutSuffix(pattern, ".x")
-	if !ok {
-		return pattern == version
-	}
-	if !rangeRE.MatchString(pattern) || !IsVersion(version) {
+	case !rangeRE.MatchString(pattern) || !IsVersion(version):
+		// (A version whose suffix ends in .x, 1.0.0-rc.x, is no range.)
 		return false
 	}
-	return strings.HasPrefix(version, prefix+".")
+	return strings.HasPrefix(version, strings.TrimSuffix(pattern, "x"))
 }
 
 // CompareVersions orders two versions by semantic versioning: -1 if
@@ -153,11 +162,8 @@ func CompareVersions(a, b string) int {
 		return strings.Compare(a, b)
 	}
 	for i := 0; i < 3; i++ {
-		if pa.nums[i] != pb.nums[i] {
-			if pa.nums[i] < pb.nums[i] {
-				return -1
-			}
-			return 1
+		if c := compareNumbers(pa.nums[i], pb.nums[i]); c != 0 {
+			return c
 		}
 	}
 	switch {
@@ -171,8 +177,11 @@ func CompareVersions(a, b string) int {
 	return strings.Compare(pa.pre, pb.pre)
 }
 
+// versionParts are a version's three numbers, as written (any
+// length: a number too large for an int still orders right), and its
+// suffix.
 type versionParts struct {
-	nums [3]int
+	nums [3]string
 	pre  string
 }
 
@@ -183,14 +192,20 @@ func splitVersion(v string) (versionParts, bool) {
 	}
 	core, pre, _ := strings.Cut(v, "-")
 	p.pre = pre
-	for i, s := range strings.SplitN(core, ".", 3) {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return p, false
-		}
-		p.nums[i] = n
-	}
+	copy(p.nums[:], strings.SplitN(core, ".", 3))
 	return p, true
+}
+
+// compareNumbers orders two decimal numbers without leading zeros
+// (IsVersion allows none) of any length: the longer is the larger.
+func compareNumbers(a, b string) int {
+	if len(a) != len(b) {
+		if len(a) < len(b) {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a, b)
 }
 
 // NeedsArtifact reports whether the component runs an artifact of each

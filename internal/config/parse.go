@@ -25,8 +25,11 @@ import (
 const (
 	// MaxFileSize is the largest description Parse and Load accept.
 	MaxFileSize = 8 << 20
-	// MaxNodes bounds the YAML nodes of a description, counted after
-	// alias expansion, so that an alias bomb is refused, not expanded.
+	// MaxNodes bounds the YAML nodes a description's aliases expand to,
+	// so that an alias bomb ("billion laughs") is refused, not expanded.
+	// Only what aliases add is counted: the nodes written out in the
+	// file are bounded by MaxFileSize already, and a large honest
+	// description (20,000 members) must not be mistaken for a bomb.
 	MaxNodes = 100_000
 	// maxDepth bounds nesting; a description needs less than ten.
 	maxDepth = 64
@@ -98,13 +101,14 @@ func Parse(data []byte, file string) (*Cluster, error) {
 	c := &Cluster{}
 	d.decode(body, reflect.ValueOf(c).Elem(), "", nil, "", 0)
 	if d.stop {
-		return nil, &Errors{Problems: d.probs}
+		return nil, problemsOf(d.probs, 0)
 	}
 	c.File = file
 	sum := sha256.Sum256(data)
 	c.Digest = hex.EncodeToString(sum[:])
+	c.suspect = d.suspects()
 	c.ApplyDefaults()
-	probs := d.probs
+	probs, omitted := d.probs, d.omitted
 	if err := c.Validate(); err != nil {
 		var errs *Errors
 		if !errors.As(err, &errs) {
@@ -113,14 +117,14 @@ func Parse(data []byte, file string) (*Cluster, error) {
 		// A value that failed to decode is left zero; leave out what
 		// Validate says of it, which would only repeat the problem.
 		for _, p := range errs.Problems {
-			if !d.follows(p.Path) {
+			if !d.follows(p) {
 				probs = append(probs, p)
 			}
 		}
+		omitted += errs.Omitted
 	}
-	if len(probs) > 0 {
-		sortProblems(probs)
-		return nil, &Errors{Problems: probs}
+	if len(probs) > 0 || omitted > 0 {
+		return nil, problemsOf(probs, omitted)
 	}
 	return c, nil
 }
@@ -237,12 +241,16 @@ func (x *Release) setPos(p positions)   { x.pos = p }
 type decoder struct {
 	file  string
 	probs []Problem
+	// omitted counts the problems beyond maxCollected, not kept.
+	omitted int
 	// failed are the paths of values that failed to decode, and
 	// siblings the mappings they are in: what Validate says of a failed
 	// value or of its siblings follows from the failure and is left out.
-	failed, siblings []string
-	nodes            int  // nodes visited, aliases expanded
-	stop             bool // the document is refused as a whole
+	failed, siblings map[string]bool
+	// misspelt are the unknown keys close to a known key left out.
+	misspelt []misspelling
+	nodes    int  // nodes visited through aliases
+	stop     bool // the document is refused as a whole
 	// alias is the outermost alias being expanded, to name it when
 	// the expansion is too large.
 	alias struct {
@@ -262,6 +270,10 @@ func (d *decoder) enter(n *yaml.Node, path string) func() {
 }
 
 func (d *decoder) problem(line int, path, format string, args ...any) {
+	if len(d.probs) >= maxCollected {
+		d.omitted++
+		return
+	}
 	d.probs = append(d.probs, Problem{File: d.file, Line: line, Path: path, Reason: fmt.Sprintf(format, args...)})
 }
 
@@ -269,26 +281,81 @@ func (d *decoder) problem(line int, path, format string, args ...any) {
 // checks of the mapping it is in would only repeat it.
 func (d *decoder) badValue(line int, path, format string, args ...any) {
 	d.problem(line, path, format, args...)
-	d.failed = append(d.failed, path)
+	if d.failed == nil {
+		d.failed, d.siblings = map[string]bool{}, map[string]bool{}
+	}
+	d.failed[path] = true
 	if p := parent(path); p != "" {
-		d.siblings = append(d.siblings, p)
+		d.siblings[p] = true
 	}
 }
 
 // follows reports whether a problem Validate found at path follows
 // from a value that failed to decode.
-func (d *decoder) follows(path string) bool {
-	for _, f := range d.failed {
-		if f != "" && under(path, f) {
+func (d *decoder) follows(p Problem) bool {
+	path := p.Path
+	for _, m := range d.misspelt {
+		// The known key's own problems ("must be set"), and its
+		// mapping's that name it ("needs one of http, tcp or exec").
+		if under(path, m.field) || path == parent(m.field) && mentions(p.Reason, m.field[len(parent(m.field)):]) {
 			return true
 		}
 	}
-	for _, p := range d.siblings {
-		if path == p || strings.HasPrefix(path, p+".") && !strings.ContainsAny(path[len(p)+1:], ".[") {
+	// Under a failed value: the path or one of its parents failed.
+	for q := path; q != ""; q = parent(q) {
+		if d.failed[q] {
 			return true
 		}
+	}
+	// A sibling's: the mapping itself, or a field of it.
+	if d.siblings[path] {
+		return true
+	}
+	if q := parent(path); q != "" && d.siblings[q] && path[len(q)] == '.' {
+		return true
 	}
 	return false
+}
+
+// mentions reports whether reason names key (".address", "[\"x\"]"
+// as join wrote it) as a word.
+func mentions(reason, key string) bool {
+	key = strings.TrimPrefix(key, ".")
+	for i := 0; ; {
+		j := strings.Index(reason[i:], key)
+		if j < 0 {
+			return false
+		}
+		j += i
+		before := j == 0 || !isWordByte(reason[j-1])
+		after := j+len(key) == len(reason) || !isWordByte(reason[j+len(key)])
+		if before && after {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z' || '0' <= b && b <= '9'
+}
+
+// suspects are the members with a misspelt key (adress for address):
+// the templates rendered to check the component leave them out, so
+// that an address left empty by the misspelling does not make every
+// URL "http:///ready has no host".
+func (d *decoder) suspects() map[string]bool {
+	var out map[string]bool
+	for _, m := range d.misspelt {
+		p := parent(m.field)
+		if strings.HasSuffix(p, "]") && strings.HasSuffix(parent(p), ".members") {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[p] = true
+		}
+	}
+	return out
 }
 
 // parent strips the last field or index of a path.
@@ -304,19 +371,20 @@ func parent(path string) string {
 	return ""
 }
 
-// count charges n nodes to the budget; false once it is spent.
+// count charges n nodes to the budget of alias expansion; false once
+// it is spent. Nodes decoded outside any alias are free: the file's
+// size bounds them.
 func (d *decoder) count(n int, line int) bool {
 	if d.stop {
 		return false
 	}
+	if d.alias.line == 0 {
+		return true
+	}
 	d.nodes += n
 	if d.nodes > MaxNodes {
 		d.probs = nil
-		path := ""
-		if d.alias.line > 0 {
-			line, path = d.alias.line, d.alias.path
-		}
-		d.problem(line, path, "the document expands to more than %d nodes (through anchors and aliases?): refused", MaxNodes)
+		d.problem(d.alias.line, d.alias.path, "the aliases expand to more than %d nodes (an alias bomb?): refused; write the repeated parts out, or alias less", MaxNodes)
 		d.stop = true
 		return false
 	}
@@ -350,6 +418,17 @@ func (o *owner) record(rel string, line int) {
 		o.pos.sub = map[string]int{}
 	}
 	o.pos.sub[rel] = line
+}
+
+// null notes that rel was written with no value.
+func (o *owner) null(rel string) {
+	if o == nil || o.pos == nil || rel == "" {
+		return
+	}
+	if o.pos.null == nil {
+		o.pos.null = map[string]bool{}
+	}
+	o.pos.null[rel] = true
 }
 
 // isIdent reports whether a key can be written after a dot in a path
@@ -401,9 +480,14 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, own *owner,
 		d.problem(line, path, "nested more than %d levels deep", maxDepth)
 		return
 	}
+	if why := tagProblem(n); why != "" {
+		d.badValue(line, path, "%s", why)
+		return
+	}
 	t := v.Type()
 	isNull := n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 	if isNull {
+		own.null(rel)
 		if t.Kind() == reflect.Struct {
 			if ps, ok := v.Addr().Interface().(posSetter); ok {
 				ps.setPos(positions{line: line})
@@ -433,6 +517,12 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, own *owner,
 		v.SetString(n.Value)
 
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if plainDigits(n) {
+			// Too long for YAML to call it an integer (it says a float,
+			// or a string): it is one, out of range.
+			d.badValue(line, path, "the integer %s is out of range (at most %d digits)", truncate(n.Value, 40), len(strconv.Itoa(math.MaxInt64)))
+			return
+		}
 		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
 			d.badValue(line, path, "must be an integer, not %s", describe(n))
 			return
@@ -528,11 +618,19 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, own *owner,
 			p = positions{line: line, keys: map[string]int{}}
 			own, rel = &owner{pos: &p}, ""
 		}
-		for _, kv := range d.pairs(n, path, depth) {
+		kvs := d.pairs(n, path, depth)
+		for _, kv := range kvs {
 			f, ok := info.fields[kv.name]
 			if !ok {
-				d.problem(kv.key.Line, join(path, kv.name), "unknown key%s; known keys: %s",
-					suggest(kv.name, info.known), strings.Join(info.known, ", "))
+				close := closest(kv.name, info.known)
+				hint := ""
+				if close != "" {
+					hint = " (did you mean " + close + "?)"
+					if !hasKey(kvs, close) {
+						d.misspelt = append(d.misspelt, misspelling{field: join(path, close), key: kv.name, line: kv.key.Line})
+					}
+				}
+				d.problem(kv.key.Line, join(path, kv.name), "unknown key%s; known keys: %s", hint, strings.Join(info.known, ", "))
 				continue
 			}
 			own.record(join(rel, kv.name), kv.key.Line)
@@ -585,39 +683,49 @@ func (d *decoder) pairs(n *yaml.Node, path string, depth int) []pair {
 		out = append(out, pair{name: k.Value, key: n.Content[i], val: n.Content[i+1]})
 	}
 	for _, m := range merges {
-		line := m.Line
-		leave := d.enter(m, path)
-		m = d.resolve(m)
-		var sources []*yaml.Node
-		switch {
-		case m != nil && m.Kind == yaml.MappingNode:
-			sources = []*yaml.Node{m}
-		case m != nil && m.Kind == yaml.SequenceNode:
-			for _, s := range m.Content {
-				s := d.resolve(s)
-				if s == nil || s.Kind != yaml.MappingNode {
-					d.problem(line, path, "<< merges mappings, not %s", describe(s))
-					continue
-				}
-				sources = append(sources, s)
-			}
-		default:
-			d.problem(line, path, "<< merges a mapping or a list of mappings, not %s", describe(m))
-		}
-		for _, s := range sources {
-			for _, p := range d.pairs(s, path, depth+1) {
-				if _, dup := seen[p.name]; !dup {
-					seen[p.name] = p.key.Line
-					out = append(out, p)
-				}
-			}
-		}
-		leave()
+		d.merge(m, path, depth, seen, &out)
 		if d.stop {
 			return nil
 		}
 	}
 	return out
+}
+
+// merge adds the entries of a "<<" value (a mapping, or a list of
+// mappings, each possibly an alias) that out does not have yet. Each
+// alias is entered while its mapping is read, so that what it expands
+// to is charged to the budget (a mapping merging itself is a bomb).
+func (d *decoder) merge(m *yaml.Node, path string, depth int, seen map[string]int, out *[]pair) {
+	line := m.Line
+	defer d.enter(m, path)()
+	m = d.resolve(m)
+	from := func(s *yaml.Node) {
+		for _, p := range d.pairs(s, path, depth+1) {
+			if _, dup := seen[p.name]; !dup {
+				seen[p.name] = p.key.Line
+				*out = append(*out, p)
+			}
+		}
+	}
+	switch {
+	case m != nil && m.Kind == yaml.MappingNode:
+		from(m)
+	case m != nil && m.Kind == yaml.SequenceNode:
+		for _, s := range m.Content {
+			leave := d.enter(s, path)
+			if r := d.resolve(s); r == nil || r.Kind != yaml.MappingNode {
+				d.problem(line, path, "<< merges mappings, not %s", describe(r))
+			} else {
+				from(r)
+			}
+			leave()
+			if d.stop {
+				return
+			}
+		}
+	default:
+		d.problem(line, path, "<< merges a mapping or a list of mappings, not %s", describe(m))
+	}
 }
 
 // anyValue decodes a node as encoding/json would hold it.
@@ -633,6 +741,10 @@ func (d *decoder) anyValue(n *yaml.Node, path string, depth int) any {
 		return nil
 	case depth > maxDepth:
 		d.problem(line, path, "nested more than %d levels deep", maxDepth)
+		return nil
+	}
+	if why := tagProblem(n); why != "" {
+		d.problem(line, path, "%s", why)
 		return nil
 	}
 	switch n.Kind {
@@ -664,6 +776,42 @@ func (d *decoder) anyValue(n *yaml.Node, path string, depth int) any {
 		return f
 	}
 	return n.Value
+}
+
+// plainDigits reports whether n is an unquoted run of decimal digits
+// that YAML did not take for an integer: one too large for it.
+func plainDigits(n *yaml.Node) bool {
+	if n.Kind != yaml.ScalarNode || n.Style != 0 || n.ShortTag() == "!!int" {
+		return false
+	}
+	s := strings.TrimPrefix(n.Value, "-")
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// tagProblem says what is wrong with a node's explicit tag, or "":
+// the standard tags are read as they say, but binary data has no place
+// in a description, and a custom tag (!secret, !include, !env) would be
+// silently ignored when its writer expects it to do something.
+func tagProblem(n *yaml.Node) string {
+	if n.Style&yaml.TaggedStyle == 0 {
+		return ""
+	}
+	switch tag := n.ShortTag(); tag {
+	case "!!str", "!!int", "!!float", "!!bool", "!!null", "!!map", "!!seq", "!!timestamp":
+		return ""
+	case "!!binary":
+		return "binary data (!!binary) has no place in a description: write the value as text"
+	default:
+		return fmt.Sprintf("the tag %s is not understood: ferry reads plain YAML, with no custom tags (no secrets, includes or variables); write the value itself", truncate(tag, 40))
+	}
 }
 
 func yamlBool(n *yaml.Node) (bool, bool) {
@@ -761,19 +909,43 @@ func structInfoOf(t reflect.Type) *structInfo {
 	return si
 }
 
-// suggest returns "; did you mean x?" for the known key closest to an
-// unknown one, if one is close.
-func suggest(key string, known []string) string {
+// closest returns the known key closest to an unknown one, if one is
+// close: within two edits (adress, intervall, Address), or the known
+// key it abbreviates (addr, thresh), or "".
+func closest(key string, known []string) string {
+	low := strings.ToLower(key)
 	best, bestD := "", 3
 	for _, k := range known {
-		if d := editDistance(strings.ToLower(key), k); d < bestD {
+		if d := editDistance(low, k); d < bestD {
 			best, bestD = k, d
 		}
 	}
-	if best == "" {
-		return ""
+	if best == "" && len(low) >= 3 {
+		for _, k := range known {
+			if strings.HasPrefix(k, low) {
+				return k
+			}
+		}
 	}
-	return fmt.Sprintf(" (did you mean %s?)", best)
+	return best
+}
+
+func hasKey(ps []pair, name string) bool {
+	for _, p := range ps {
+		if p.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// misspelling is an unknown key that is close to a known key left
+// out: what Validate says of the known key's absence (it "must be
+// set", a URL rendered without the member's address) follows from it.
+type misspelling struct {
+	field string // the path of the known key: components[0].members[1].address
+	key   string // the key as written: adress
+	line  int
 }
 
 func editDistance(a, b string) int {
@@ -811,14 +983,31 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // LoadTraffic reads a file that holds a traffic spec alone (a
 // "traffic:" block, as in a description), for 'ferry upgrade start
-// --traffic FILE', and checks it like Parse.
+// --traffic FILE', and checks it like Parse (see ParseTraffic). It
+// reads at most MaxFileSize bytes: /dev/zero is refused, not read for
+// ever.
 func LoadTraffic(path string) (*Traffic, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: reading %s: %w", path, err)
+	}
 	if len(data) > MaxFileSize {
 		return nil, fmt.Errorf("config: %s is larger than %d bytes: not a traffic spec", path, MaxFileSize)
+	}
+	return ParseTraffic(data, path)
+}
+
+// ParseTraffic decodes, completes and checks a traffic spec alone (a
+// mapping with the one key traffic:); file names it in problems. On
+// any problem it returns nil and an *Errors.
+func ParseTraffic(data []byte, path string) (*Traffic, error) {
+	if len(data) > MaxFileSize {
+		return nil, &Errors{Problems: []Problem{{File: path, Reason: fmt.Sprintf("the file is larger than %d bytes: not a traffic spec", MaxFileSize)}}}
 	}
 	root, err := parseYAML(data)
 	if err != nil {
@@ -843,14 +1032,13 @@ func LoadTraffic(path string) (*Traffic, error) {
 	}
 	if len(probs) == 0 {
 		c.File = path
-		c.Traffic.applyDefaults()
+		c.Traffic.applyDefaults(c.pos)
 		v := &validator{c: c}
 		v.traffic()
 		probs = v.probs
 	}
 	if len(probs) > 0 {
-		sortProblems(probs)
-		return nil, &Errors{Problems: probs}
+		return nil, problemsOf(probs, 0)
 	}
 	return c.Traffic, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"text/template"
+	"text/template/parse"
 
 	"github.com/ferry-upgrade/ferry/internal/memberfile"
 )
@@ -182,17 +183,23 @@ func parseTemplate(s string) (*template.Template, error) {
 	}
 	var v any
 	t, err := template.New("t").Option("missingkey=error").Parse(s)
-	if err != nil {
+	switch {
+	case err != nil:
 		msg := strings.TrimPrefix(err.Error(), "template: t:")
 		if rest, ok := strings.CutPrefix(msg, "1: "); ok {
 			msg = rest
 		} else if line, rest, ok := strings.Cut(msg, ": "); ok {
 			msg = "line " + line + ": " + rest
 		}
-		err = fmt.Errorf("not a valid template: %s", msg)
+		t, err = nil, fmt.Errorf("not a valid template: %s", msg)
 		v = err
-	} else {
-		v = t
+	default:
+		if berr := bounded(t); berr != nil {
+			t, err = nil, fmt.Errorf("not an allowed template: %w", berr)
+			v = err
+		} else {
+			v = t
+		}
 	}
 	templatesMu.Lock()
 	if templatesN >= 4096 {
@@ -221,6 +228,8 @@ func explainExec(err error) error {
 			fields = fieldNames(reflect.TypeFor[TemplateData](), ".")
 		case strings.HasSuffix(m[2], "MemberRef"):
 			fields = fieldNames(reflect.TypeFor[MemberRef](), ".")
+		case strings.HasSuffix(m[2], "TrafficData"):
+			fields = fieldNames(reflect.TypeFor[TrafficData](), ".")
 		}
 		if fields != nil {
 			return fmt.Errorf("template: no field %s (there are %s)", m[1], strings.Join(fields, ", "))
@@ -251,4 +260,77 @@ func (b *limitedBuilder) Write(p []byte) (int, error) {
 		return 0, errTooLong
 	}
 	return b.Builder.Write(p)
+}
+
+// bounded refuses what would let a template run for ever, since
+// text/template has no bound of its own and Validate renders every
+// template of a description: a range over a number ({{range
+// 100000000000}}{{end}} loops for hours without writing a byte), over
+// a function's result, a range over the members inside another (n²
+// for n members: 4e8 for 20,000), and {{define}}/{{template}} (which
+// could hide the same). What a template writes is bounded apart, by
+// maxRendered.
+func bounded(t *template.Template) error {
+	if len(t.Templates()) > 1 {
+		return errors.New("{{define}}, {{block}} and {{template}} are not for descriptions: write the template out")
+	}
+	if t.Tree == nil {
+		return nil
+	}
+	return boundedList(t.Tree.Root, false)
+}
+
+func boundedList(l *parse.ListNode, inMembers bool) error {
+	if l == nil {
+		return nil
+	}
+	for _, n := range l.Nodes {
+		if err := boundedNode(n, inMembers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func boundedNode(n parse.Node, inMembers bool) error {
+	switch n := n.(type) {
+	case *parse.TemplateNode:
+		return errors.New("{{template}} is not for descriptions: write the template out")
+	case *parse.IfNode:
+		return errors.Join(boundedList(n.List, inMembers), boundedList(n.ElseList, inMembers))
+	case *parse.WithNode:
+		return errors.Join(boundedList(n.List, inMembers), boundedList(n.ElseList, inMembers))
+	case *parse.RangeNode:
+		over, ok := rangedField(n.Pipe)
+		if !ok {
+			return fmt.Errorf("{{range %s}}: a template may range over a field (.Members, .Vars) only, not a number or what a function returns", truncate(n.Pipe.String(), 40))
+		}
+		members := over != "Vars"
+		if members && inMembers {
+			return fmt.Errorf("{{range %s}} inside a range over the members: it would run once per pair of members; range over them once", truncate(n.Pipe.String(), 40))
+		}
+		return errors.Join(boundedList(n.List, inMembers || members), boundedList(n.ElseList, inMembers))
+	}
+	return nil
+}
+
+// rangedField returns the last field a range's pipeline names (Members
+// for .Members, $.Members or $x.Members; "" for a variable), and false
+// when it ranges over anything else.
+func rangedField(p *parse.PipeNode) (string, bool) {
+	if p == nil || len(p.Cmds) != 1 || len(p.Cmds[0].Args) != 1 {
+		return "", false
+	}
+	switch a := p.Cmds[0].Args[0].(type) {
+	case *parse.FieldNode:
+		return a.Ident[len(a.Ident)-1], true
+	case *parse.VariableNode:
+		if len(a.Ident) > 1 {
+			return a.Ident[len(a.Ident)-1], true
+		}
+		return "", true
+	case *parse.DotNode:
+		return "", true
+	}
+	return "", false
 }

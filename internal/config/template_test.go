@@ -52,7 +52,7 @@ func TestRenderErrors(t *testing.T) {
 		{"x\n{{.Name", "not a valid template: line 2: unclosed action"},
 		{"{{nofunc .Name}}", `not a valid template: function "nofunc" not defined`},
 		{`{{printf "%*d" 1000000 1}}{{printf "%*d" 1000000 1}}`, "template renders to more than 1048576 bytes"},
-		{`{{define "a"}}{{template "a"}}{{end}}{{template "a"}}`, "exceeded maximum template depth"},
+		{`{{define "a"}}{{template "a"}}{{end}}{{template "a"}}`, "are not for descriptions"},
 	} {
 		got, err := Render(tc.tmpl, d)
 		switch {
@@ -67,5 +67,33 @@ func TestRenderErrors(t *testing.T) {
 	_, err2 := Render("{{.Name", d)
 	if err1 == nil || err2 == nil || err1.Error() != err2.Error() {
 		t.Errorf("cached parse error differs: %v / %v", err1, err2)
+	}
+}
+
+// TestTemplatesBounded: Validate renders every template of a
+// description, and text/template has no bound of its own: a range over
+// a number ran for hours (issue #14's corpus, 216), a range over the
+// members inside another n² times.
+func TestTemplatesBounded(t *testing.T) {
+	for _, tc := range []struct {
+		tmpl string
+		ok   bool
+	}{
+		{"{{range .Members}}{{.Name}}{{end}}", true},
+		{"{{range $i, $m := .Members}}{{range $k, $v := $m.Vars}}{{$k}}{{end}}{{end}}", true},
+		{"{{range .Vars}}{{.}}{{end}}{{range .Members}}{{end}}", true},
+		{"{{with .Members}}{{range .}}{{end}}{{end}}", true},
+		{"{{range 100000000000}}{{end}}", false},
+		{"{{range len .Members}}{{end}}", false},
+		{"{{range (slice .Members 0)}}{{end}}", false},
+		{"{{range .Members}}{{range $.Members}}{{end}}{{end}}", false},
+		{"{{range .Members}}{{if .Name}}{{range $.Members}}{{end}}{{end}}{{end}}", false},
+		{`{{define "a"}}{{end}}{{template "a"}}`, false},
+		{`{{block "a" .}}{{end}}`, false},
+	} {
+		_, err := parseTemplate(tc.tmpl)
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want ok=%v", tc.tmpl, err, tc.ok)
+		}
 	}
 }

@@ -35,6 +35,10 @@ type Cluster struct {
 	Digest string `yaml:"-"`
 	pos    positions
 	dir    string // absolute directory of File, set by Load
+	// suspect are the paths of members with a misspelt key
+	// (components[0].members[1]), set by Parse: Validate renders the
+	// component's templates for the other members only.
+	suspect map[string]bool
 }
 
 // Host is where members run; the unit an agent (or, later, SSH or a
@@ -490,6 +494,24 @@ type positions struct {
 	// Policy, Hooks, Artifact, JSONMatch), by their path relative to
 	// this node: "args[2]", "vars.raft", `artifacts["*"].sha256`.
 	sub map[string]int
+	// null holds the keys and paths written with no value (timeout:
+	// or timeout: null): they count as left out, and take the default.
+	null map[string]bool
+}
+
+// written reports whether rel (a key of this node, or a path below it
+// such as "policy.tick") was written in the description: a value
+// written as zero is then kept, for Validate to judge, rather than
+// replaced by the default of a value left out.
+func (p positions) written(rel string) bool {
+	if p.null[rel] {
+		return false
+	}
+	if _, ok := p.keys[rel]; ok {
+		return true
+	}
+	_, ok := p.sub[rel]
+	return ok
 }
 
 // Line returns the line of key in this node, or of the node itself.

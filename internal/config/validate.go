@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/ferry-upgrade/ferry/internal/memberfile"
 	"github.com/ferry-upgrade/ferry/internal/strategy"
@@ -41,13 +42,12 @@ var (
 // a Cluster built in Go calls ApplyDefaults first). The rules are
 // listed, one by one, in validate_test.go.
 func (c *Cluster) Validate() error {
-	v := &validator{c: c}
+	v := &validator{c: c, hostIndex: c.hostIndex()}
 	v.cluster()
 	if len(v.probs) == 0 {
 		return nil
 	}
-	sortProblems(v.probs)
-	return &Errors{Problems: v.probs}
+	return problemsOf(v.probs, v.omitted)
 }
 
 type validator struct {
@@ -55,9 +55,23 @@ type validator struct {
 	probs []Problem
 	// undoOK: the calls being checked may have an undo.
 	undoOK bool
+	// omitted counts the problems beyond maxCollected, not kept.
+	omitted int
+	// badHostName: a host's name is missing or refused.
+	badHostName bool
+	// hostIndex finds a host by name (Cluster.Host is a scan: 20,000
+	// members on 2,000 hosts made it a third of a parse).
+	hostIndex map[string]*Host
+	// defTimeout is the default timeout of the calls being checked,
+	// for messages (checks and hooks have different ones).
+	defTimeout Duration
 }
 
 func (v *validator) add(line int, path, format string, args ...any) {
+	if len(v.probs) >= maxCollected {
+		v.omitted++
+		return
+	}
 	v.probs = append(v.probs, Problem{File: v.c.File, Line: line, Path: path, Reason: fmt.Sprintf(format, args...)})
 }
 
@@ -92,14 +106,18 @@ func (p positions) at(rel string, fallback ...int) int {
 
 func (v *validator) cluster() {
 	c := v.c
-	if strings.TrimSpace(c.Name) == "" {
+	switch {
+	case strings.TrimSpace(c.Name) == "":
 		v.add(c.pos.at("cluster"), "cluster", "must be set: the name of the cluster")
+	case len(c.Name) > maxNameLen || !printable(c.Name):
+		v.add(c.pos.at("cluster"), "cluster", "%q is not a cluster name: at most %d characters, none of them control characters", truncate(c.Name, 40), maxNameLen)
 	}
 	if !contains(substrates, c.Substrate) {
 		v.add(c.pos.at("substrate"), "substrate", "unknown substrate %q; known: %s", c.Substrate, strings.Join(substrates, ", "))
 	}
 	v.hosts()
 	v.components()
+	v.addresses()
 	v.releases()
 	v.policy()
 	v.traffic()
@@ -136,7 +154,11 @@ func (v *validator) hosts() {
 		path := index("hosts", i)
 		line := h.pos.at("", c.pos.at(index("hosts", i)))
 		if h.Name == "" {
+			v.badHostName = true
 			v.add(h.pos.at("name", line), path+".name", "must be set")
+		} else if len(h.Name) > maxNameLen || !printable(h.Name) {
+			v.badHostName = true
+			v.add(h.pos.at("name", line), path+".name", "%q is not a host name: at most %d characters, none of them control characters", truncate(h.Name, 40), maxNameLen)
 		} else if first, dup := seen[h.Name]; dup {
 			v.add(h.pos.at("name", line), path+".name", "duplicate host %q (also hosts[%d])", h.Name, first)
 		} else {
@@ -186,7 +208,7 @@ func (v *validator) components() {
 			orders[comp.Order] = i
 		}
 
-		if len(comp.Members) == 0 && (c.Substrate != "kubernetes" || comp.Workload == nil) {
+		if len(comp.Members) == 0 && c.Substrate != "kubernetes" {
 			v.add(at("members"), path+".members", "at least one member is needed")
 		}
 		v.workload(comp, path, line)
@@ -221,7 +243,9 @@ func (v *validator) member(comp *Component, j int, cpath string, cline int, seen
 	case m.Host == "" && kube:
 	case m.Host == "":
 		v.add(at("host"), path+".host", "must be set: the name of one of the hosts")
-	case c.Host(m.Host) == nil && !kube:
+	case v.hostIndex[m.Host] == nil && !kube && !v.badHostName:
+		// (A host whose name is refused may be the one meant: its
+		// problem is said once, at the host.)
 		v.add(at("host"), path+".host", "no host %q in hosts%s", m.Host, knownList(hostNames(c)))
 	}
 	if m.Address == "" && !kube {
@@ -243,7 +267,7 @@ func (v *validator) strategy(comp *Component, cpath string, cline int) {
 			v.add(s.pos.at("type", line), path, "%s", p.Reason)
 			continue
 		}
-		v.add(s.pos.at(p.Field, line), path+"."+p.Field, "%s", p.Reason)
+		v.add(s.pos.at(p.Field, line), path+"."+p.Field, "%s", writtenZero(s, p, len(comp.Members)))
 	}
 	if s.MaxUnavailablePerDomain > 0 && len(comp.Members) > 0 {
 		for _, m := range comp.Members {
@@ -254,6 +278,29 @@ func (v *validator) strategy(comp *Component, cpath string, cline int) {
 		v.add(s.pos.at("max_unavailable_per_domain", line), path+".max_unavailable_per_domain",
 			"no member of %s has a domain: set domain: on its members or their hosts (a zone, a rack)", comp.Name)
 	}
+}
+
+// writtenZero rewords what the strategy says of a budget written as 0
+// (the default applies only to a key left out): why 0 cannot work,
+// the range, and the default.
+func writtenZero(s *Strategy, p strategy.Problem, members int) string {
+	upTo := func(n int, of string) string {
+		if n < 1 {
+			return "at least 1"
+		}
+		return fmt.Sprintf("1 to %d (%s)", n, of)
+	}
+	switch {
+	case p.Field == "max_unavailable" && s.MaxUnavailable == 0:
+		return fmt.Sprintf("0 is written, but with 0 down at once no member could ever be upgraded: write %s, or leave it out for the default %d",
+			upTo(members, plural(members, "member")), DefaultMaxUnavailable)
+	case p.Field == "max_batch" && s.MaxBatch == 0 && s.Type == Canary:
+		return fmt.Sprintf("0 is written, but a batch of 0 members never moves: write %s, or leave it out for the default (max_unavailable)",
+			upTo(s.MaxUnavailable, "max_unavailable"))
+	case p.Field == "max_batch" && s.MaxBatch == 0:
+		return fmt.Sprintf("0 is written, but a batch of 0 members never moves, and %s moves one at a time: leave it out", s.Type)
+	}
+	return p.Reason
 }
 
 // component checks the run, health checks, hooks and durations, and
@@ -274,9 +321,7 @@ func (v *validator) component(comp *Component, cpath string, cline int) {
 		}
 		v.render(r.pos.at(join("env", k), rline), p, r.Env[k], samples)
 	}
-	if r.StopTimeout <= 0 {
-		v.add(r.pos.at("stop_timeout", rline), cpath+".run.stop_timeout", "must be more than 0s")
-	}
+	v.within(r.pos.at("stop_timeout", rline), cpath+".run.stop_timeout", r.StopTimeout, stopTimeoutRange)
 	if r.Restart != "" && r.Restart != "no" && r.Restart != "on-failure" {
 		v.add(r.pos.at("restart", rline), cpath+".run.restart", "unknown restart policy %q; known: no, on-failure", r.Restart)
 	}
@@ -316,24 +361,18 @@ func (v *validator) component(comp *Component, cpath string, cline int) {
 			v.check(r.Check, cpath+".role.check", rline, samples, false)
 		}
 	}
-	if comp.CrashLoop.Exits < 1 {
-		v.add(at("crash_loop.exits"), cpath+".crash_loop.exits", "must be at least 1 (got %d)", comp.CrashLoop.Exits)
-	}
-	if comp.CrashLoop.Window <= 0 {
-		v.add(at("crash_loop.window"), cpath+".crash_loop.window", "must be more than 0s")
-	}
+	v.count(at("crash_loop.exits"), cpath+".crash_loop.exits", comp.CrashLoop.Exits, crashExitsRange)
+	v.within(at("crash_loop.window"), cpath+".crash_loop.window", comp.CrashLoop.Window, crashWindowRange)
 
-	if comp.Deadline <= 0 {
-		v.add(at("deadline"), cpath+".deadline", "must be more than 0s")
-	} else if comp.Soak >= comp.Deadline {
-		v.add(at("soak"), cpath+".soak", "soak %s is not shorter than deadline %s: no member could finish its step in time", comp.Soak, comp.Deadline)
-	}
-	if comp.Soak < 0 {
+	switch {
+	case comp.Soak < 0:
 		v.add(at("soak"), cpath+".soak", "must not be negative")
+	case !v.within(at("deadline"), cpath+".deadline", comp.Deadline, deadlineRange):
+	case comp.Soak >= comp.Deadline:
+		v.add(at("soak"), cpath+".soak", "soak %s is not shorter than deadline %s: no member could finish its step in time; shorten the soak, or lengthen the deadline (up to %s)",
+			fmtDur(comp.Soak.D()), fmtDur(comp.Deadline.D()), fmtDur(deadlineRange.max))
 	}
-	if comp.GateDeadline <= 0 {
-		v.add(at("gate_deadline"), cpath+".gate_deadline", "must be more than 0s")
-	}
+	v.within(at("gate_deadline"), cpath+".gate_deadline", comp.GateDeadline, gateDeadlineRange)
 }
 
 // maxSamples bounds the members a template is rendered for.
@@ -352,6 +391,9 @@ func (v *validator) samples(comp *Component) []TemplateData {
 	seen := map[string]bool{}
 	for j := range comp.Members {
 		m := &comp.Members[j]
+		if v.suspect(comp, j) {
+			continue
+		}
 		sig := strings.Join(sortedKeys(m.Vars), "\x00")
 		if seen[sig] {
 			continue
@@ -367,12 +409,35 @@ func (v *validator) samples(comp *Component) []TemplateData {
 	return out
 }
 
+// suspect reports whether member j of comp has a misspelt key (Parse
+// found adress for address): its fields may be empty for that reason
+// alone, so templates are not checked with its data.
+func (v *validator) suspect(comp *Component, j int) bool {
+	if len(v.c.suspect) == 0 {
+		return false
+	}
+	for i := range v.c.Components {
+		if &v.c.Components[i] == comp {
+			return v.c.suspect[index(index("components", i)+".members", j)]
+		}
+	}
+	return false
+}
+
 // clusterSample is the data a cluster check is checked with.
 func (v *validator) clusterSample(comp *Component) []TemplateData {
-	if len(comp.Members) == 0 {
+	first := -1
+	for j := range comp.Members {
+		if !v.suspect(comp, j) {
+			first = j
+			break
+		}
+	}
+	if first < 0 {
 		return nil
 	}
 	d := dataFor(comp, nil, memberRefs(comp))
+	d.Any = comp.Members[first].Address
 	if len(v.c.Releases) > 0 {
 		d.Version = v.c.Releases[0].Version
 	}
@@ -382,7 +447,10 @@ func (v *validator) clusterSample(comp *Component) []TemplateData {
 // render checks that s renders for every sample and returns what it
 // renders to for each; nil after a problem.
 func (v *validator) render(line int, path, s string, samples []TemplateData) []string {
-	if len(samples) == 0 && IsTemplate(s) {
+	if !IsTemplate(s) {
+		return []string{s}
+	}
+	if len(samples) == 0 {
 		if _, err := parseTemplate(s); err != nil {
 			v.add(line, path, "%v", err)
 		}
@@ -453,17 +521,13 @@ func (v *validator) runFiles(r *Run, cpath string, rline int, samples []Template
 }
 
 func (v *validator) check(ch *Check, path string, line int, samples []TemplateData, cluster bool) {
+	v.defTimeout = DefaultCheckTimeout
 	v.call(&ch.Call, path, line, samples, cluster)
+	v.defTimeout = 0
 	at := func(rel string) int { return ch.pos.at(rel, line) }
-	if ch.Interval <= 0 {
-		v.add(at("interval"), path+".interval", "must be more than 0s")
-	}
-	if ch.SuccessThreshold < 1 {
-		v.add(at("success_threshold"), path+".success_threshold", "must be at least 1")
-	}
-	if ch.FailureThreshold < 1 {
-		v.add(at("failure_threshold"), path+".failure_threshold", "must be at least 1")
-	}
+	v.within(at("interval"), path+".interval", ch.Interval, checkIntervalRange)
+	v.count(at("success_threshold"), path+".success_threshold", ch.SuccessThreshold, successRange)
+	v.count(at("failure_threshold"), path+".failure_threshold", ch.FailureThreshold, failureRange)
 }
 
 // call checks one http request, tcp dial or command.
@@ -558,9 +622,12 @@ func (v *validator) call(c *Call, path string, line int, samples []TemplateData,
 		}
 	}
 
-	if c.Timeout <= 0 {
-		v.add(at("timeout"), path+".timeout", "must be more than 0s")
+	r := callTimeoutRange
+	r.def = DefaultHookTimeout.D()
+	if v.defTimeout > 0 {
+		r.def = v.defTimeout.D()
 	}
+	v.within(at("timeout"), path+".timeout", c.Timeout, r)
 	if u := c.Undo; u != nil {
 		switch {
 		case !v.undoOK:
@@ -599,10 +666,18 @@ func (v *validator) releases() {
 				seen[r.Version] = i
 			}
 		}
+		self := IsVersion(r.Version)
 		for j, p := range r.UpgradeFrom {
-			if !IsVersionPattern(p) {
+			switch {
+			case !IsVersionPattern(p):
 				v.add(at(index("upgrade_from", j)), index(path+".upgrade_from", j),
 					"%q is not a version (1.2.3) or an x-range (1.2.x, 1.x, *)", p)
+			case self && p == r.Version:
+				v.add(at(index("upgrade_from", j)), index(path+".upgrade_from", j),
+					"%q is this release itself: a release cannot upgrade from itself (a self-referencing catalog); list the versions before it", p)
+			case self && IsVersion(p) && CompareVersions(p, r.Version) > 0:
+				v.add(at(index("upgrade_from", j)), index(path+".upgrade_from", j),
+					"%q is newer than %s: going from it to %s is a downgrade, which %s's downgrade_to says; list older versions here", p, r.Version, r.Version, p)
 			}
 		}
 		for j, p := range r.DowngradeTo {
@@ -610,9 +685,15 @@ func (v *validator) releases() {
 			case !IsVersionPattern(p):
 				v.add(at(index("downgrade_to", j)), index(path+".downgrade_to", j),
 					"%q is not a version (1.2.3) or an x-range (1.2.x, 1.x, *)", p)
+			case self && p == r.Version:
+				v.add(at(index("downgrade_to", j)), index(path+".downgrade_to", j),
+					"%q is this release itself: a release cannot go back to itself (a self-referencing catalog); list the earlier patches it may go back to", p)
 			case IsVersion(p) && c.Release(p) == nil:
 				v.add(at(index("downgrade_to", j)), index(path+".downgrade_to", j),
 					"no release %q in releases: there would be nothing to downgrade to", p)
+			case self && IsVersion(p) && CompareVersions(p, r.Version) > 0:
+				v.add(at(index("downgrade_to", j)), index(path+".downgrade_to", j),
+					"%q is newer than %s: going to it is an upgrade, which %s's upgrade_from says; list earlier patches here", p, r.Version, p)
 			case IsVersion(r.Version) && !samePatchLine(p, r.Version):
 				v.add(at(index("downgrade_to", j)), index(path+".downgrade_to", j),
 					"%q is not a patch release of %s's line %s: a downgrade may only go back to an earlier patch of the same MAJOR.MINOR (data written by a newer minor may not be readable by an older one)",
@@ -648,12 +729,8 @@ func (v *validator) migrations(r *Release, path string, at func(string) int) {
 			v.call(&stage.calls[i], mpath+"."+rel, mat(rel), samples, true)
 		}
 	}
-	if m.Deadline <= 0 {
-		v.add(mat("deadline"), mpath+".deadline", "must be more than 0s")
-	}
-	if m.Interval <= 0 {
-		v.add(mat("interval"), mpath+".interval", "must be more than 0s")
-	}
+	v.within(mat("deadline"), mpath+".deadline", m.Deadline, migrateDeadlineRange)
+	v.within(mat("interval"), mpath+".interval", m.Interval, migrateIntervalRange)
 }
 
 // patchLine is a version's MAJOR.MINOR.
@@ -781,9 +858,7 @@ func (v *validator) workload(comp *Component, cpath string, cline int) {
 			v.add(at("upgrade"), path+".upgrade", "applies to a NodePool only: a %s's members are upgraded by their image", w.Kind)
 		}
 	}
-	if w.DrainTimeout < 0 {
-		v.add(at("drain_timeout"), path+".drain_timeout", "must not be negative")
-	}
+	v.within(at("drain_timeout"), path+".drain_timeout", w.DrainTimeout, drainTimeoutRange)
 }
 
 // traffic checks the traffic spec.
@@ -821,8 +896,8 @@ func (v *validator) traffic() {
 		if !headerNameRE.MatchString(r.Method) {
 			v.add(rat("method"), path+".method", "%q is not an HTTP method", r.Method)
 		}
-		if r.Share <= 0 {
-			v.add(rat("share"), path+".share", "must be more than 0")
+		if r.Share <= 0 || r.Share > maxShare {
+			v.add(rat("share"), path+".share", "%g is not above 0 and at most %d: the request's share of the mix (its share over the sum of the shares); write one in that range, or leave it out for the default 1", r.Share, maxShare)
 		}
 		if r.ExpectStatus != 0 && (r.ExpectStatus < 100 || r.ExpectStatus > 599) {
 			v.add(rat("expect_status"), path+".expect_status", "%d is not an HTTP status", r.ExpectStatus)
@@ -831,28 +906,21 @@ func (v *validator) traffic() {
 			v.add(rat("verify"), path, "a request either writes (.Key = .Value) or verifies a read (.WrittenValue), not both")
 		}
 	}
-	if t.Rate <= 0 || t.Rate > 100000 {
-		v.add(at("rate"), "traffic.rate", "must be more than 0 and at most 100000 requests per second")
+	if t.Rate <= 0 || t.Rate > maxRate {
+		v.add(at("rate"), "traffic.rate", "%g is not above 0 and at most %d: the requests per second of all clients together; write one in that range, or leave it out for the default %g", t.Rate, maxRate, DefaultTrafficRate)
 	}
-	if t.Concurrency < 1 || t.Concurrency > 1024 {
-		v.add(at("concurrency"), "traffic.concurrency", "must be from 1 to 1024 clients")
-	}
-	if t.Timeout <= 0 {
-		v.add(at("timeout"), "traffic.timeout", "must be more than 0s")
-	}
-	if t.Baseline <= 0 {
-		v.add(at("baseline"), "traffic.baseline", "must be more than 0s: the upgrade is compared with it")
-	}
+	v.count(at("concurrency"), "traffic.concurrency", t.Concurrency, concurrencyRange)
+	v.within(at("timeout"), "traffic.timeout", t.Timeout, trafficTimeoutRange)
+	v.within(at("baseline"), "traffic.baseline", t.Baseline, baselineRange)
+	v.within(at("after"), "traffic.after", t.After, afterRange)
 	vd := &t.Verdict
 	if vd.Alpha <= 0 || vd.Alpha >= 0.5 {
-		v.add(at("verdict.alpha"), "traffic.verdict.alpha", "must be between 0 and 0.5 (e.g. 0.01)")
+		v.add(at("verdict.alpha"), "traffic.verdict.alpha", "%g is not between 0 and 0.5: the significance level of the latency test; write one in that range (e.g. 0.01), or leave it out for the default %g", vd.Alpha, DefaultAlpha)
 	}
-	if vd.P99Ratio < 1 {
-		v.add(at("verdict.p99_ratio"), "traffic.verdict.p99_ratio", "must be at least 1 (e.g. 1.5)")
+	if vd.P99Ratio < 1 || vd.P99Ratio > maxP99Ratio {
+		v.add(at("verdict.p99_ratio"), "traffic.verdict.p99_ratio", "%g is not from 1 to %d: how many times the baseline's p99 a window's may be; write one in that range (e.g. 1.5), or leave it out for the default %g", vd.P99Ratio, maxP99Ratio, DefaultP99Ratio)
 	}
-	if vd.MinRequests < 2 {
-		v.add(at("verdict.min_requests"), "traffic.verdict.min_requests", "must be at least 2")
-	}
+	v.count(at("verdict.min_requests"), "traffic.verdict.min_requests", vd.MinRequests, minRequestsRange)
 	if pr := t.Prometheus; pr != nil {
 		if p, err := url.Parse(pr.URL); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			v.add(at("prometheus.url"), "traffic.prometheus.url", "%q is not an http(s) URL", truncate(pr.URL, 70))
@@ -860,17 +928,13 @@ func (v *validator) traffic() {
 		if strings.TrimSpace(pr.Latency) == "" && strings.TrimSpace(pr.Errors) == "" {
 			v.add(at("prometheus"), "traffic.prometheus", "needs a latency query, an errors query, or both")
 		}
-		if pr.Step <= 0 {
-			v.add(at("prometheus.step"), "traffic.prometheus.step", "must be more than 0s")
-		}
+		v.within(at("prometheus.step"), "traffic.prometheus.step", pr.Step, promStepRange)
 	}
 }
 
 func (v *validator) policy() {
 	c := v.c
-	if c.Policy.UndoDeadline <= 0 {
-		v.add(c.pos.at("policy.undo_deadline"), "policy.undo_deadline", "must be more than 0s")
-	}
+	v.within(c.pos.at("policy.undo_deadline"), "policy.undo_deadline", c.Policy.UndoDeadline, undoDeadlineRange)
 	if !contains(onImpacts, c.Policy.OnImpact) {
 		v.add(c.pos.at("policy.on_impact"), "policy.on_impact", "unknown policy %q; known: %s", c.Policy.OnImpact, strings.Join(onImpacts, ", "))
 	}
@@ -880,9 +944,7 @@ func (v *validator) policy() {
 	if !contains(finalizes, c.Policy.Finalize) {
 		v.add(c.pos.at("policy.finalize"), "policy.finalize", "unknown policy %q; known: %s", c.Policy.Finalize, strings.Join(finalizes, ", "))
 	}
-	if c.Policy.Tick <= 0 {
-		v.add(c.pos.at("policy.tick"), "policy.tick", "must be more than 0s")
-	}
+	v.within(c.pos.at("policy.tick"), "policy.tick", c.Policy.Tick, tickRange)
 }
 
 // checkHostPort checks a host:port with a host and a numeric port.
@@ -947,13 +1009,21 @@ func knownList(names []string) string {
 	if len(names) == 0 {
 		return ""
 	}
-	names = append([]string(nil), names...)
-	sort.Strings(names)
-	names = slices.Compact(names)
-	if len(names) > 10 {
-		names = append(names[:10], "...")
+	var out []string
+	for _, n := range names {
+		if n != "" {
+			out = append(out, truncate(n, 40))
+		}
 	}
-	return " (known: " + strings.Join(names, ", ") + ")"
+	if len(out) == 0 {
+		return ""
+	}
+	sort.Strings(out)
+	out = slices.Compact(out)
+	if len(out) > 10 {
+		out = append(out[:10], "...")
+	}
+	return " (known: " + strings.Join(out, ", ") + ")"
 }
 
 func plural(n int, noun string) string {
@@ -968,4 +1038,40 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// within checks a duration against its range; false when it is out.
+func (v *validator) within(line int, path string, d Duration, r durRange) bool {
+	if d.D() >= r.min && d.D() <= r.max {
+		return true
+	}
+	hint := ""
+	if r.def > 0 {
+		hint = ", or leave it out for the default " + fmtDur(r.def)
+	}
+	v.add(line, path, "%s is not from %s to %s: %s; write one in that range%s", fmtDur(d.D()), fmtDur(r.min), fmtDur(r.max), r.what, hint)
+	return false
+}
+
+// count checks a count against its range.
+func (v *validator) count(line int, path string, n int, r countRange) {
+	if n >= r.min && n <= r.max {
+		return
+	}
+	v.add(line, path, "%d is not from %d to %d: %s; write one in that range, or leave it out for the default %d", n, r.min, r.max, r.what, r.def)
+}
+
+// maxNameLen bounds the names that have no pattern of their own (the
+// cluster's, the hosts'): a DNS name's length.
+const maxNameLen = 253
+
+// printable reports whether s has no control characters: names end up
+// in messages, logs and file names.
+func printable(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == utf8.RuneError {
+			return false
+		}
+	}
+	return utf8.ValidString(s)
 }
