@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -35,15 +34,13 @@ const (
 // Load reads the description at path and parses it (see Parse).
 // Relative paths in it (artifacts, token files) are resolved against
 // the directory of path by ResolvePath.
+//
+// Only a regular file is read (a FIFO, a device or a directory is
+// refused at once, see readFile), at most MaxFileSize bytes.
 func Load(path string) (*Cluster, error) {
-	f, err := os.Open(path)
+	data, err := readFile(path, "cluster description")
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("config: reading %s: %w", path, err)
+		return nil, err
 	}
 	c, err := Parse(data, path)
 	if err != nil {
@@ -813,12 +810,9 @@ func sortedKeys[V any](m map[string]V) []string {
 // "traffic:" block, as in a description), for 'ferry upgrade start
 // --traffic FILE', and checks it like Parse.
 func LoadTraffic(path string) (*Traffic, error) {
-	data, err := os.ReadFile(path)
+	data, err := readFile(path, "traffic spec")
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("config: %s is larger than %d bytes: not a traffic spec", path, MaxFileSize)
+		return nil, err
 	}
 	root, err := parseYAML(data)
 	if err != nil {
