@@ -38,6 +38,8 @@ const (
 	CodeChecksumMismatch  = "checksum_mismatch" // 422: an imported artifact is not what its sha256 says
 	CodeReleaseExists     = "release_exists"    // 409: an import of a version the catalog has, different
 	CodeInvalidRelease    = "invalid_release"   // 422: the catalog with the imported release would not be valid
+	CodeArtifactRefused   = "artifact_refused"  // 422: an import's artifact path is not a regular file under an artifact root, or too large
+	CodeImportAbandoned   = "import_abandoned"  // 408 or 503: an import or upload stopped before its end (its client left, the deadline, the server stopping)
 	CodeInternal          = "internal"          // 500: the store failed
 )
 
