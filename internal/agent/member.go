@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/checksum"
+	"github.com/ferry-upgrade/ferry/internal/safefile"
 )
 
 // member is one member the agent answers for.
@@ -604,16 +605,13 @@ func (s *Server) prepareArtifact(spec MemberSpec) (string, error) {
 	if sum, err := hashFile(dst); err == nil && sum == spec.SHA256 {
 		return dst, nil
 	}
-	src, err := os.Open(spec.Path)
+	// A FIFO or a device is refused at once (an open of a FIFO would
+	// block the request forever).
+	src, _, err := safefile.Open(spec.Path)
 	if err != nil {
 		return "", badRequest("artifact: %v", err)
 	}
 	defer src.Close()
-	if fi, err := src.Stat(); err != nil {
-		return "", badRequest("artifact: %v", err)
-	} else if !fi.Mode().IsRegular() {
-		return "", badRequest("artifact %s is not a regular file", spec.Path)
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}

@@ -15,6 +15,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/ferry-upgrade/ferry/internal/safefile"
 )
 
 // MinLength is the shortest token accepted from a file.
@@ -35,34 +37,55 @@ func LoadOrCreate(path string) (tok string, created bool, err error) {
 	case !errors.Is(err, fs.ErrExist):
 		return "", false, err
 	}
-	f, err := os.Open(path)
+	tok, err = read(path)
 	if err != nil {
-		return "", false, fmt.Errorf("token file: %w", err)
+		return "", false, err
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return "", false, fmt.Errorf("token file: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return "", false, fmt.Errorf("token file %s is not a regular file", path)
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return "", false, fmt.Errorf("token file %s has mode %#o: it must not be readable or writable by group or others (chmod 600 %s)", path, perm, path)
-	}
-	b := make([]byte, 4097)
-	n, _ := f.Read(b)
-	if n > 4096 {
-		return "", false, fmt.Errorf("token file %s is larger than 4096 bytes", path)
-	}
-	tok = strings.TrimSpace(string(b[:n]))
-	switch {
-	case len(tok) < MinLength:
+	if len(tok) < MinLength {
 		return "", false, fmt.Errorf("token file %s holds fewer than %d characters", path, MinLength)
-	case strings.ContainsAny(tok, " \t\r\n"):
-		return "", false, fmt.Errorf("token file %s holds more than one word", path)
 	}
 	return tok, created, nil
+}
+
+// maxSize bounds a token file: a token is a line.
+const maxSize = 4096
+
+// Read reads a token that another party made and that this process
+// presents: the agent's (token_file of a host), the server's API token
+// for the CLI, a Prometheus server's. The file must be a regular file
+// (a FIFO or a device is refused at once, not waited on), of at most
+// 4096 bytes, that group and others may not access, holding one word.
+// Its length is the issuer's business: a wrong token gets the issuer's
+// 401.
+func Read(path string) (string, error) {
+	return read(path)
+}
+
+func read(path string) (string, error) {
+	f, fi, err := safefile.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		f.Close()
+		return "", fmt.Errorf("token file %s has mode %#o: it must not be readable or writable by group or others (chmod 600 %s)", path, perm, path)
+	}
+	if fi.Size() > maxSize {
+		f.Close()
+		return "", fmt.Errorf("token file %s is larger than %d bytes: not a token", path, maxSize)
+	}
+	b, err := safefile.ReadOpened(f, path, maxSize, safefile.DefaultTimeout)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	switch {
+	case tok == "":
+		return "", fmt.Errorf("token file %s is empty", path)
+	case strings.ContainsAny(tok, " \t\r\n"):
+		return "", fmt.Errorf("token file %s holds more than one word", path)
+	}
+	return tok, nil
 }
 
 func create(path string) error {

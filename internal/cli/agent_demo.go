@@ -54,6 +54,11 @@ func demoCmd(g *globals) *cobra.Command {
 			o.Self = self
 			o.Out = g.stdout
 			o.Logger = g.logger()
+			if !o.Direct {
+				// Through a ferry server on loopback, as an operator's
+				// scripts would drive it; its dashboard URL is printed.
+				o.Serve = serveDemo
+			}
 			if clusterOnly {
 				return demo.Serve(cmd.Context(), o)
 			}
@@ -96,6 +101,11 @@ func printDemo(g *globals, r *demo.Report, report string) {
 	fmt.Fprintf(g.stdout, "\nsummary\n")
 	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "upgrade\t%s: %s → %s, %s in %.1fs\n", r.UpgradeID, r.From, r.To, r.State, r.DurationS)
+	if r.Server != "" {
+		fmt.Fprintf(w, "driven by\tthe ferry server at %s (POST /v1/upgrade; driven_by %s)\n", r.Server, r.DrivenBy)
+	} else {
+		fmt.Fprintf(w, "driven by\tan engine in this process (--direct)\n")
+	}
 	fmt.Fprintf(w, "requests during upgrade\t%d sent, %d failed, p50 %.1fms, p99 %.1fms, max %.1fms\n", r.Requests.Total, r.Requests.Failed, r.Requests.P50MS, r.Requests.P99MS, r.Requests.MaxMS)
 	fmt.Fprintf(w, "baseline (before)\t%d sent, %d failed, p50 %.1fms, p99 %.1fms\n", r.Baseline.Total, r.Baseline.Failed, r.Baseline.P50MS, r.Baseline.P99MS)
 	fmt.Fprintf(w, "acknowledged writes\t%d, %d read back, %d lost\n", r.Writes.Acknowledged, r.Writes.Verified, r.Writes.Lost)

@@ -68,7 +68,7 @@ rollback needs) present with the right sha256. Exit code 1 if any check fails.`,
 			if err != nil {
 				return err
 			}
-			e, _, err := g.engineFor(c, nil)
+			e, _, err := g.viewEngine(c)
 			if err != nil {
 				return err
 			}
@@ -94,7 +94,7 @@ func planCmd(g *globals) *cobra.Command {
 			if to == "" {
 				return errors.New("--to VERSION is required")
 			}
-			e, _, err := g.engineFor(c, nil)
+			e, _, err := g.viewEngine(c)
 			if err != nil {
 				return err
 			}
@@ -313,7 +313,7 @@ func eventsCmd(g *globals) *cobra.Command {
 			if g.remote() {
 				return g.remoteEvents(cmd.Context(), all, follow, limit)
 			}
-			st, err := store.Open(g.dataDir)
+			st, err := store.OpenReadOnly(g.dataDir)
 			if err != nil {
 				return err
 			}
@@ -375,7 +375,7 @@ func (g *globals) observed(ctx context.Context) (*engine.Engine, *store.Store, e
 	if err != nil {
 		return nil, nil, engine.Snapshot{}, err
 	}
-	e, st, err := g.engineFor(c, nil)
+	e, st, err := g.viewEngine(c)
 	if err != nil {
 		return nil, nil, engine.Snapshot{}, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/controller"
 	"github.com/ferry-upgrade/ferry/internal/driver"
 	"github.com/ferry-upgrade/ferry/internal/driver/kubernetes"
+	"github.com/ferry-upgrade/ferry/internal/safefile"
 )
 
 func controllerCmd(g *globals) *cobra.Command {
@@ -32,6 +33,12 @@ needs is in deploy/controller.yaml.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Identity == "" {
 				o.Identity, _ = os.Hostname()
+			}
+			if kubeconfig != "" {
+				// (client-go would block on a FIFO there.)
+				if _, err := safefile.Read(kubeconfig, maxKubeconfig, safefile.DefaultTimeout); err != nil {
+					return fmt.Errorf("--kubeconfig: %w", err)
+				}
 			}
 			rules := clientcmd.NewDefaultClientConfigLoadingRules()
 			rules.ExplicitPath = kubeconfig

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/bearer"
 	"github.com/ferry-upgrade/ferry/internal/client"
 	"github.com/ferry-upgrade/ferry/internal/engine"
 	"github.com/ferry-upgrade/ferry/internal/store"
@@ -30,13 +29,9 @@ func (g *globals) client() (*client.Client, error) {
 	if path == "" {
 		path = filepath.Join(g.dataDir, "api-token")
 	}
-	b, err := os.ReadFile(path)
+	tok, err := bearer.Read(path)
 	if err != nil {
 		return nil, fmt.Errorf("the server's API token: %w (pass --token-file, or FERRY_TOKEN_FILE)", err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
-		return nil, fmt.Errorf("%s does not hold an API token (one line, no spaces)", path)
 	}
 	return client.New(client.Options{Addr: g.addr, Token: tok, CAFile: g.caFile})
 }

@@ -14,16 +14,17 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ferry-upgrade/ferry/internal/bearer"
 	"github.com/ferry-upgrade/ferry/internal/config"
 	"github.com/ferry-upgrade/ferry/internal/driver"
 	"github.com/ferry-upgrade/ferry/internal/driver/process"
 	"github.com/ferry-upgrade/ferry/internal/engine"
+	"github.com/ferry-upgrade/ferry/internal/safefile"
 	"github.com/ferry-upgrade/ferry/internal/store"
 )
 
@@ -77,8 +78,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		validateCmd(g), planCmd(g), healthCmd(g), releasesCmd(g), upgradeCmd(g), versionsCmd(g), membersCmd(g), eventsCmd(g),
 		agentCmd(g), demoCmd(g), serverCmd(g), trafficCmd(g), controllerCmd(g),
 	)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, done := onSignal(stderr)
+	defer done()
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(stderr, "ferry:", err)
 		var ee *exitError
@@ -88,6 +89,50 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// StopGrace is how long a command has, after SIGTERM or SIGINT ended
+// its context, to stop on its own before the process exits anyway.
+const StopGrace = 10 * time.Second
+
+// onSignal returns a context that SIGTERM or SIGINT ends, so that a
+// command stops cleanly (an upgrade stays recorded and resumes). So
+// that ferry never ignores a signal, the first one also restores the
+// default action (a second signal ends the process at once), and a
+// command still running StopGrace after it is ended. Call done when the
+// command has returned.
+func onSignal(stderr io.Writer) (ctx context.Context, done func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	returned := make(chan struct{})
+	go func() {
+		var sig os.Signal
+		select {
+		case <-returned:
+			return
+		case sig = <-sigs:
+		}
+		cancel()
+		signal.Stop(sigs) // the next signal: the default action
+		t := time.NewTimer(StopGrace)
+		defer t.Stop()
+		select {
+		case <-returned:
+		case <-t.C:
+			fmt.Fprintf(stderr, "ferry: still running %s after %s: exiting\n", StopGrace, sig)
+			code := 1
+			if s, ok := sig.(syscall.Signal); ok {
+				code = 128 + int(s)
+			}
+			os.Exit(code)
+		}
+	}()
+	return ctx, func() {
+		close(returned)
+		signal.Stop(sigs)
+		cancel()
+	}
 }
 
 func envOr(k, def string) string {
@@ -149,6 +194,9 @@ func (g *globals) load() (*config.Cluster, error) {
 	return c, nil
 }
 
+// maxKubeconfig bounds a kubeconfig file (certificates inline included).
+const maxKubeconfig = 16 << 20
+
 // newDriver builds the driver for the description's substrate.
 func newDriver(c *config.Cluster, logger *slog.Logger) (driver.Driver, error) {
 	switch c.Substrate {
@@ -157,11 +205,11 @@ func newDriver(c *config.Cluster, logger *slog.Logger) (driver.Driver, error) {
 		for _, h := range c.Hosts {
 			tok := ""
 			if h.TokenFile != "" {
-				b, err := os.ReadFile(c.ResolvePath(h.TokenFile))
+				t, err := bearer.Read(c.ResolvePath(h.TokenFile))
 				if err != nil {
 					return nil, fmt.Errorf("host %s: token_file: %w", h.Name, err)
 				}
-				tok = strings.TrimSpace(string(b))
+				tok = t
 			}
 			hosts = append(hosts, process.Host{Name: h.Name, Addr: h.Agent, Token: tok})
 		}
@@ -170,6 +218,11 @@ func newDriver(c *config.Cluster, logger *slog.Logger) (driver.Driver, error) {
 		kc := kubernetes.Config{Kubeconfig: c.Kubernetes.Kubeconfig, Context: c.Kubernetes.Context}
 		if kc.Kubeconfig != "" {
 			kc.Kubeconfig = c.ResolvePath(kc.Kubeconfig)
+			// client-go reads it with os.ReadFile: a FIFO or a device
+			// there would hang ferry. Refused first, with its reason.
+			if _, err := safefile.Read(kc.Kubeconfig, maxKubeconfig, safefile.DefaultTimeout); err != nil {
+				return nil, fmt.Errorf("kubernetes.kubeconfig: %w", err)
+			}
 		}
 		kc.Logger = logger
 		return kubernetes.New(kc)
@@ -178,13 +231,29 @@ func newDriver(c *config.Cluster, logger *slog.Logger) (driver.Driver, error) {
 	}
 }
 
-// engineFor builds an engine over the description, its driver and the store.
+// engineFor builds an engine over the description, its driver and the
+// store, opened for reading and writing: to drive an upgrade.
 func (g *globals) engineFor(c *config.Cluster, onEvent func(store.Event), judge ...func(from, to time.Time) string) (*engine.Engine, *store.Store, error) {
-	d, err := newDriver(c, g.driverLogger())
+	st, err := store.Open(g.dataDir)
 	if err != nil {
 		return nil, nil, err
 	}
-	st, err := store.Open(g.dataDir)
+	return g.engineWith(c, st, onEvent, judge...)
+}
+
+// viewEngine builds an engine for a view (members, versions, releases,
+// plan, health): its store is opened read-only, so that the views work
+// on a data directory that cannot be written, and never create one.
+func (g *globals) viewEngine(c *config.Cluster) (*engine.Engine, *store.Store, error) {
+	st, err := store.OpenReadOnly(g.dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return g.engineWith(c, st, nil)
+}
+
+func (g *globals) engineWith(c *config.Cluster, st *store.Store, onEvent func(store.Event), judge ...func(from, to time.Time) string) (*engine.Engine, *store.Store, error) {
+	d, err := newDriver(c, g.driverLogger())
 	if err != nil {
 		return nil, nil, err
 	}

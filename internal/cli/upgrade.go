@@ -93,7 +93,7 @@ driving the upgrade, this one runs the rollback in the foreground.`,
 			if g.remote() {
 				return g.remoteStatus(cmd.Context())
 			}
-			st, err := store.Open(g.dataDir)
+			st, err := store.OpenReadOnly(g.dataDir)
 			if err != nil {
 				return err
 			}

@@ -17,11 +17,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/safefile"
 	"github.com/ferry-upgrade/ferry/internal/store"
 )
 
@@ -43,6 +43,10 @@ type Options struct {
 	CAFile string
 }
 
+// maxCAFile bounds the --ca-file read: a bundle of CA certificates is
+// far smaller.
+const maxCAFile = 4 << 20
+
 // New checks the address and builds a client.
 func New(o Options) (*Client, error) {
 	addr := o.Addr
@@ -56,7 +60,7 @@ func New(o Options) (*Client, error) {
 	u.Path = strings.TrimSuffix(u.Path, "/")
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if o.CAFile != "" {
-		pem, err := os.ReadFile(o.CAFile)
+		pem, err := safefile.Read(o.CAFile, maxCAFile, safefile.DefaultTimeout)
 		if err != nil {
 			return nil, fmt.Errorf("CA file: %w", err)
 		}

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -38,15 +37,13 @@ const (
 // Load reads the description at path and parses it (see Parse).
 // Relative paths in it (artifacts, token files) are resolved against
 // the directory of path by ResolvePath.
+//
+// Only a regular file is read (a FIFO, a device or a directory is
+// refused at once, see readFile), at most MaxFileSize bytes.
 func Load(path string) (*Cluster, error) {
-	f, err := os.Open(path)
+	data, err := readFile(path, "cluster description")
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("config: reading %s: %w", path, err)
+		return nil, err
 	}
 	c, err := Parse(data, path)
 	if err != nil {
@@ -987,17 +984,9 @@ func sortedKeys[V any](m map[string]V) []string {
 // reads at most MaxFileSize bytes: /dev/zero is refused, not read for
 // ever.
 func LoadTraffic(path string) (*Traffic, error) {
-	f, err := os.Open(path)
+	data, err := readFile(path, "traffic spec")
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("config: reading %s: %w", path, err)
-	}
-	if len(data) > MaxFileSize {
-		return nil, fmt.Errorf("config: %s is larger than %d bytes: not a traffic spec", path, MaxFileSize)
+		return nil, err
 	}
 	return ParseTraffic(data, path)
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/bearer"
 	"github.com/ferry-upgrade/ferry/internal/config"
 	"github.com/ferry-upgrade/ferry/internal/driver"
 	"github.com/ferry-upgrade/ferry/internal/driver/process"
@@ -196,11 +197,11 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 		return nil, fmt.Errorf("demo: the generated description is invalid: %w", err)
 	}
 	cl.Config = c
-	tok, err := os.ReadFile(filepath.Join(agentDir, "token"))
+	tok, err := bearer.Read(filepath.Join(agentDir, "token"))
 	if err != nil {
 		return nil, err
 	}
-	cl.Driver = process.New([]process.Host{{Name: "host-1", Addr: agentAddr, Token: strings.TrimSpace(string(tok))}})
+	cl.Driver = process.New([]process.Host{{Name: "host-1", Addr: agentAddr, Token: tok}})
 	st, err := store.Open(cl.DataDir)
 	if err != nil {
 		return nil, err

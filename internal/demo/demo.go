@@ -94,6 +94,11 @@ type Report struct {
 	// Naive is what the same clients saw when the api tier was upgraded
 	// without ferry (with --compare).
 	Naive []Comparison `json:"naive,omitempty"`
+	// DrivenBy says what drove the upgrade: "server" (a ferry server on
+	// loopback, Server, as its answer to POST /v1/upgrade said), or
+	// "demo" (an engine in the demo's own process, --direct).
+	DrivenBy string `json:"driven_by"`
+	Server   string `json:"server,omitempty"`
 }
 
 // WindowStats is the client traffic of one window of the upgrade (the
@@ -226,7 +231,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	rep := &Report{UpgradeID: u.ID, From: o.From, To: o.To, State: u.State.String(), Reason: u.Reason,
-		DurationS: upEnd.Sub(upStart).Seconds(), Seed: o.Seed}
+		DurationS: upEnd.Sub(upStart).Seconds(), Seed: o.Seed, DrivenBy: "demo"}
+	if srv != nil {
+		rep.DrivenBy, rep.Server = srv.drivenBy, srv.url
+	}
 	samples := rec.Samples()
 	rep.Requests = traffic.Summarize(samples, upStart, upEnd)
 	rep.Baseline = traffic.Summarize(samples, baseStart, upStart)

@@ -78,6 +78,9 @@ func TestDemo(t *testing.T) {
 	if err := rep.Completed(); err != nil {
 		t.Fatalf("demo promise broken: %v\n%s", err, out.String())
 	}
+	if rep.DrivenBy != "server" || !strings.HasPrefix(rep.Server, "http://127.0.0.1:") {
+		t.Errorf("the report says the upgrade was driven by %q at %q, want the server", rep.DrivenBy, rep.Server)
+	}
 	if len(rep.Members) != 7 {
 		t.Errorf("members in report = %d, want 7", len(rep.Members))
 	}

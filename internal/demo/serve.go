@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 
 	"github.com/ferry-upgrade/ferry/internal/client"
 	"github.com/ferry-upgrade/ferry/internal/store"
@@ -18,6 +19,9 @@ type viaServer struct {
 	url    string
 	client *client.Client
 	stop   func()
+	// drivenBy is who drives the upgrade, as the server's answer to
+	// POST /v1/upgrade said ("server").
+	drivenBy string
 }
 
 // ServeFunc starts a ferry server over the demo's cluster (its driver
@@ -42,10 +46,15 @@ func startServer(ctx context.Context, serve ServeFunc, cl *Cluster, st *store.St
 // run starts the upgrade to version to through the API and follows its
 // events (to onEvent) until it ends or pauses; it returns the record.
 func (v *viaServer) run(ctx context.Context, to string, onEvent func(store.Event)) (upgrade.Upgrade, error) {
-	u, err := v.client.Start(ctx, to, false)
-	if err != nil {
+	var st struct {
+		Upgrade  upgrade.Upgrade `json:"upgrade"`
+		DrivenBy string          `json:"driven_by"`
+	}
+	if err := v.client.Do(ctx, http.MethodPost, "/v1/upgrade", map[string]any{"to": to}, &st); err != nil {
 		return upgrade.Upgrade{}, err
 	}
+	v.drivenBy = st.DrivenBy
+	u := st.Upgrade
 	return v.client.Follow(ctx, u.ID, 0, onEvent, func(u upgrade.Upgrade) bool {
 		return u.State.Terminal() || u.State == upgrade.StatePaused
 	})

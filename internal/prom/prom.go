@@ -21,12 +21,12 @@ import (
 	"math"
 	"net/http"
 	"net/url"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/bearer"
 	"github.com/ferry-upgrade/ferry/internal/config"
 	"github.com/ferry-upgrade/ferry/internal/traffic"
 )
@@ -223,13 +223,5 @@ func ForCluster(c *config.Cluster, t *config.Traffic) (*Source, error) {
 }
 
 func readToken(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
-		return "", fmt.Errorf("%s does not hold a token (one line, no spaces)", path)
-	}
-	return tok, nil
+	return bearer.Read(path)
 }

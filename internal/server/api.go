@@ -21,7 +21,7 @@ type route struct {
 	Public  bool
 	handle  func(w http.ResponseWriter, r *http.Request) error
 	// own: the handler takes the catalog lock itself (the import), or
-	// needs none and may run long (the event stream).
+	// needs none and may run long (the event stream, an upload).
 	own bool
 }
 
@@ -43,6 +43,7 @@ func (s *Server) buildRoutes() http.Handler {
 		{Method: "GET", Pattern: "/v1/releases", handle: s.getReleases},
 		{Method: "GET", Pattern: "/v1/releases/{version}", handle: s.getRelease},
 		{Method: "POST", Pattern: "/v1/releases", handle: s.postRelease, own: true},
+		{Method: "PUT", Pattern: "/v1/artifacts/{sha256}", handle: s.putArtifact, own: true},
 		{Method: "GET", Pattern: "/v1/upgrade", handle: s.getUpgrade},
 		{Method: "POST", Pattern: "/v1/upgrade", handle: s.postUpgrade},
 		{Method: "PATCH", Pattern: "/v1/upgrade", handle: s.patchUpgrade},

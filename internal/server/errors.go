@@ -39,6 +39,8 @@ const (
 	CodeReleaseExists     = "release_exists"    // 409: an import of a version the catalog has, different
 	CodeInvalidRelease    = "invalid_release"   // 422: the catalog with the imported release would not be valid
 	CodeInvalidOverride   = "invalid_override"  // 422: an unknown predicate, member or effect, or all at once
+	CodeArtifactRefused   = "artifact_refused"  // 422: an import's artifact path is not a regular file under an artifact root, or too large
+	CodeImportAbandoned   = "import_abandoned"  // 408 or 503: an import or upload stopped before its end (its client left, the deadline, the server stopping)
 	CodeInternal          = "internal"          // 500: the store failed
 )
 

@@ -164,8 +164,9 @@ releases:
 }
 
 // newTestServer builds a server over the offline description, a real
-// store and a fresh token; it is closed at the end of the test.
-func newTestServer(t *testing.T, o offline) *Server {
+// store and a fresh token, its configuration changed by opts; it is
+// closed at the end of the test.
+func newTestServer(t *testing.T, o offline, opts ...func(*Config)) *Server {
 	t.Helper()
 	st, err := store.Open(o.dataDir)
 	if err != nil {
@@ -175,8 +176,12 @@ func newTestServer(t *testing.T, o offline) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Cluster: o.cfg, Driver: process.New([]process.Host{{Name: "host-1", Addr: "127.0.0.1:1"}}), Store: st,
-		Token: tok, Poll: 50 * time.Millisecond, Retry: 200 * time.Millisecond, ObserveTTL: 200 * time.Millisecond})
+	cfg := Config{Cluster: o.cfg, Driver: process.New([]process.Host{{Name: "host-1", Addr: "127.0.0.1:1"}}), Store: st,
+		Token: tok, Poll: 50 * time.Millisecond, Retry: 200 * time.Millisecond, ObserveTTL: 200 * time.Millisecond}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

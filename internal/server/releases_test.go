@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,17 +13,23 @@ import (
 )
 
 // TestImportRelease imports a release into the catalog: its artifact's
-// checksum is checked first (a mismatch imports nothing), a second
-// identical import is a no-op, another release under the same version
-// is refused, bad bodies get 400 naming the field, the release is in
-// the catalog at once and in the catalog of a server started later
-// on the same data directory; an import while an upgrade runs gets 409.
+// checksum is checked first (a mismatch imports nothing, and does not
+// tell the file's sum), a second identical import is a no-op, another
+// release under the same version is refused, bad bodies get 400 naming
+// the field, the release is in the catalog at once and in the catalog
+// of a server started later on the same data directory; an import
+// while an upgrade runs gets 409.
 func TestImportRelease(t *testing.T) {
 	o := offlineCluster(t)
-	s := newTestServer(t, o)
+	root := t.TempDir()
+	var logBuf syncWriter
+	s := newTestServer(t, o, func(c *Config) {
+		c.ArtifactRoots = []string{root}
+		c.Logger = slog.New(slog.NewTextHandler(&logBuf, nil))
+	})
 	c := serve(t, s)
 
-	art := filepath.Join(t.TempDir(), "app-2.1.0")
+	art := filepath.Join(root, "app-2.1.0")
 	body := []byte("#!/bin/sh\necho 2.1.0\n")
 	if err := os.WriteFile(art, body, 0o755); err != nil {
 		t.Fatal(err)
@@ -35,7 +42,13 @@ func TestImportRelease(t *testing.T) {
 			"artifacts": map[string]any{"*": map[string]string{"path": path, "sha256": sha}}}
 	}
 
-	c.do("POST", "/v1/releases", imp("2.1.0", art, wrong)).expect(t, "a wrong checksum", 422, CodeChecksumMismatch)
+	r := c.do("POST", "/v1/releases", imp("2.1.0", art, wrong)).expect(t, "a wrong checksum", 422, CodeChecksumMismatch)
+	if strings.Contains(string(r.body), sum) || !strings.Contains(string(r.body), art) || !strings.Contains(string(r.body), "differs") {
+		t.Errorf("the mismatch's answer tells the file's sum, or not which file: %s", r.body)
+	}
+	if !strings.Contains(logBuf.String(), sum) {
+		t.Errorf("the server's log does not have the file's sum for its operator: %s", logBuf.String())
+	}
 	c.do("GET", "/v1/releases/2.1.0", nil).expect(t, "nothing imported after a mismatch", 404, CodeUnknownRelease)
 	c.do("POST", "/v1/releases", imp("2.1.0", "app-2.1.0", sum)).expect(t, "a relative path", 400, CodeBadRequest)
 	c.do("POST", "/v1/releases", imp("2.1", art, sum)).expect(t, "a bad version", 400, CodeBadRequest)
@@ -43,7 +56,7 @@ func TestImportRelease(t *testing.T) {
 	c.do("POST", "/v1/releases", map[string]any{"version": "2.1.0", "artifacts": map[string]any{"*": map[string]string{"sha256": sum}}}).
 		expect(t, "neither path nor image", 400, CodeBadRequest)
 	c.do("POST", "/v1/releases", `{"version": "2.1.0", "extra": 1}`).expect(t, "an unknown field", 400, CodeBadRequest)
-	c.do("POST", "/v1/releases", imp("2.1.0", filepath.Join(t.TempDir(), "none"), sum)).expect(t, "a missing file", 422, CodeChecksumMismatch)
+	c.do("POST", "/v1/releases", imp("2.1.0", filepath.Join(root, "none"), sum)).expect(t, "a missing file", 422, CodeArtifactRefused)
 
 	c.do("POST", "/v1/releases", map[string]any{"version": "2.1.0",
 		"artifacts": map[string]any{"nope": map[string]string{"path": art, "sha256": sum}}}).

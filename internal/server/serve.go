@@ -9,7 +9,12 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/safefile"
 )
+
+// maxPEM bounds a TLS certificate or key file: a chain is a few KiB.
+const maxPEM = 1 << 20
 
 // ListenConfig says where and how the server listens.
 type ListenConfig struct {
@@ -31,9 +36,19 @@ func (s *Server) ListenAndServe(ctx context.Context, lc ListenConfig) error {
 	}
 	var tlsCfg *tls.Config
 	if lc.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(lc.CertFile, lc.KeyFile)
+		// Read as every file a user names is: a FIFO or a device in
+		// --tls-cert must not hang the start.
+		certPEM, err := safefile.Read(lc.CertFile, maxPEM, safefile.DefaultTimeout)
 		if err != nil {
-			return fmt.Errorf("server: TLS: %w", err)
+			return fmt.Errorf("server: --tls-cert: %w", err)
+		}
+		keyPEM, err := safefile.Read(lc.KeyFile, maxPEM, safefile.DefaultTimeout)
+		if err != nil {
+			return fmt.Errorf("server: --tls-key: %w", err)
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return fmt.Errorf("server: TLS (%s, %s): %w", lc.CertFile, lc.KeyFile, err)
 		}
 		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	}

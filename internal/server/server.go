@@ -38,7 +38,25 @@ type Config struct {
 	// Retry is how often an upgrade that no process drives is taken up
 	// again after a failed attempt (default 2s).
 	Retry time.Duration
+	// ArtifactRoots are the directories, besides the data directory's
+	// artifact store (DATA-DIR/artifacts, where uploads land), under
+	// which the artifacts of an imported release may lie, symbolic links
+	// resolved ('ferry server --artifact-root'). Nothing else is read:
+	// an import must not read whatever the server can.
+	ArtifactRoots []string
+	// MaxArtifactSize bounds an imported or uploaded artifact (default
+	// DefaultMaxArtifactSize).
+	MaxArtifactSize int64
+	// ImportTimeout bounds the check of an import's artifacts and the
+	// reception of an upload (default DefaultImportTimeout).
+	ImportTimeout time.Duration
 }
+
+// Defaults of the imports' bounds.
+const (
+	DefaultMaxArtifactSize = 1 << 30
+	DefaultImportTimeout   = 10 * time.Minute
+)
 
 func (c *Config) defaults() error {
 	if c.Cluster == nil || c.Driver == nil || c.Store == nil {
@@ -58,6 +76,12 @@ func (c *Config) defaults() error {
 	}
 	if c.Retry <= 0 {
 		c.Retry = 2 * time.Second
+	}
+	if c.MaxArtifactSize <= 0 {
+		c.MaxArtifactSize = DefaultMaxArtifactSize
+	}
+	if c.ImportTimeout <= 0 {
+		c.ImportTimeout = DefaultImportTimeout
 	}
 	return nil
 }
@@ -89,10 +113,13 @@ type Server struct {
 	kick   chan struct{}
 	start  sync.Once
 
-	mu      sync.Mutex
-	busy    bool          // an engine goroutine drives, or is being started
-	idle    chan struct{} // closed when busy ends
-	driving string        // the upgrade it drives
+	mu   sync.Mutex
+	busy bool          // an engine goroutine drives, or is being started, or an import commits
+	idle chan struct{} // closed when busy ends
+	// importing: busy for an import's change of the catalog (reserveImport),
+	// a few milliseconds; no engine runs.
+	importing bool
+	driving   string // the upgrade it drives
 	// blocked holds the upgrades this server will not drive, and why
 	// (begun with another description: the cluster lock).
 	blocked  map[string]string
@@ -104,6 +131,8 @@ type Server struct {
 	// catalogMu: API handlers read the catalog under it; an import
 	// (releases.go) writes it.
 	catalogMu sync.RWMutex
+	// roots are the directories imports may read artifacts from.
+	roots []artifactRoot
 
 	// The proof session of the last upgrade started with traffic
 	// (traffic.go): live until that upgrade ends, kept for its series.
@@ -123,10 +152,13 @@ func New(cfg Config) (*Server, error) {
 	if err := LoadImported(cfg.Cluster, filepath.Dir(cfg.Store.Path())); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	roots, err := artifactRoots(filepath.Join(filepath.Dir(cfg.Store.Path()), ArtifactsDir), cfg.ArtifactRoots)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, token: bearer.NewChecker(cfg.Token),
-		hub: newHub(), kick: make(chan struct{}, 1), blocked: map[string]string{}}
+		hub: newHub(), kick: make(chan struct{}, 1), blocked: map[string]string{}, roots: roots}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	var err error
 	s.drive, err = engine.New(engine.Config{Cluster: cfg.Cluster, Driver: cfg.Driver, Store: cfg.Store, Logger: cfg.Logger,
 		OnEvent: func(store.Event) { s.signal() }, Judge: s.judge})
 	if err != nil {
@@ -292,27 +324,44 @@ func (s *Server) reserve() bool {
 	return true
 }
 
+// reserveImport marks the server busy while an import changes the
+// catalog, which the engine reads: no engine starts meanwhile. It is not
+// an attempt to drive (reconcile's Retry does not count it).
+func (s *Server) reserveImport() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy {
+		return false
+	}
+	s.busy, s.importing = true, true
+	s.idle = make(chan struct{})
+	return true
+}
+
 func (s *Server) release() {
 	s.mu.Lock()
-	s.busy, s.driving = false, ""
+	s.busy, s.driving, s.importing = false, "", false
 	close(s.idle)
 	s.mu.Unlock()
 }
 
 // reserveAfterEnd reserves the server, waiting up to limit for an
 // engine goroutine whose upgrade has ended (its record says so) to
-// return: a client that saw the end may start the next at once.
+// return, or for an import's change of the catalog to end: a client
+// that saw the end may start the next at once.
 func (s *Server) reserveAfterEnd(ctx context.Context, limit time.Duration) bool {
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	for !s.reserve() {
-		u, ok, err := s.cfg.Store.Current()
-		if err != nil || !ok || !u.State.Terminal() {
-			return false
-		}
 		s.mu.Lock()
-		idle := s.idle
+		idle, importing := s.idle, s.importing
 		s.mu.Unlock()
+		if !importing {
+			u, ok, err := s.cfg.Store.Current()
+			if err != nil || !ok || !u.State.Terminal() {
+				return false
+			}
+		}
 		select {
 		case <-idle:
 		case <-deadline.C:
@@ -397,7 +446,7 @@ func (s *Server) run(unlock func()) {
 // drivenBy says who drives the current upgrade u.
 func (s *Server) drivenBy(u upgrade.Upgrade) string {
 	s.mu.Lock()
-	busy := s.busy
+	busy := s.busy && !s.importing
 	s.mu.Unlock()
 	switch {
 	case busy:

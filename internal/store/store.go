@@ -7,6 +7,15 @@
 // read-only commands (status, events) in other processes can read it
 // while an upgrade runs: bbolt allows one process at a time, and each
 // operation holds the file for milliseconds.
+//
+// Two ways to open it: Open, read-write, for what writes (the engine,
+// operator requests, the server), which creates the directory and the
+// file; and OpenReadOnly, for the views (status, events, members,
+// versions, releases, plan, health), which never writes, never creates
+// anything and works on a data directory or file that cannot be written
+// (a full or read-only filesystem, a directory whose owner or mode
+// changed mid-upgrade): an operator can still see where an upgrade is
+// when nothing can be written.
 package store
 
 import (
@@ -14,11 +23,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
@@ -36,19 +48,35 @@ var ErrNotFound = errors.New("store: not found")
 // ErrActive is returned when an upgrade is already in progress.
 var ErrActive = errors.New("store: an upgrade is already in progress")
 
+// ErrReadOnly is returned by every write to a store opened with
+// OpenReadOnly.
+var ErrReadOnly = errors.New("store: opened read-only (for a view): nothing can be written through it")
+
+// ErrNotWritable is matched (errors.Is) when the data directory or its
+// store file cannot be written.
+var ErrNotWritable = errors.New("store: the data directory cannot be written")
+
+// DefaultTimeout is how long an operation waits for the store's file
+// lock, which another process holds for milliseconds per operation.
+const DefaultTimeout = 10 * time.Second
+
 // Store is the embedded store under one data directory.
 type Store struct {
-	path    string
-	timeout time.Duration
+	dir      string
+	path     string
+	timeout  time.Duration
+	readOnly bool
 }
 
-// Open prepares the store in dir (created 0700 if missing) and checks
-// that its file can be opened.
+// Open prepares the store in dir (created 0700 if missing) for reading
+// and writing, and checks that its file can be opened so. A data
+// directory that cannot be written is an error that says so, and that
+// the views still work (OpenReadOnly).
 func Open(dir string) (*Store, error) {
+	s := &Store{dir: dir, path: filepath.Join(dir, "ferry.db"), timeout: DefaultTimeout}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("store: data directory %s: %w", dir, err)
+		return nil, s.writeError(err)
 	}
-	s := &Store{path: filepath.Join(dir, "ferry.db"), timeout: 10 * time.Second}
 	err := s.update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketUpgrades, bucketEvents, bucketMeta} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -63,18 +91,75 @@ func Open(dir string) (*Store, error) {
 	return s, nil
 }
 
+// OpenReadOnly opens the store in dir for reading only: it creates
+// nothing (a missing directory or file reads as a store with no upgrade
+// and no event), writes nothing, and needs only read access to dir and
+// its file. Writes through it return ErrReadOnly.
+func OpenReadOnly(dir string) (*Store, error) {
+	s := &Store{dir: dir, path: filepath.Join(dir, "ferry.db"), timeout: DefaultTimeout, readOnly: true}
+	if _, err := os.Stat(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, s.readError(err)
+	}
+	return s, nil
+}
+
 // Path is the store's file.
 func (s *Store) Path() string { return s.path }
 
 func (s *Store) open(readOnly bool) (*bolt.DB, error) {
 	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: s.timeout, ReadOnly: readOnly})
-	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", s.path, err)
+	switch {
+	case err == nil:
+		return db, nil
+	case errors.Is(err, berrors.ErrTimeout):
+		return nil, s.lockedError()
+	case readOnly:
+		return nil, s.readError(err)
 	}
-	return db, nil
+	return nil, s.writeError(err)
+}
+
+// writeError explains a failure to write the data directory: which
+// directory, as which user, what to fix, and that the views still work.
+func (s *Store) writeError(err error) error {
+	const views = "ferry upgrade status, events, members and versions still work, read-only"
+	switch {
+	case errors.Is(err, syscall.ENOSPC):
+		return &kindError{kind: ErrNotWritable, err: err, msg: fmt.Sprintf("store: the filesystem of the data directory %s is full: %v; "+
+			"free space on it for upgrades to go on; %s", s.dir, err, views)}
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
+		return &kindError{kind: ErrNotWritable, err: err, msg: fmt.Sprintf("store: the data directory %s is not writable by uid %d: %v; "+
+			"make it (and %s) writable by that user (or remount its filesystem read-write), or use another --data-dir; %s",
+			s.dir, os.Getuid(), err, filepath.Base(s.path), views)}
+	case errors.As(err, new(*fs.PathError)):
+		return fmt.Errorf("store: %w", err)
+	}
+	return fmt.Errorf("store: %s: %w", s.path, err)
+}
+
+// kindError is an error with its own message that matches both its
+// kind (ErrNotWritable, ErrBusy) and its cause.
+type kindError struct {
+	kind, err error
+	msg       string
+}
+
+func (e *kindError) Error() string   { return e.msg }
+func (e *kindError) Unwrap() []error { return []error{e.kind, e.err} }
+
+// readError explains a failure to read the store for a view.
+func (s *Store) readError(err error) error {
+	if !errors.Is(err, fs.ErrPermission) {
+		return fmt.Errorf("store: read %s: %w", s.path, err)
+	}
+	return fmt.Errorf("store: the data directory %s cannot be read by uid %d: %w; the views need read access to it and to %s "+
+		"(run as the user that runs the upgrade, or give this one read access)", s.dir, os.Getuid(), err, filepath.Base(s.path))
 }
 
 func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	if s.readOnly {
+		return ErrReadOnly
+	}
 	db, err := s.open(false)
 	if err != nil {
 		return err
@@ -83,10 +168,21 @@ func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}
+	if err != nil && (errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS) || errors.Is(err, syscall.ENOSPC)) {
+		return s.writeError(err)
+	}
 	return err
 }
 
+// view runs fn in a read transaction. A read-only store whose file
+// does not exist (nothing was ever written) runs fn with a nil
+// transaction, which the readers take for an empty store.
 func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+	if s.readOnly {
+		if _, err := os.Stat(s.path); errors.Is(err, fs.ErrNotExist) {
+			return fn(nil)
+		}
+	}
 	db, err := s.open(true)
 	if err != nil {
 		return err
@@ -94,6 +190,15 @@ func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 	err = db.View(fn)
 	db.Close()
 	return err
+}
+
+// bucket is tx's bucket name, nil when tx is nil (an empty read-only
+// store) or the bucket was never created.
+func bucket(tx *bolt.Tx, name []byte) *bolt.Bucket {
+	if tx == nil {
+		return nil
+	}
+	return tx.Bucket(name)
 }
 
 // Create saves a new upgrade and makes it the current one; it refuses
@@ -213,7 +318,10 @@ func (s *Store) Current() (u upgrade.Upgrade, ok bool, err error) {
 // Get returns the upgrade with the given id.
 func (s *Store) Get(id string) (u upgrade.Upgrade, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketUpgrades).Get([]byte(id))
+		var b []byte
+		if ub := bucket(tx, bucketUpgrades); ub != nil {
+			b = ub.Get([]byte(id))
+		}
 		if b == nil {
 			return fmt.Errorf("%w: upgrade %s", ErrNotFound, id)
 		}
@@ -224,11 +332,18 @@ func (s *Store) Get(id string) (u upgrade.Upgrade, err error) {
 
 func current(tx *bolt.Tx) (upgrade.Upgrade, bool, error) {
 	var u upgrade.Upgrade
-	id := tx.Bucket(bucketMeta).Get(keyCurrent)
+	meta, ups := bucket(tx, bucketMeta), bucket(tx, bucketUpgrades)
+	if meta == nil {
+		return u, false, nil
+	}
+	id := meta.Get(keyCurrent)
 	if id == nil {
 		return u, false, nil
 	}
-	b := tx.Bucket(bucketUpgrades).Get(id)
+	var b []byte
+	if ups != nil {
+		b = ups.Get(id)
+	}
 	if b == nil {
 		return u, false, fmt.Errorf("%w: current upgrade %s", ErrNotFound, id)
 	}
@@ -309,7 +424,11 @@ func appendEvents(tx *bolt.Tx, evs []Event) ([]Event, error) {
 func (s *Store) Events(upgradeID string, after uint64, limit int) ([]Event, error) {
 	var out []Event
 	err := s.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketEvents).Cursor()
+		eb := bucket(tx, bucketEvents)
+		if eb == nil {
+			return nil
+		}
+		c := eb.Cursor()
 		for k, v := c.Seek(seqKey(after + 1)); k != nil; k, v = c.Next() {
 			var e Event
 			if err := json.Unmarshal(v, &e); err != nil {
