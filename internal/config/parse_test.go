@@ -276,8 +276,8 @@ func TestLoadTrafficBounded(t *testing.T) {
 	}
 	within(t, 10*time.Second, func() {
 		_, err := LoadTraffic("/dev/zero")
-		if err == nil || !strings.Contains(err.Error(), "larger than 8388608 bytes") {
-			t.Errorf("LoadTraffic(/dev/zero) = %v, want it refused as too large", err)
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("LoadTraffic(/dev/zero) = %v, want it refused, at once, as not a regular file", err)
 		}
 	})
 }
