@@ -110,6 +110,8 @@ func printDemo(g *globals, r *demo.Report, report string) {
 	fmt.Fprintf(w, "baseline (before)\t%d sent, %d failed, p50 %.1fms, p99 %.1fms\n", r.Baseline.Total, r.Baseline.Failed, r.Baseline.P50MS, r.Baseline.P99MS)
 	fmt.Fprintf(w, "acknowledged writes\t%d, %d read back, %d lost\n", r.Writes.Acknowledged, r.Writes.Verified, r.Writes.Lost)
 	fmt.Fprintf(w, "engine overhead per step\tp50 %.2fms, max %.2fms over %d steps\n", r.Overhead.P50MS, r.Overhead.MaxMS, r.Overhead.Steps)
+	fmt.Fprintf(w, "pace\t%.1fs against a lower bound of %.1fs (batches %.1fs, gates %.2fs, stages %.2fs, hooks %.2fs): ×%.3f\n",
+		r.Pace.WallS, r.LowerBoundS, r.Pace.Batches, r.Pace.Gates, r.Pace.Stages, r.Pace.Hooks, r.BoundRatio)
 	fmt.Fprintf(w, "events recorded\t%d\n", r.Events)
 	fmt.Fprintf(w, "demo wall time\t%.1fs\n", r.TotalS)
 	w.Flush()

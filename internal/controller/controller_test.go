@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -433,6 +434,28 @@ func TestUpgradeResource(t *testing.T) {
 			t.Errorf("a pod runs %s, want the 2.0.0 image pinned by its digest", line)
 		}
 	}
+	// What ferry changed in the workloads for their phases (a strategy
+	// it picks the order under, a rollout paused between batches) was
+	// journaled before it was changed and is undone at the phase's end,
+	// although the controller that changed the DaemonSet's was killed.
+	for _, c := range []struct{ what, args, want string }{
+		{"the StatefulSet's update strategy", "statefulset/mon -o jsonpath={.spec.updateStrategy.type}", "RollingUpdate"},
+		{"the DaemonSet's update strategy", "daemonset/osd -o jsonpath={.spec.updateStrategy.type}", "RollingUpdate"},
+		{"the Deployment's strategy", "deployment/web -o jsonpath={.spec.strategy.rollingUpdate.maxSurge}/{.spec.strategy.rollingUpdate.maxUnavailable}", "25%/25%"},
+		{"the Deployment's pause", "deployment/web -o jsonpath={.spec.paused}", ""},
+	} {
+		if got, err := env.Kubectl(append([]string{"get", "-n", "storage"}, strings.Fields(c.args)...)...); err != nil || got != c.want {
+			t.Errorf("%s after the upgrade: %q (%v), want %q as it was", c.what, got, err, c.want)
+		}
+	}
+	if len(after.Status.Record) > 0 {
+		var rec struct {
+			Effects []json.RawMessage `json:"effects"`
+		}
+		if err := json.Unmarshal(after.Status.Record, &rec); err != nil || len(rec.Effects) > 0 {
+			t.Errorf("the record still owes undos: %s (%v)", after.Status.Record, err)
+		}
+	}
 }
 
 // podUIDs maps each mon pod (by name) and each osd pod (osd@node) to its
@@ -577,6 +600,12 @@ releases:
 	if !strings.Contains(u.Status.Reason, "mon-") {
 		t.Errorf("the reason does not name the member: %q", u.Status.Reason)
 	}
+	// ferry set the StatefulSet's update strategy to OnDelete for the
+	// phase, journaled with the strategy as it was: the rollback's end
+	// put it back.
+	if got, err := env.Kubectl("get", "statefulset", "mon", "-n", "storage", "-o", "jsonpath={.spec.updateStrategy.type}"); err != nil || got != "RollingUpdate" {
+		t.Errorf("the StatefulSet's update strategy after the rollback: %q (%v), want RollingUpdate as it was", got, err)
+	}
 }
 
 // TestNodePoolFromOutside drives a node pool from outside the cluster
@@ -649,33 +678,68 @@ releases:
 `, env.Kubeconfig, up)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(ferryBin, "-f", desc, "--data-dir", filepath.Join(dir, "ferry"), "upgrade", "start", "--to", "1.38.0", "-v")
-	var out lockedWriter = lockedWriter{&sync.Mutex{}, &bytes.Buffer{}}
-	cmd.Stdout, cmd.Stderr = out, out
-	text := func() string { out.mu.Lock(); defer out.mu.Unlock(); return out.b.String() }
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	defer func() { _ = cmd.Process.Kill() }()
-	// ferry waits on the budget: the node with the guarded pod stays
-	// cordoned, the pod where it was.
-	if err := env.WaitUntil(2*time.Minute, "ferry waiting on the PodDisruptionBudget", func() (bool, string, error) {
-		select {
-		case err := <-done:
-			return false, "", fmt.Errorf("ferry exited (%v) before the budget was relaxed:\n%s", err, text())
-		default:
+	data := filepath.Join(dir, "ferry")
+	// start runs 'ferry upgrade start' and returns once ferry waits on
+	// the budget, the node of the guarded pod cordoned.
+	start := func() (text func() string, done chan error, kill func()) {
+		cmd := exec.Command(ferryBin, "-f", desc, "--data-dir", data, "upgrade", "start", "--to", "1.38.0", "-v")
+		var out lockedWriter = lockedWriter{&sync.Mutex{}, &bytes.Buffer{}}
+		cmd.Stdout, cmd.Stderr = out, out
+		text = func() string { out.mu.Lock(); defer out.mu.Unlock(); return out.b.String() }
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-		return strings.Contains(text(), "PodDisruptionBudget pool/guarded"), "", nil
-	}); err != nil {
-		t.Fatal(err)
+		done = make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		kill = func() { _ = cmd.Process.Kill() }
+		if err := env.WaitUntil(2*time.Minute, "ferry waiting on the PodDisruptionBudget", func() (bool, string, error) {
+			select {
+			case err := <-done:
+				return false, "", fmt.Errorf("ferry exited (%v) before the budget was relaxed:\n%s", err, text())
+			default:
+			}
+			return strings.Contains(text(), "PodDisruptionBudget pool/guarded"), "", nil
+		}); err != nil {
+			kill()
+			t.Fatal(err)
+		}
+		waiting, _ := env.Kubectl("get", "nodes", "-l", "pool=workers")
+		t.Logf("ferry waits on the budget; nodes:\n%s", waiting)
+		if !strings.Contains(waiting, "SchedulingDisabled") {
+			t.Errorf("no node cordoned while ferry waits on the budget")
+		}
+		return text, done, kill
 	}
-	waiting, _ := env.Kubectl("get", "nodes", "-l", "pool=workers")
-	t.Logf("ferry waits on the budget; nodes:\n%s", waiting)
-	if !strings.Contains(waiting, "SchedulingDisabled") {
-		t.Errorf("no node cordoned while ferry waits on the budget")
+
+	// An abort while a node is cordoned and its drain waits on the
+	// budget: the rollback uncordons it (the cordon was journaled with
+	// its undo before it was made), and no node is left cordoned.
+	text, done, kill := start()
+	if out, err := exec.Command(ferryBin, "-f", desc, "--data-dir", data, "upgrade", "abort", "-q").CombinedOutput(); err != nil {
+		kill()
+		t.Fatalf("ferry upgrade abort: %v\n%s", err, out)
 	}
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 4 || !strings.Contains(text(), "state:    rolled-back") {
+			t.Fatalf("the aborted upgrade: %v (want exit 4, rolled-back)\n%s", err, text())
+		}
+	case <-time.After(3 * time.Minute):
+		kill()
+		t.Fatalf("ferry did not end within 3 minutes after the abort:\n%s", text())
+	}
+	if nodes, _ := env.Kubectl("get", "nodes", "-l", "pool=workers", "-o", "jsonpath={range .items[*]}{.metadata.name} {.spec.unschedulable}{\"\\n\"}{end}"); strings.Contains(nodes, "true") {
+		t.Fatalf("a node is still cordoned after the rollback:\n%s", nodes)
+	}
+	evs, _ := exec.Command(ferryBin, "-f", desc, "--data-dir", data, "events").CombinedOutput()
+	if !strings.Contains(string(evs), "cordoned") || !strings.Contains(string(evs), "undone") {
+		t.Errorf("the events do not show the cordon journaled and undone:\n%s", evs)
+	}
+	t.Logf("aborted while draining: rolled back, every node schedulable")
+
+	text, done, kill = start()
+	defer kill()
 	if _, err := env.Kubectl("patch", "pdb", "guarded", "-n", "pool", "--type=merge", "-p", `{"spec":{"minAvailable":0}}`); err != nil {
 		t.Fatal(err)
 	}

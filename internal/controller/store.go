@@ -16,6 +16,7 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/engine"
 	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/strategy"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
@@ -60,6 +61,13 @@ func record(obj *Upgrade) (upgrade.Upgrade, bool, error) {
 	}
 	if a := obj.Spec.Action; a != "" && int(obj.Generation) > u.Intent.Seq {
 		u.Intent = upgrade.Intent{Kind: upgrade.IntentKind(a), Seq: int(obj.Generation), Time: time.Now()}
+	}
+	for _, o := range obj.Spec.Overrides {
+		ov := upgrade.Override{Predicate: o.Predicate, Member: o.Member, Effect: o.Effect, Reason: o.Reason,
+			By: "the Upgrade's spec.overrides", At: time.Now()}
+		if why := upgrade.CheckOverride(&u, ov, strategy.Known, strings.Join(strategy.PredicateNames(), ", ")); why == "" {
+			u.Overrides = append(u.Overrides, ov)
+		}
 	}
 	return u, true, nil
 }

@@ -32,6 +32,19 @@ type UpgradeSpec struct {
 	// abort or finalize. Each change of the spec with an action is a
 	// new request (the generation orders them).
 	Action string `json:"action,omitempty"`
+	// Overrides switch off one admission predicate each (for one member,
+	// or all), or give up one effect's undo, for the running upgrade:
+	// 'ferry upgrade override' for the Upgrade resource. They are added
+	// to the record with who set them (the spec) and when.
+	Overrides []OverrideSpec `json:"overrides,omitempty"`
+}
+
+// OverrideSpec is one entry of UpgradeSpec.Overrides.
+type OverrideSpec struct {
+	Predicate string `json:"predicate,omitempty"`
+	Member    string `json:"member,omitempty"`
+	Effect    string `json:"effect,omitempty"`
+	Reason    string `json:"reason,omitempty"`
 }
 
 // UpgradeStatus is the engine's record of the upgrade and what

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/bearer"
@@ -67,6 +68,10 @@ type ClusterOptions struct {
 	// GateDelay makes kv's cluster check take that long (the sample's
 	// /cluster?delay=), as a slow real gate would.
 	GateDelay time.Duration
+	// SlowSteps makes each step of an api member's move last about that
+	// long (its drain, its stop in lame duck, its post-start hook), for
+	// tests that act in the middle of one.
+	SlowSteps time.Duration
 	Logger    *slog.Logger
 }
 
@@ -87,6 +92,8 @@ type Cluster struct {
 	Addresses map[string]string
 
 	stopAgent func()
+	// agentArgs start the agent again (RestartAgent).
+	self, agentAddr, agentDir string
 }
 
 // StartCluster writes the description, starts the agent and every
@@ -128,13 +135,22 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	names := []string{"AGENT", "KV1", "KV2", "KV3", "KV1R", "KV2R", "KV3R", "API1", "API2", "API3", "API4", "LB", "LBADMIN"}
 	vars := map[string]string{"DIR": dir, "SOAK": o.Soak.String(), "DEADLINE": o.Deadline.String(),
 		"GATE": o.GateDeadline.String(), "POLICY": o.OnFailure, "FINALIZE": o.Finalize, "IMPACT": o.OnImpact,
-		"GATEQ": "", "GATETIMEOUT": "1s"}
+		"GATEQ": "", "GATETIMEOUT": "1s", "LAMEDUCK": "0s", "SLOWPRESTOP": "", "POSTSTART": "[]"}
 	if o.GateDelay > 0 {
 		vars["GATEQ"] = "?delay=" + o.GateDelay.String()
 		vars["GATETIMEOUT"] = (o.GateDelay + 2*time.Second).String()
 	}
 	for i, n := range names {
 		vars[n] = strconv.Itoa(ports[i])
+	}
+	if o.SlowSteps > 0 {
+		// Each step of an api member's move takes about that long: a
+		// second drain call and a post-start check that are slow (the
+		// sample kv's delayed cluster check), a stop in lame duck.
+		slow := fmt.Sprintf(`{http: "http://127.0.0.1:%s/cluster?delay=%s", timeout: %s}`, vars["KV1"], o.SlowSteps, o.SlowSteps+5*time.Second)
+		vars["LAMEDUCK"] = o.SlowSteps.String()
+		vars["SLOWPRESTOP"] = "\n        - " + slow
+		vars["POSTSTART"] = "[" + slow + "]"
 	}
 	var rel strings.Builder
 	for _, r := range o.Releases {
@@ -183,6 +199,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	}
 	agentDir := filepath.Join(dir, "agent")
 	agentAddr := "127.0.0.1:" + vars["AGENT"]
+	cl.self, cl.agentAddr, cl.agentDir = o.Self, agentAddr, agentDir
 	cl.stopAgent, err = startAgent(ctx, o.Self, agentAddr, agentDir)
 	if err != nil {
 		return nil, err
@@ -257,6 +274,35 @@ func (cl *Cluster) EngineWith(opt func(*engine.Config)) (*engine.Engine, *store.
 	}
 	e, err := engine.New(cfg)
 	return e, st, err
+}
+
+// KillAgent kills the agent with SIGKILL (the members run on: they
+// are in sessions of their own), as a host's agent crashing would.
+func (cl *Cluster) KillAgent() error {
+	b, err := os.ReadFile(filepath.Join(cl.agentDir, "agent.pid"))
+	if err != nil {
+		return fmt.Errorf("demo: the agent's pid: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("demo: the agent's pid file: %w", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return err
+	}
+	cl.stopAgent()
+	return nil
+}
+
+// RestartAgent starts the agent again on its directory: it re-adopts
+// the members that still run.
+func (cl *Cluster) RestartAgent(ctx context.Context) error {
+	stop, err := startAgent(ctx, cl.self, cl.agentAddr, cl.agentDir)
+	if err != nil {
+		return err
+	}
+	cl.stopAgent = stop
+	return nil
 }
 
 // Close stops every member, then the agent.

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -99,6 +100,12 @@ type Report struct {
 	// "demo" (an engine in the demo's own process, --direct).
 	DrivenBy string `json:"driven_by"`
 	Server   string `json:"server,omitempty"`
+	// LowerBoundS is the lower bound of the upgrade's plan under its
+	// policy (upgrade.Bound) and BoundRatio the upgrade's wall time over
+	// it: what ferry itself added; Pace has the bound's parts.
+	LowerBoundS float64      `json:"lower_bound_s"`
+	BoundRatio  float64      `json:"bound_ratio"`
+	Pace        upgrade.Pace `json:"pace"`
 }
 
 // WindowStats is the client traffic of one window of the upgrade (the
@@ -252,6 +259,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	rep.Events = len(evs)
 	rep.Overhead = overhead(evs)
+	rep.Pace = u.Pace(upEnd)
+	rep.LowerBoundS, rep.BoundRatio = rep.Pace.LowerBoundS, rep.Pace.BoundRatio
 	windows := timeline.Windows(u, evs, upEnd)
 	for _, w := range windows {
 		rep.Windows = append(rep.Windows, WindowStats{Name: w.Name, Kind: string(w.Kind),
@@ -448,6 +457,7 @@ func startAgent(ctx context.Context, self, addr, dir string) (func(), error) {
 		logf.Close()
 		return nil, fmt.Errorf("demo: start agent: %w", err)
 	}
+	_ = os.WriteFile(filepath.Join(dir, "agent.pid"), []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o600)
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
 	stop := func() {

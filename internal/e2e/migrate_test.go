@@ -37,17 +37,25 @@ func TestMigrationsAndPin(t *testing.T) {
 
 	t.Run("mixed versions pinned to format 1", func(t *testing.T) {
 		fg := startFerry(t, cl, "upgrade", "start", "--to", "2.0.0", "-q")
-		// Pause while kv-2 moves: it finishes, kv-3 stays on 1.0.0.
-		waitFor(t, 90*time.Second, "kv-2 on its way to 2.0.0", func() bool {
+		// Pause while the second kv member moves (the order is ferry's:
+		// the leader goes last): it finishes, the third stays on 1.0.0.
+		var moved []string
+		waitFor(t, 90*time.Second, "a second kv member on its way to 2.0.0", func() bool {
 			fg.alive(t)
 			u, ok := status(t, cl)
-			return ok && u.Members["kv-2"] != nil && u.Members["kv-2"].Step.InFlight()
+			moved = nil
+			for _, b := range u.Batches {
+				if b.Component == "kv" {
+					moved = append(moved, b.Members...)
+				}
+			}
+			return ok && len(moved) == 2 && u.Members[moved[1]].Step.InFlight()
 		})
 		if out, code := ferry(t, cl, "upgrade", "pause"); code != 0 {
 			t.Fatalf("pause: exit %d\n%s", code, out)
 		}
 		waitFor(t, 60*time.Second, "paused", func() bool { u, _ := status(t, cl); return u.State == upgrade.StatePaused })
-		expectOn(t, cl, map[string]string{"kv-1": "2.0.0", "kv-2": "2.0.0"}, "1.0.0")
+		expectOn(t, cl, map[string]string{moved[0]: "2.0.0", moved[1]: "2.0.0"}, "1.0.0")
 		moreWrites(t, rec, 200)
 		for _, m := range []string{"kv-1", "kv-2", "kv-3"} {
 			f := format(t, cl, m)

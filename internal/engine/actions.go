@@ -343,7 +343,11 @@ func (l *loop) crashLoopOutput(ctx context.Context, a, b upgrade.Upgrade) {
 		if !mb.CrashLoop || (ma != nil && ma.CrashLoop) {
 			continue
 		}
-		msg := fmt.Sprintf("%s: crash loop on %s: exited %d times, the last: %s", n, mb.Target, mb.Exits, orDash(mb.ExitDetail))
+		target := mb.Target
+		if ma != nil {
+			target = ma.Target // a rollback may have begun in the same step
+		}
+		msg := fmt.Sprintf("%s: crash loop on %s: exited %d times, the last: %s", n, target, mb.Exits, orDash(mb.ExitDetail))
 		if ok {
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			out, err := lg.Logs(cctx, l.e.members[n].spec, false, 20)

@@ -31,6 +31,9 @@ type observer struct {
 	roles    map[string]bool
 	gates    map[string]upgrade.Gate
 	anyFrom  map[string]int // where each gate starts looking for a member to ask
+	// moving are the members the upgrade has in flight: a gate is not
+	// asked through one of them (it is being drained, or stopped).
+	moving map[string]bool
 
 	changed chan struct{}
 	kicks   map[string]chan struct{} // a prober to run now, by key
@@ -234,10 +237,20 @@ func (o *observer) probeGate(ctx context.Context, comp *config.Component) {
 	o.mu.Lock()
 	from := o.anyFrom[comp.Name]
 	var pick *config.Member
+	score := func(m *config.Member) int {
+		s := 0
+		if o.members[m.Name].Healthy {
+			s += 2
+		}
+		if !o.moving[m.Name] {
+			s += 3
+		}
+		return s
+	}
 	for k := range comp.Members {
 		m := &comp.Members[(from+k)%len(comp.Members)]
 		st := o.statuses[m.Name]
-		if st.Running && !st.Unknown && (pick == nil || o.members[m.Name].Healthy && !o.members[pick.Name].Healthy) {
+		if st.Running && !st.Unknown && (pick == nil || score(m) > score(pick)) {
 			pick = m
 		}
 	}
@@ -367,4 +380,17 @@ func suffix(s string) string {
 		return ""
 	}
 	return ": " + s
+}
+
+// setMoving tells the observer which members the upgrade has in flight.
+func (o *observer) setMoving(u upgrade.Upgrade) {
+	moving := map[string]bool{}
+	for n, m := range u.Members {
+		if m.Step.InFlight() {
+			moving[n] = true
+		}
+	}
+	o.mu.Lock()
+	o.moving = moving
+	o.mu.Unlock()
 }

@@ -162,6 +162,7 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 		}
 		l.crashLoopOutput(actx, l.u, d.Upgrade)
 		l.u = d.Upgrade
+		l.ob.setMoving(l.u)
 		for _, seq := range d.Cancel {
 			if cancel := l.inflight[seq]; cancel != nil {
 				cancel()

@@ -1,6 +1,8 @@
 package upgrade
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -58,6 +60,12 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 			return u
 		}
 		m.Acting = 0
+		if errors.Is(err, context.Canceled) {
+			// Cancelled by an abort: no failure of the member's, and no
+			// retry to count against the move that follows.
+			m.Detail = Describe(a) + ": cancelled"
+			return u
+		}
 		if err != nil {
 			m.Retries++
 			m.Detail = fmt.Sprintf("%s failed (try %d): %v", Describe(a), m.Tries, err)

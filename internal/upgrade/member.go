@@ -128,7 +128,13 @@ func (s *stepper) facts(comp *config.Component, m *Member, o MemberHealth, owed 
 func (s *stepper) leave(comp *config.Component, m *Member, o MemberHealth) {
 	switch m.Step {
 	case StepStarting:
+		// Healthy since its move began at the earliest: health from
+		// before says nothing of a member that may be on its way down (a
+		// stop cancelled by an abort, a lame duck still serving).
 		m.HealthySince = o.HealthySince
+		if m.HealthySince.Before(m.Began) {
+			m.HealthySince = m.Began
+		}
 		if m.HealthySince.IsZero() || m.HealthySince.After(s.now) {
 			m.HealthySince = s.now
 		}

@@ -464,8 +464,10 @@ func (s *stepper) rollback(reason string) {
 		m := u.Members[n]
 		switch {
 		case inRollback[n]:
+			// Its move's record stays until the rollback admits it (how
+			// it failed: a crash loop's exits, for the events); begin
+			// resets it then.
 			m.Target = m.From
-			s.resetMove(m)
 			m.Detail = ""
 			// An action in flight (cancelled) stays Acting until it
 			// returns: nothing else is done to the member meanwhile.

@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -360,7 +361,7 @@ func (w *world) step() Decision {
 			if x.a.Seq == seq {
 				w.logf("cancel #%d %s", seq, Describe(x.a))
 				w.inflight = slices.Delete(w.inflight, i, i+1)
-				d.Upgrade = Finished(d.Upgrade, x.a, errors.New("canceled"), 0, w.now)
+				d.Upgrade = Finished(d.Upgrade, x.a, context.Canceled, 0, w.now)
 				break
 			}
 		}

@@ -40,6 +40,9 @@ type Config struct {
 
 	// NeverReady makes /ready always answer 503 (a fault build).
 	NeverReady bool
+	// ReadyDelay keeps /ready at 503 that long after the start, as a
+	// server warming a cache would.
+	ReadyDelay time.Duration
 	// ExtraLatency is added to every /v1/kv request (a fault build).
 	ExtraLatency time.Duration
 
@@ -60,6 +63,7 @@ type Server struct {
 
 	reached  atomic.Bool // a kv leader answered at least once
 	stopping atomic.Bool
+	created  time.Time
 
 	httpSrv *http.Server
 	ln      net.Listener
@@ -92,10 +96,11 @@ func New(cfg Config) (*Server, error) {
 		IdleConnTimeout:     30 * time.Second,
 	}
 	return &Server{
-		cfg:    cfg,
-		log:    cfg.Logger.With("component", "api", "name", cfg.Name),
-		client: &http.Client{Transport: tr},
-		errc:   make(chan error, 1),
+		cfg:     cfg,
+		log:     cfg.Logger.With("component", "api", "name", cfg.Name),
+		client:  &http.Client{Transport: tr},
+		errc:    make(chan error, 1),
+		created: time.Now(),
 	}, nil
 }
 
@@ -165,6 +170,8 @@ func (s *Server) Ready() (bool, string) {
 		return false, "shutting down"
 	case s.cfg.NeverReady:
 		return false, "fault: never-ready"
+	case time.Since(s.created) < s.cfg.ReadyDelay:
+		return false, "warming up"
 	case !s.reached.Load():
 		return false, "kv leader not reached yet"
 	}

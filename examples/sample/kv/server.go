@@ -616,10 +616,13 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleCluster(w http.ResponseWriter, r *http.Request) {
 	// ?delay=5s makes the check slow, as a real cluster-wide check can
 	// be (for tests of an orchestrator's gates); bounded to a minute.
+	// A shutdown cuts the delay short: a slow check must not hold the
+	// member's graceful stop.
 	if d, err := time.ParseDuration(r.URL.Query().Get("delay")); err == nil && d > 0 {
 		t := time.NewTimer(min(d, time.Minute))
 		select {
 		case <-r.Context().Done():
+		case <-s.stopping:
 		case <-t.C:
 		}
 		t.Stop()

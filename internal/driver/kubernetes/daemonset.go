@@ -124,6 +124,9 @@ func (d *Driver) startDaemonSet(ctx context.Context, w driver.Workload, m driver
 	if !onDelete || !templateCurrent(s.Spec.Template, container, version, ref) {
 		spec := map[string]any{"template": templatePatch(container, version, ref), "updateStrategy": onDeletePatch}
 		if !onDelete {
+			if err := recordStrategy(ctx, kindDaemonSet, s.Namespace, s.Name, s.Spec.UpdateStrategy, string(s.Spec.UpdateStrategy.Type), "OnDelete"); err != nil {
+				return err
+			}
 			d.log.Info("set the update strategy to OnDelete, so that ferry picks the order of the nodes",
 				"daemonset", s.Namespace+"/"+s.Name, "was", string(s.Spec.UpdateStrategy.Type))
 		}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -157,8 +158,12 @@ func (d *Driver) deploymentMember(ctx context.Context, w driver.Workload, m driv
 }
 
 // startDeployment lets the Deployment's rollout to ref run until slot
-// pods run version, then pauses it (the gate, in the background); the
-// last slot leaves it unpaused.
+// pods run version, then pauses it: the gate between batches. It waits
+// for those pods itself, within the action's deadline, so that nothing
+// of the gate outlives the call (a crash cannot leave a goroutine's
+// pause undone or never done). The pause, and the strategy ferry sets
+// for a gated rollout, are journaled before they are made; the last
+// slot resumes the rollout.
 func (d *Driver) startDeployment(ctx context.Context, w driver.Workload, m driver.Member, version, ref string) error {
 	dep, container, slot, ps, err := d.deploymentMember(ctx, w, m)
 	if err != nil {
@@ -166,24 +171,32 @@ func (d *Driver) startDeployment(ctx context.Context, w driver.Workload, m drive
 	}
 	have := newPods(podsByName(ps), container, version)
 	last := slot >= replicas(dep.Spec.Replicas)
-	pause := !last && have >= slot
-
 	key := dep.Namespace + "/" + dep.Name
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if g := d.gates[key]; g != nil {
-		g.cancel()
-		delete(d.gates, key)
-	}
+	// The slots of one batch start together: the rollout is gated at
+	// the highest slot of the Starts in progress, never below.
+	leave := d.enterRollout(key, slot, last)
+	defer leave()
+	unlock := d.lockRollout(key)
+	target, anyLast := d.rolloutTarget(key)
 	spec := map[string]any{}
 	if !templateCurrent(dep.Spec.Template, container, version, ref) {
 		spec["template"] = templatePatch(container, version, ref)
 	}
 	if !isRollingOneByOne(dep.Spec.Strategy) {
+		if err := recordStrategy(ctx, kindDeployment, dep.Namespace, dep.Name, dep.Spec.Strategy, string(dep.Spec.Strategy.Type),
+			string(appsv1.RollingUpdateDeploymentStrategyType)); err != nil {
+			return err
+		}
 		spec["strategy"] = rollingPatch
 		d.log.Info("set the strategy to RollingUpdate maxSurge 1 maxUnavailable 0, so that the rollout can be gated one pod at a time",
 			"deployment", key)
 	}
+	if !last {
+		if err := recordPause(ctx, dep.Namespace, dep.Name); err != nil {
+			return err
+		}
+	}
+	pause := !anyLast && have >= target
 	if dep.Spec.Paused != pause {
 		spec["paused"] = pause
 	}
@@ -191,44 +204,93 @@ func (d *Driver) startDeployment(ctx context.Context, w driver.Workload, m drive
 		_, err = d.client.AppsV1().Deployments(dep.Namespace).Patch(ctx, dep.Name, strategic,
 			mustJSON(map[string]any{"spec": spec}), metav1.PatchOptions{FieldManager: "ferry"})
 		if err != nil {
+			unlock()
 			return apiError(ctx, err, "setting the image of %s to %s", workloadString(w), ref)
 		}
 		d.log.Info("let the rollout run", "deployment", key, "version", version, "slot", slot,
-			"pods_on_version", have, "paused", pause)
+			"gate_at", target, "pods_on_version", have, "paused", pause)
 	}
-	if pause || last {
+	unlock()
+	if last {
+		// The rollout runs to its end: its pause is no longer owed.
+		return driver.JournalFrom(ctx).Done(ctx, pauseKey(dep.Namespace, dep.Name))
+	}
+	if have >= slot {
 		return nil
 	}
-	gctx, cancel := context.WithTimeout(d.ctx, d.gateLifetime)
-	g := &gate{cancel: cancel}
-	d.gates[key] = g
-	d.wg.Add(1)
-	go func() {
-		defer d.wg.Done()
-		defer cancel()
-		d.runGate(gctx, g, w, dep, container, version, slot)
-	}()
-	return nil
+	return d.gate(ctx, w, dep, container, version, slot)
 }
 
-// gate pauses one Deployment's rollout once enough pods run the new
-// version.
-type gate struct {
-	cancel context.CancelFunc
+// rollout is what the Starts in progress on one Deployment want of its
+// gate: the slots they start, whether one is its last.
+type rollout struct {
+	mu    sync.Mutex // held while deciding and patching the pause
+	slots map[int]int
+	last  int
 }
 
-// runGate watches the Deployment's pods and pauses its rollout as soon
-// as slot pods of version exist. It reacts to the pods' creation, not
-// their readiness: the controller creates the next pod only once this
-// one is Ready, which leaves the gate a pod's start-up time to pause.
-func (d *Driver) runGate(ctx context.Context, g *gate, w driver.Workload, dep *appsv1.Deployment, container, version string, slot int) {
+func (d *Driver) enterRollout(key string, slot int, last bool) (leave func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r := d.rollouts[key]
+	if r == nil {
+		r = &rollout{slots: map[int]int{}}
+		d.rollouts[key] = r
+	}
+	r.slots[slot]++
+	if last {
+		r.last++
+	}
+	return func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if r.slots[slot]--; r.slots[slot] == 0 {
+			delete(r.slots, slot)
+		}
+		if last {
+			r.last--
+		}
+		if len(r.slots) == 0 && d.rollouts[key] == r {
+			delete(d.rollouts, key)
+		}
+	}
+}
+
+func (d *Driver) lockRollout(key string) (unlock func()) {
+	d.mu.Lock()
+	r := d.rollouts[key]
+	d.mu.Unlock()
+	r.mu.Lock()
+	return r.mu.Unlock
+}
+
+// rolloutTarget is the slot the gate holds at: the highest of the
+// Starts in progress; and whether one of them is the last slot (then
+// the rollout runs to its end).
+func (d *Driver) rolloutTarget(key string) (int, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r := d.rollouts[key]
+	target := 0
+	for s := range r.slots {
+		target = max(target, s)
+	}
+	return target, r.last > 0
+}
+
+// gate waits until slot pods of version exist, watching the
+// Deployment's pods, then pauses its rollout. It reacts to the pods'
+// creation, not their readiness: the controller creates the next pod
+// only once this one is Ready, which leaves the gate a pod's start-up
+// time to pause.
+func (d *Driver) gate(ctx context.Context, w driver.Workload, dep *appsv1.Deployment, container, version string, slot int) error {
 	log := d.log.With("deployment", dep.Namespace+"/"+dep.Name, "version", version, "slot", slot)
 	sel, err := metav1.LabelSelectorAsSelector(dep.Spec.Selector)
 	if err != nil {
-		log.Error("rollout gate: bad selector", "err", err)
-		return
+		return fmt.Errorf("kubernetes driver: %s: bad selector: %w", workloadString(w), err)
 	}
 	api := d.client.CoreV1().Pods(dep.Namespace)
+	reached := func(pods map[string]*corev1.Pod) bool { return newPods(pods, container, version) >= slot }
 	for ctx.Err() == nil {
 		l, err := api.List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 		if err != nil {
@@ -237,64 +299,57 @@ func (d *Driver) runGate(ctx context.Context, g *gate, w driver.Workload, dep *a
 			continue
 		}
 		pods := podsByName(l.Items)
-		if d.gateReached(ctx, g, dep, log, newPods(pods, container, version), slot) {
-			return
+		done := reached(pods)
+		if !done {
+			wi, err := api.Watch(ctx, metav1.ListOptions{LabelSelector: sel.String(), ResourceVersion: l.ResourceVersion})
+			if err != nil {
+				log.Warn("rollout gate: watching pods", "err", err)
+				sleep(ctx, d.poll)
+				continue
+			}
+			for ev := range wi.ResultChan() {
+				p, ok := ev.Object.(*corev1.Pod)
+				if !ok {
+					break // an error event: list again
+				}
+				if ev.Type == watch.Deleted {
+					delete(pods, p.Name)
+				} else {
+					pods[p.Name] = p
+				}
+				if done = reached(pods); done {
+					break
+				}
+			}
+			wi.Stop()
 		}
-		wi, err := api.Watch(ctx, metav1.ListOptions{LabelSelector: sel.String(), ResourceVersion: l.ResourceVersion})
-		if err != nil {
-			log.Warn("rollout gate: watching pods", "err", err)
-			sleep(ctx, d.poll)
+		if !done {
 			continue
 		}
-		for ev := range wi.ResultChan() {
-			p, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				break // an error event: list again
-			}
-			if ev.Type == watch.Deleted {
-				delete(pods, p.Name)
-			} else {
-				pods[p.Name] = p
-			}
-			if d.gateReached(ctx, g, dep, log, newPods(pods, container, version), slot) {
-				wi.Stop()
-				return
-			}
+		key := dep.Namespace + "/" + dep.Name
+		unlock := d.lockRollout(key)
+		target, anyLast := d.rolloutTarget(key)
+		if anyLast || newPods(pods, container, version) < target {
+			// A Start of a higher slot (or the last) in the same batch
+			// holds the gate further on.
+			unlock()
+			return nil
 		}
-		wi.Stop()
-	}
-	if ctx.Err() == context.DeadlineExceeded {
-		log.Warn("rollout gate: gave up waiting for the new pods; the rollout runs on unpaused", "lifetime", d.gateLifetime)
-	}
-}
-
-// gateReached pauses the rollout if have pods reached slot and g is
-// still the Deployment's gate.
-func (d *Driver) gateReached(ctx context.Context, g *gate, dep *appsv1.Deployment, log interface {
-	Info(string, ...any)
-	Warn(string, ...any)
-}, have, slot int) bool {
-	if have < slot {
-		return false
-	}
-	key := dep.Namespace + "/" + dep.Name
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.gates[key] != g {
-		return true // a later Start took over
-	}
-	for ctx.Err() == nil {
-		_, err := d.client.AppsV1().Deployments(dep.Namespace).Patch(ctx, dep.Name, types.MergePatchType,
-			[]byte(`{"spec":{"paused":true}}`), metav1.PatchOptions{FieldManager: "ferry"})
-		if err == nil {
-			log.Info("paused the rollout at its gate", "pods_on_version", have)
-			delete(d.gates, key)
-			return true
+		for ctx.Err() == nil {
+			_, err := d.client.AppsV1().Deployments(dep.Namespace).Patch(ctx, dep.Name, types.MergePatchType,
+				[]byte(`{"spec":{"paused":true}}`), metav1.PatchOptions{FieldManager: "ferry"})
+			if err == nil {
+				unlock()
+				log.Info("paused the rollout at its gate", "pods_on_version", target)
+				return nil
+			}
+			log.Warn("rollout gate: pausing", "err", err)
+			sleep(ctx, d.poll)
 		}
-		log.Warn("rollout gate: pausing", "err", err)
-		sleep(ctx, d.poll)
+		unlock()
 	}
-	return true
+	return fmt.Errorf("kubernetes driver: %s: the rollout's gate at %d pods of %s: %w (the rollout runs on unpaused until ferry's next step)",
+		workloadString(w), slot, version, ctx.Err())
 }
 
 func sleep(ctx context.Context, d time.Duration) {

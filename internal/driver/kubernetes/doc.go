@@ -26,8 +26,8 @@
 //     Ready pod away before its replacement is Ready. Slot i is on the
 //     new version when at least i Ready pods run it (new Ready pods fill
 //     the low slots). The driver pauses the rollout when it sees the
-//     i-th new pod created (a watch of the pods, in the background:
-//     Start does not wait for it). The controller creates the (i+1)-th
+//     i-th new pod created (a watch of the pods, within Start: nothing
+//     of the gate outlives the call). The controller creates the (i+1)-th
 //     only once the i-th is available (Ready for minReadySeconds), so
 //     the gate has a pod's start-up time plus minReadySeconds to pause;
 //     a driver slower than that lets the rollout overshoot by maxSurge
@@ -37,7 +37,8 @@
 //     (maxUnavailable 0). While paused between batches the Deployment
 //     runs one pod above its replicas (the surge). The last slot leaves
 //     the Deployment unpaused. A ferry that dies while a gate is open
-//     leaves the rollout running to its end.
+//     leaves the rollout running until its next Start (or the undo of
+//     the pause, at the phase's end) takes it in hand again.
 //   - NodePool: the nodes matching a node label selector, by name.
 //     Start cordons the node, drains it with kubectl's drain package
 //     (evictions through the Eviction API, so PodDisruptionBudgets are
@@ -45,6 +46,19 @@
 //     runs the workload's Upgrade argv (no shell; FERRY_NODE and
 //     FERRY_VERSION in its environment), waits for the node to report
 //     the new kubelet version and be Ready, and uncordons it.
+//
+// # Effects
+//
+// What the driver changes outside a member's own pod is recorded in the
+// upgrade's journal (driver.Journal, in the call's context) before it
+// is changed, with the undo (Undo): a workload's update strategy (the
+// strategy as it was, restored when the component's phase ends, unless
+// someone changed it since), a Deployment's pause between batches
+// (resumed), a node's cordon (uncordoned; Start uncordons it itself
+// once the node is upgraded, and says so). An abort, a failure or a
+// crash of ferry in the middle of a phase therefore leaves no strategy
+// changed, no rollout paused and no node cordoned once the upgrade
+// ends.
 //
 // # Versions and digests
 //

@@ -42,10 +42,6 @@ const (
 	// DefaultSyncTimeout bounds the wait, in Start, for a controller to
 	// take in a changed template before a pod is deleted.
 	DefaultSyncTimeout = 30 * time.Second
-	// DefaultGateLifetime bounds how long a Deployment's rollout gate
-	// watches for the new pods before giving up (the rollout then runs
-	// on, unpaused).
-	DefaultGateLifetime = time.Hour
 )
 
 // Config says how to reach the API server.
@@ -62,18 +58,14 @@ type Config struct {
 
 // Driver drives Kubernetes workloads and nodes.
 type Driver struct {
-	client       kubernetes.Interface
-	log          *slog.Logger
-	poll         time.Duration
-	evictRetry   time.Duration
-	syncTimeout  time.Duration
-	gateLifetime time.Duration
+	client      kubernetes.Interface
+	log         *slog.Logger
+	poll        time.Duration
+	evictRetry  time.Duration
+	syncTimeout time.Duration
 
-	ctx    context.Context // ends with Close: the gates' watches
-	cancel context.CancelFunc
-	mu     sync.Mutex
-	gates  map[string]*gate // by namespace/name of the Deployment
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	rollouts map[string]*rollout // Deployments with Starts in progress
 }
 
 var (
@@ -155,12 +147,11 @@ func NewForConfig(rc *rest.Config, opts ...Option) (*Driver, error) {
 
 func newDriver(c kubernetes.Interface, opts ...Option) *Driver {
 	d := &Driver{
-		client:       c,
-		poll:         500 * time.Millisecond,
-		evictRetry:   2 * time.Second,
-		syncTimeout:  DefaultSyncTimeout,
-		gateLifetime: DefaultGateLifetime,
-		gates:        map[string]*gate{},
+		client:      c,
+		poll:        500 * time.Millisecond,
+		evictRetry:  2 * time.Second,
+		syncTimeout: DefaultSyncTimeout,
+		rollouts:    map[string]*rollout{},
 	}
 	for _, o := range opts {
 		o(d)
@@ -168,18 +159,13 @@ func newDriver(c kubernetes.Interface, opts ...Option) *Driver {
 	if d.log == nil {
 		d.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	d.ctx, d.cancel = context.WithCancel(context.Background())
 	return d
 }
 
-// Close stops the driver's background work (the watches that pause a
-// Deployment's rollout at its gate) and waits for it to end. A
-// Deployment whose gate was not reached then rolls on, unpaused.
-func (d *Driver) Close() error {
-	d.cancel()
-	d.wg.Wait()
-	return nil
-}
+// Close releases nothing any more: the driver keeps no background work
+// (a Deployment's gate is waited for within its Start). It stays for
+// the callers that close drivers.
+func (d *Driver) Close() error { return nil }
 
 // Discover lists the members of w (see the package doc for each kind).
 func (d *Driver) Discover(ctx context.Context, component string, w driver.Workload) ([]driver.Member, error) {

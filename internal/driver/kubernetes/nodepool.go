@@ -171,7 +171,11 @@ func (d *Driver) startNode(ctx context.Context, w driver.Workload, m driver.Memb
 		}
 		d.log.Info("node upgraded", "node", m.Name, "version", a.Version)
 	}
-	return d.cordon(ctx, n, false)
+	if err := d.cordon(ctx, n, false); err != nil {
+		return err
+	}
+	// Uncordoned by its own step: the journal's undo is not owed.
+	return driver.JournalFrom(ctx).Done(ctx, cordonKey(n.Name))
 }
 
 func (d *Driver) stopNode(ctx context.Context, w driver.Workload, m driver.Member) error {
@@ -200,6 +204,9 @@ func (d *Driver) cordon(ctx context.Context, n *corev1.Node, on bool) error {
 // budgets that refuse are logged and named in the error.
 func (d *Driver) cordonDrain(ctx context.Context, w driver.Workload, n *corev1.Node) error {
 	if !n.Spec.Unschedulable {
+		if err := recordCordon(ctx, n.Name); err != nil {
+			return err
+		}
 		d.log.Info("cordoning node", "node", n.Name)
 	}
 	if err := d.cordon(ctx, n, true); err != nil {

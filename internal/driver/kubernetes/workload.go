@@ -153,6 +153,11 @@ func podStatus(p *corev1.Pod, container string) driver.Status {
 	if p.Status.StartTime != nil {
 		st.Since = p.Status.StartTime.Time
 	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == container {
+			st.Restarts = int(cs.RestartCount) // the kubelet's restarts: a crash loop shows here
+		}
+	}
 	ready := podCondition(p, corev1.PodReady)
 	switch {
 	case p.DeletionTimestamp != nil:

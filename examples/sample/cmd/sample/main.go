@@ -170,6 +170,8 @@ func setupAPI(args []string, stdout, stderr io.Writer, log *slog.Logger) (member
 	name := fs.String("name", "", "member name, e.g. api-1 (required)")
 	httpAddr := fs.String("http", "127.0.0.1:8201", "HTTP listen address")
 	kvFlag := fs.String("kv", "", "kv members' HTTP addresses, comma-separated (required)")
+	fs.DurationVar(&lameDuck, "lame-duck", 0, "after SIGTERM, keep serving this long before shutting down (as servers behind a slow load balancer do)")
+	readyDelay := fs.Duration("ready-delay", 0, "answer /ready 503 this long after the start (a warm-up)")
 	if done, code := parseFlags(fs, args, stdout); done {
 		return nil, nil, code
 	}
@@ -183,7 +185,7 @@ func setupAPI(args []string, stdout, stderr io.Writer, log *slog.Logger) (member
 		}
 	}
 	cfg := api.Config{Name: *name, HTTPAddr: *httpAddr, KVAddrs: kvAddrs, Version: version, Logger: log,
-		NeverReady: fault == faultNeverReady}
+		NeverReady: fault == faultNeverReady, ReadyDelay: *readyDelay}
 	if fault == faultSlow {
 		cfg.ExtraLatency = slowLatency
 	}
@@ -225,6 +227,10 @@ func setupLB(args []string, stdout, stderr io.Writer, log *slog.Logger) (member,
 	return l, 0
 }
 
+// lameDuck is how long a member keeps serving after SIGTERM (api's
+// --lame-duck).
+var lameDuck time.Duration
+
 // serve starts m, waits for SIGTERM/SIGINT or a fatal error, and stops
 // m gracefully. A crash-after build exits 2 a few seconds after it
 // first becomes ready, without stopping gracefully: it stands for a
@@ -256,6 +262,10 @@ func serve(m member, ready func() bool, log *slog.Logger) int {
 		code = 1
 	}
 	stop()
+	if lameDuck > 0 && code == 0 {
+		log.Info("lame duck: serving on before the shutdown", "for", lameDuck)
+		time.Sleep(lameDuck)
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), stopDeadline)
 	defer cancel()
 	if err := m.Shutdown(sctx); err != nil {
