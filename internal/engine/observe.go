@@ -29,6 +29,7 @@ type observer struct {
 	probed   map[string]time.Time // when each member's last probe began
 	members  map[string]health.State
 	roles    map[string]bool
+	roleAt   map[string]time.Time // when each role probe began
 	gates    map[string]upgrade.Gate
 	anyFrom  map[string]int // where each gate starts looking for a member to ask
 	// moving are the members the upgrade has in flight: a gate is not
@@ -45,7 +46,7 @@ func (e *Engine) newObserver() *observer {
 		tick = 100 * time.Millisecond
 	}
 	o := &observer{e: e, tick: tick, statuses: map[string]driver.Status{}, seen: map[string]time.Time{},
-		probed: map[string]time.Time{}, members: map[string]health.State{}, roles: map[string]bool{},
+		probed: map[string]time.Time{}, members: map[string]health.State{}, roles: map[string]bool{}, roleAt: map[string]time.Time{},
 		gates: map[string]upgrade.Gate{}, anyFrom: map[string]int{},
 		changed: make(chan struct{}, 1), kicks: map[string]chan struct{}{}}
 	for _, n := range e.order {
@@ -216,13 +217,18 @@ func (o *observer) probeRole(ctx context.Context, n string) {
 	}
 	data := info.data
 	data.Version, data.PID = st.Version, st.PID
+	start := o.e.cfg.Now()
 	res := o.e.prober.Do(ctx, info.comp.Role.Check.Call, data)
 	if ctx.Err() != nil {
 		return
 	}
 	o.mu.Lock()
 	prev := o.roles[n]
-	o.roles[n] = res.OK
+	if start.Before(o.roleAt[n]) {
+		o.mu.Unlock()
+		return // a later probe answered first
+	}
+	o.roles[n], o.roleAt[n] = res.OK, start
 	o.mu.Unlock()
 	if prev != res.OK {
 		o.notify()
@@ -289,7 +295,9 @@ func (o *observer) snapshot() Snapshot {
 		}
 		snap.Statuses[n] = st
 		mh := o.e.memberHealth(o.e.members[n], st, o.members[n], o.probed[n])
-		mh.Role = o.roles[n] && st.Running
+		// A role seen before the process started belongs to the one
+		// before it.
+		mh.Role = o.roles[n] && st.Running && !o.roleAt[n].Before(st.Since)
 		mh.Seen = o.seen[n]
 		snap.Obs.Members[n] = mh
 	}
