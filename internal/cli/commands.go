@@ -156,6 +156,12 @@ func printPlan(g *globals, p plan.Plan, c *config.Cluster) {
 		}
 	}
 	w.Flush()
+	for _, ph := range p.Phases {
+		if ph.Strategy == string(config.Canary) && len(ph.Batches) > 1 {
+			fmt.Fprintln(g.stdout, "batches: the sizes expected when every batch goes well; a canary's next batch doubles after a clean batch and halves after a strained one, and members down go first, those holding a role last, as observed before each batch")
+			break
+		}
+	}
 }
 
 // printHealth prints a preflight's checks; any failed check exits 1.

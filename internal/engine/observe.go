@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -378,9 +379,14 @@ func (e *Engine) Observe(ctx context.Context) (Snapshot, error) {
 	return snap, nil
 }
 
-// unreachable wraps a substrate's failure to answer.
+// unreachable wraps a substrate's failure to answer (once: a driver's
+// detail may say it already).
 func unreachable(detail string) error {
-	return fmt.Errorf("%w: %s", driver.ErrUnreachable, detail)
+	rest, ok := strings.CutPrefix(detail, driver.ErrUnreachable.Error())
+	if !ok {
+		rest = ": " + detail
+	}
+	return fmt.Errorf("%w%s", driver.ErrUnreachable, rest)
 }
 
 func suffix(s string) string {

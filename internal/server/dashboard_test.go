@@ -139,6 +139,10 @@ func TestDashboardDrivesAnUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, 30*time.Second, "an upgrading state", `document.getElementById("state").textContent.startsWith("upgrading-")`)
+	// The changes made outside the members and not undone yet are
+	// listed: the upgrade's own flag is set for its whole duration.
+	waitJS(t, ctx, 10*time.Second, "the upgrade's flag listed among the effects not undone yet",
+		`(() => { const b = document.getElementById("trouble"); return b.textContent.includes("not undone yet") && b.textContent.includes("/admin/flags/upgrade"); })()`)
 	waitJS(t, ctx, 20*time.Second, "the traffic chart with p50 and p99 lines past the baseline",
 		`(() => { const c = document.getElementById("traffic-chart"); const p = c.querySelector("path.p99");
 		  return !document.getElementById("traffic-panel").hidden && p !== null && p.getAttribute("d").split("L").length > 4 &&

@@ -166,8 +166,9 @@ function renderTrouble(u) {
   (u.overrides || []).forEach((o) => box.append(el("p", "muted", `override: ${o.effect ? "the undo of " + o.effect : o.predicate}${o.member ? " for " + o.member : ""} off, by ${o.by}`)));
   const b = u.bound || {};
   const lower = ((b.batches || 0) + (b.gates || 0) + (b.stages || 0) + (b.hooks || 0)) / 1e9;
-  if (lower > 0) {
-    const end = u.ended && !u.ended.startsWith("0001") ? new Date(u.ended) : new Date(u.updated);
+  const ended = u.ended && !u.ended.startsWith("0001");
+  if (lower > 0 && ended) {
+    const end = new Date(u.ended);
     const wall = (end - new Date(u.created)) / 1000;
     box.append(el("p", "muted", `pace: ${wall.toFixed(1)}s against a lower bound of ${lower.toFixed(1)}s (×${(wall / lower).toFixed(2)})`));
   }
