@@ -11,8 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ferry-upgrade/ferry/internal/engine"
-	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/strategy"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
@@ -51,23 +49,9 @@ Predicates: ` + strings.Join(strategy.PredicateNames(), ", "),
 				fmt.Fprintf(g.stdout, "override recorded for upgrade %s: %s switched off by %s\n", res.Upgrade.ID, o, o.By)
 				return nil
 			}
-			c, err := g.load()
+			st, cur, err := g.currentLocked("override")
 			if err != nil {
 				return err
-			}
-			st, err := store.Open(g.dataDir)
-			if err != nil {
-				return err
-			}
-			cur, ok, err := st.Current()
-			if err != nil {
-				return err
-			}
-			if !ok {
-				return &exitError{code: 3, err: errors.New("no upgrade to override: none was ever started here (data directory " + g.dataDir + ")")}
-			}
-			if err := engine.CheckLock(cur, c.Digest, c.File); err != nil {
-				return &exitError{code: 3, err: err}
 			}
 			u, err := st.Override(cur.ID, o, func(u upgrade.Upgrade) error {
 				if why := upgrade.CheckOverride(&u, o, strategy.Known, strings.Join(strategy.PredicateNames(), ", ")); why != "" {

@@ -324,6 +324,31 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 	w.Flush()
 }
 
+// currentLocked opens the store and returns the current upgrade, which
+// this description may act on (exit 3 otherwise: none, or the cluster
+// locked by another description).
+func (g *globals) currentLocked(what string) (*store.Store, upgrade.Upgrade, error) {
+	c, err := g.load()
+	if err != nil {
+		return nil, upgrade.Upgrade{}, err
+	}
+	st, err := store.Open(g.dataDir)
+	if err != nil {
+		return nil, upgrade.Upgrade{}, err
+	}
+	cur, ok, err := st.Current()
+	if err != nil {
+		return nil, upgrade.Upgrade{}, err
+	}
+	if !ok {
+		return nil, upgrade.Upgrade{}, &exitError{code: 3, err: errors.New("no upgrade to " + what + ": none was ever started here (data directory " + g.dataDir + ")")}
+	}
+	if err := engine.CheckLock(cur, c.Digest, c.File); err != nil {
+		return nil, upgrade.Upgrade{}, &exitError{code: 3, err: err}
+	}
+	return st, cur, nil
+}
+
 // request records an operator's request (pause, resume, abort) for the
 // current upgrade. The ferry process driving the upgrade acts on it at
 // its next step; when none is (it was stopped, or crashed), resume and
@@ -332,23 +357,9 @@ func (g *globals) request(ctx context.Context, kind upgrade.IntentKind, quiet bo
 	if g.remote() {
 		return g.remoteRequest(ctx, kind, quiet)
 	}
-	c, err := g.load()
+	st, cur, err := g.currentLocked(string(kind))
 	if err != nil {
 		return err
-	}
-	st, err := store.Open(g.dataDir)
-	if err != nil {
-		return err
-	}
-	cur, ok, err := st.Current()
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return &exitError{code: 3, err: errors.New("no upgrade to " + string(kind) + ": none was ever started here (data directory " + g.dataDir + ")")}
-	}
-	if err := engine.CheckLock(cur, c.Digest, c.File); err != nil {
-		return &exitError{code: 3, err: err}
 	}
 	u, err := st.Request(cur.ID, kind, time.Now(), func(u upgrade.Upgrade) error {
 		if u.State.Terminal() {

@@ -383,15 +383,9 @@ func (s *Server) patchUpgrade(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return badRequest(`field "action": %q is not one of pause, resume, abort, finalize`, req.Action)
 	}
-	cur, ok, err := s.cfg.Store.Current()
+	cur, err := s.currentLocked(string(kind))
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return errf(http.StatusNotFound, CodeNoUpgrade, "no upgrade to %s: none is current", kind)
-	}
-	if err := engine.CheckLock(cur, s.cfg.Cluster.Digest, s.cfg.Cluster.File); err != nil {
-		return errf(http.StatusConflict, CodeClusterLocked, "%v", err)
 	}
 	// The same checks as 'ferry upgrade pause|resume|abort|finalize',
 	// made on the record as stored, in the request's transaction.
@@ -458,15 +452,9 @@ func (s *Server) postOverride(w http.ResponseWriter, r *http.Request) error {
 	}
 	o := upgrade.Override{Predicate: req.Predicate, Member: req.Member, Effect: req.Effect, Reason: req.Reason,
 		By: by + " (from " + r.RemoteAddr + ")", At: time.Now()}
-	cur, ok, err := s.cfg.Store.Current()
+	cur, err := s.currentLocked("override")
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return errf(http.StatusNotFound, CodeNoUpgrade, "no upgrade to override: none is current")
-	}
-	if err := engine.CheckLock(cur, s.cfg.Cluster.Digest, s.cfg.Cluster.File); err != nil {
-		return errf(http.StatusConflict, CodeClusterLocked, "%v", err)
 	}
 	u, err := s.cfg.Store.Override(cur.ID, o, func(u upgrade.Upgrade) error {
 		if why := upgrade.CheckOverride(&u, o, strategy.Known, strings.Join(strategy.PredicateNames(), ", ")); why != "" {
@@ -486,6 +474,23 @@ func (s *Server) postOverride(w http.ResponseWriter, r *http.Request) error {
 	s.signal()
 	writeJSON(w, http.StatusCreated, UpgradeStatus{Upgrade: u, DrivenBy: s.drivenBy(u)})
 	return nil
+}
+
+// currentLocked returns the current upgrade, which this server's
+// description may act on: 404 when there is none, 409 when another
+// description locks the cluster.
+func (s *Server) currentLocked(what string) (upgrade.Upgrade, error) {
+	cur, ok, err := s.cfg.Store.Current()
+	if err != nil {
+		return cur, err
+	}
+	if !ok {
+		return cur, errf(http.StatusNotFound, CodeNoUpgrade, "no upgrade to %s: none is current", what)
+	}
+	if err := engine.CheckLock(cur, s.cfg.Cluster.Digest, s.cfg.Cluster.File); err != nil {
+		return cur, errf(http.StatusConflict, CodeClusterLocked, "%v", err)
+	}
+	return cur, nil
 }
 
 func (s *Server) deleteUpgrade(w http.ResponseWriter, r *http.Request) error {

@@ -246,29 +246,10 @@ func (s *Store) SaveWithEvents(u upgrade.Upgrade, evs []Event) ([]Event, error) 
 // says, from the record as stored, why the request is refused (or nil).
 // The engine acts on it at its next step, whichever process runs it.
 func (s *Store) Request(id string, kind upgrade.IntentKind, now time.Time, check func(u upgrade.Upgrade) error) (upgrade.Upgrade, error) {
-	var u upgrade.Upgrade
-	err := s.update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketUpgrades).Get([]byte(id))
-		if b == nil {
-			return fmt.Errorf("%w: upgrade %s", ErrNotFound, id)
-		}
-		if err := json.Unmarshal(b, &u); err != nil {
-			return fmt.Errorf("store: upgrade %s: %w", id, err)
-		}
-		if check != nil {
-			if err := check(u); err != nil {
-				return err
-			}
-		}
+	return s.operate(id, check, func(u *upgrade.Upgrade) Event {
 		u.Intent = upgrade.Intent{Kind: kind, Seq: u.Intent.Seq + 1, Time: now}
-		if err := put(tx, u); err != nil {
-			return err
-		}
-		_, err := appendEvents(tx, []Event{{Time: now, Upgrade: id, Kind: "intent",
-			Message: fmt.Sprintf("%s requested by the operator", kind)}})
-		return err
+		return Event{Time: now, Kind: "intent", Message: fmt.Sprintf("%s requested by the operator", kind)}
 	})
-	return u, err
 }
 
 // Override records the operator's override o of upgrade id (one
@@ -277,6 +258,20 @@ func (s *Store) Request(id string, kind upgrade.IntentKind, now time.Time, check
 // stored, why it is refused (or nil). The engine driving the upgrade
 // reads it at its next step.
 func (s *Store) Override(id string, o upgrade.Override, check func(u upgrade.Upgrade) error) (upgrade.Upgrade, error) {
+	return s.operate(id, check, func(u *upgrade.Upgrade) Event {
+		u.Overrides = append(u.Overrides, o)
+		msg := fmt.Sprintf("override: %s switched off by %s", o, o.By)
+		if o.Reason != "" {
+			msg += ": " + o.Reason
+		}
+		return Event{Time: o.At, Kind: "override", Member: o.Member, Message: msg}
+	})
+}
+
+// operate applies an operator's change to upgrade id in one
+// transaction, with the event change returns; check refuses it, from
+// the record as stored.
+func (s *Store) operate(id string, check func(u upgrade.Upgrade) error, change func(u *upgrade.Upgrade) Event) (upgrade.Upgrade, error) {
 	var u upgrade.Upgrade
 	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketUpgrades).Get([]byte(id))
@@ -291,15 +286,12 @@ func (s *Store) Override(id string, o upgrade.Override, check func(u upgrade.Upg
 				return err
 			}
 		}
-		u.Overrides = append(u.Overrides, o)
+		ev := change(&u)
+		ev.Upgrade = id
 		if err := put(tx, u); err != nil {
 			return err
 		}
-		msg := fmt.Sprintf("override: %s switched off by %s", o, o.By)
-		if o.Reason != "" {
-			msg += ": " + o.Reason
-		}
-		_, err := appendEvents(tx, []Event{{Time: o.At, Upgrade: id, Kind: "override", Member: o.Member, Message: msg}})
+		_, err := appendEvents(tx, []Event{ev})
 		return err
 	})
 	return u, err
