@@ -59,6 +59,9 @@ type ClusterOptions struct {
 	// Soak, Deadline and GateDeadline are each component's
 	// min_healthy_time, healthy_deadline and gate deadline.
 	Soak, Deadline, GateDeadline time.Duration
+	// KVSoak, if set, is kv's soak instead of Soak (tests about the
+	// api tier keep the kv phase short).
+	KVSoak time.Duration
 	// OnFailure is the policy: rollback (default) or pause; Finalize
 	// auto (default) or manual.
 	OnFailure string
@@ -133,7 +136,11 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 		return nil, err
 	}
 	names := []string{"AGENT", "KV1", "KV2", "KV3", "KV1R", "KV2R", "KV3R", "API1", "API2", "API3", "API4", "LB", "LBADMIN"}
-	vars := map[string]string{"DIR": dir, "SOAK": o.Soak.String(), "DEADLINE": o.Deadline.String(),
+	kvSoak := o.Soak
+	if o.KVSoak > 0 {
+		kvSoak = o.KVSoak
+	}
+	vars := map[string]string{"DIR": dir, "SOAK": o.Soak.String(), "KVSOAK": kvSoak.String(), "DEADLINE": o.Deadline.String(),
 		"GATE": o.GateDeadline.String(), "POLICY": o.OnFailure, "FINALIZE": o.Finalize, "IMPACT": o.OnImpact,
 		"GATEQ": "", "GATETIMEOUT": "1s", "LAMEDUCK": "0s", "SLOWPRESTOP": "", "POSTSTART": "[]"}
 	if o.GateDelay > 0 {

@@ -73,8 +73,8 @@ func TestAbortAtEachStep(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: starts a real cluster")
 	}
-	cl := startCluster(t, demo.ClusterOptions{Soak: 3 * time.Second, Deadline: 30 * time.Second, GateDeadline: 30 * time.Second,
-		SlowSteps: 2 * time.Second}, "2.0.0")
+	cl := startCluster(t, demo.ClusterOptions{Soak: 3 * time.Second, KVSoak: 500 * time.Millisecond, Deadline: 30 * time.Second,
+		GateDeadline: 30 * time.Second, SlowSteps: 2 * time.Second}, "2.0.0")
 	for _, tc := range []struct {
 		step upgrade.MemberStep
 		to   string
