@@ -23,7 +23,7 @@ releases:
 	fmt.Println(err)
 	// Output:
 	// cluster.yaml:6: components[0].strategy.max_unavailable: max_unavailable 3 is more than the 2 members
-	// cluster.yaml:9: components[0].members[1].adress: unknown key (did you mean address?); known keys: name, host, address, vars, domain
+	// cluster.yaml:9: components[0].members[1].adress: unknown key (did you mean address?); known keys: name, host, address, vars, domain, adopt
 	// cluster.yaml:9: components[0].members[1].host: no host "host-2" in hosts (known: host-1)
 	// cluster.yaml:9: components[0].members[1].address: must be set: the member's host:port
 }
