@@ -137,6 +137,15 @@ func (s *Server) markGone(m *member, p *proc, detail string, code *int) {
 
 const adoptedExit = "exited (status unknown: the process was adopted after an agent restart)"
 
+// exitUnknown says how a process that was not the agent's child
+// exited: its status is its parent's to know.
+func exitUnknown(p *proc) string {
+	if p.adopted {
+		return "exited (status unknown: no agent started the process, it was adopted)"
+	}
+	return adoptedExit
+}
+
 // alive reports whether the process p names still runs: its pid
 // exists, has the same start time (not a reused pid) and is not a
 // zombie.
@@ -237,7 +246,7 @@ func (s *Server) watch(m *member, p *proc) {
 			return
 		case <-t.C:
 			if !alive(p) {
-				s.markGone(m, p, adoptedExit, nil)
+				s.markGone(m, p, exitUnknown(p), nil)
 				return
 			}
 		}
@@ -314,7 +323,7 @@ func (s *Server) ensure(name string, spec MemberSpec) (Status, error) {
 	stopDefault, sigDefault := m.rec.StopTimeoutMS, m.rec.StopSignal
 	m.mu.Unlock()
 	if same && !p.child && !alive(p) {
-		s.markGone(m, p, adoptedExit, nil)
+		s.markGone(m, p, exitUnknown(p), nil)
 		same = false
 	}
 	if same {
@@ -401,7 +410,7 @@ func (s *Server) stopLocked(m *member, timeout time.Duration, sig syscall.Signal
 		return nil
 	}
 	if !p.child && !alive(p) {
-		s.markGone(m, p, adoptedExit, nil)
+		s.markGone(m, p, exitUnknown(p), nil)
 		return nil
 	}
 	s.log.Info("stopping member", "member", m.name, "pid", p.pid, "signal", signalName(sig), "timeout", timeout, "adopted", p.adopted)
@@ -467,7 +476,7 @@ func (s *Server) waitGone(m *member, p *proc, d time.Duration) bool {
 			return false
 		case <-tick.C:
 			if !alive(p) {
-				s.markGone(m, p, adoptedExit, nil)
+				s.markGone(m, p, exitUnknown(p), nil)
 				return true
 			}
 		}
