@@ -179,9 +179,10 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	if err != nil {
 		return nil, err
 	}
+	started := cl // the error returns below return a nil cluster
 	defer func() {
 		if err != nil {
-			cl.Close()
+			started.Close()
 		}
 	}()
 	c, err := config.Load(cl.File)

@@ -180,15 +180,14 @@ func (e *Engine) Up(ctx context.Context, version string, progress Progress) (Clu
 		}
 		if together(comp) && len(start) > 0 {
 			say("%s: starting %s together (they bootstrap as a group)", comp.Name, strings.Join(start, ", "))
-			errs := make([]error, len(start))
-			var wg sync.WaitGroup
-			for i, n := range start {
-				wg.Add(1)
-				go func() { defer wg.Done(); errs[i] = startOne(n) }()
-			}
-			wg.Wait()
-			if err := errors.Join(errs...); err != nil {
-				return rep, err
+			// One after the other, none waited for: a start returns once
+			// the process runs (tens of milliseconds), and concurrent
+			// first starts of one artifact would race its copy on the
+			// agent against their forks (ETXTBSY).
+			for _, n := range start {
+				if err := startOne(n); err != nil {
+					return rep, err
+				}
 			}
 			if err := e.waitUp(ctx, o, comp, slices.Concat(start, kept), version, started, say); err != nil {
 				return rep, err
