@@ -9,6 +9,16 @@
 #                              it is missing
 #   scripts/realsys.sh env     print shell assignments for the binaries
 #                              (eval "$(scripts/realsys.sh env)")
+#   scripts/realsys.sh example etcd|nats|sample-haproxy [cluster.yaml|haproxy.cfg]
+#                              print examples/SYSTEM/FILE.tmpl with its
+#                              placeholders filled in: the built binaries' paths and
+#                              sha256, the agent's address, the ports and the data
+#                              directory (each overridable by an environment variable
+#                              of its name: AGENT=127.0.0.1:7201 DATA=/srv/etcd ...)
+#
+# It also builds the load tools of the tests and comparisons, each its own
+# module under tools/realsys/ (the systems' own clients: etcd's clientv3,
+# nats.go), into ${FERRY_CACHE:-$HOME/.cache/ferry}/realsys/tools/bin.
 #
 # etcd N is the last v3.5 patch (the 3.5 -> 3.6 guide wants every member on a
 # recent 3.5 patch first), N+1 is v3.6.8, the etcd the Kubernetes tests run.
@@ -118,6 +128,21 @@ build_nats() {
 	log "nats-server $version in $bin ($((SECONDS - t0)) s)"
 }
 
+# build_tool NAME: a load tool from its module under tools/realsys/NAME,
+# rebuilt when its source is newer than the binary.
+build_tool() {
+	local name=$1 bin=$CACHE/tools/bin mod=$ROOT/tools/realsys/$1
+	mkdir -p "$bin"
+	if [[ -x $bin/$name && -z $(find "$mod" -newer "$bin/$name" -type f 2>/dev/null) ]]; then
+		return 0
+	fi
+	local t0=$SECONDS
+	log "building $name"
+	(cd "$mod" && CGO_ENABLED=0 go build -trimpath -o "$bin/.$name.tmp" .) || die "building $name failed"
+	mv -f "$bin/.$name.tmp" "$bin/$name"
+	log "$name in $bin ($((SECONDS - t0)) s)"
+}
+
 haproxy_install() {
 	command -v haproxy >/dev/null && return 0
 	command -v apt-get >/dev/null || { log "haproxy missing and no apt-get here"; return 1; }
@@ -145,6 +170,8 @@ build() {
 	build_nats "$NATS_N1"
 	build_rqlite "$RQLITE_N" || true
 	build_rqlite "$RQLITE_N1" || true
+	build_tool etcdload
+	build_tool natsload
 	haproxy_install || true
 	log "done ($((SECONDS - t0)) s)"
 }
@@ -169,14 +196,90 @@ env_() {
 			echo "RQLITED_$v=$b"
 		fi
 	done
+	echo "ETCDLOAD=$CACHE/tools/bin/etcdload"
+	echo "NATSLOAD=$CACHE/tools/bin/natsload"
 	if command -v haproxy >/dev/null; then echo "HAPROXY=$(command -v haproxy)"; fi
+}
+
+# example SYSTEM [FILE]: the example's FILE (default cluster.yaml; the
+# HAProxy example also has haproxy.cfg), placeholders filled in. Only
+# ${NAME} placeholders are replaced: the {{...}} templates (and their $i,
+# $m) are ferry's.
+example() {
+	local sys=${1-} file=${2:-cluster.yaml} tmpl
+	tmpl=$ROOT/examples/$sys/$file.tmpl
+	[[ -n $sys && -f $tmpl ]] || die "usage: $0 example etcd|nats|sample-haproxy [cluster.yaml|haproxy.cfg]"
+	local -A v=(
+		[AGENT]=${AGENT:-127.0.0.1:7101}
+		[TOKEN_FILE]=${TOKEN_FILE:-agent/token}
+		[DATA]=${DATA:-$PWD/data}
+		[SOAK]=${SOAK:-2s}
+		[EXTRA_RELEASES]=${EXTRA_RELEASES:-}
+	)
+	local n n1 np n1p i
+	case $sys in
+	etcd)
+		n=${ETCD_N#v} n1=${ETCD_N1#v}
+		np=$CACHE/etcd-$ETCD_N/bin/etcd n1p=$CACHE/etcd-$ETCD_N1/bin/etcd
+		for i in 1 2 3; do
+			local cv=E$i pv=E${i}_PEER
+			v[E$i]=${!cv:-127.0.0.1:2${i}379}
+			v[E${i}_PEER]=${!pv:-127.0.0.1:2${i}380}
+		done
+		;;
+	nats)
+		n=${NATS_N#v} n1=${NATS_N1#v}
+		np=$CACHE/nats-$NATS_N/bin/nats-server n1p=$CACHE/nats-$NATS_N1/bin/nats-server
+		for i in 1 2 3; do
+			local hv=N${i}_HTTP cv=N${i}_CLIENT rv=N${i}_ROUTE
+			v[N${i}_HTTP]=${!hv:-127.0.0.1:2${i}822}
+			v[N${i}_CLIENT]=${!cv:-127.0.0.1:2${i}422}
+			v[N${i}_ROUTE]=${!rv:-127.0.0.1:2${i}248}
+		done
+		;;
+	sample-haproxy)
+		# The sample's releases, as `make sample` builds them.
+		n=1.0.0 n1=2.0.0 np=$ROOT/bin/sample-1.0.0 n1p=$ROOT/bin/sample-2.0.0
+		for i in 1 2 3; do
+			local kv=KV$i rv=KV${i}_RAFT
+			v[KV$i]=${!kv:-127.0.0.1:2${i}101}
+			v[KV${i}_RAFT]=${!rv:-127.0.0.1:2${i}102}
+		done
+		for i in 1 2 3 4; do
+			local av=API$i
+			v[API$i]=${!av:-127.0.0.1:2${i}201}
+		done
+		v[HAPROXY_FRONTEND]=${HAPROXY_FRONTEND:-127.0.0.1:20080}
+		v[HAPROXY_STATS]=${HAPROXY_STATS:-127.0.0.1:20081}
+		;;
+	*) die "no example for $sys (etcd, nats, sample-haproxy)" ;;
+	esac
+	if [[ $file == cluster.yaml ]]; then
+		[[ -x $np && -x $n1p ]] || die "$sys $n and $n1 are not built: run $0 build (the sample: make sample)"
+		v[N_VERSION]=$n
+		v[N1_VERSION]=$n1
+		v[N_PATH]=$np
+		v[N1_PATH]=$n1p
+		v[N_SHA256]=$(sha256sum "$np" | cut -d' ' -f1)
+		v[N1_SHA256]=$(sha256sum "$n1p" | cut -d' ' -f1)
+	fi
+	local text k
+	text=$(<"$tmpl")
+	for k in "${!v[@]}"; do
+		text=${text//"\${$k}"/"${v[$k]}"}
+	done
+	if [[ $text =~ \$\{[A-Z0-9_]+\} ]]; then
+		die "examples/$sys/$file.tmpl: ${BASH_REMATCH[0]} is not filled in"
+	fi
+	printf '%s\n' "$text"
 }
 
 case ${1-} in
 build) build ;;
 env) env_ ;;
+example) example "${2-}" "${3-}" ;;
 *)
-	echo "usage: $0 build | env" >&2
+	echo "usage: $0 build | env | example etcd|nats|sample-haproxy [cluster.yaml|haproxy.cfg]" >&2
 	exit 2
 	;;
 esac

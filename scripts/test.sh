@@ -21,6 +21,14 @@ if [[ ${FERRY_PROM:-1} == 1 ]]; then
 	bash scripts/prometheus.sh >/dev/null
 	export FERRY_PROM=1
 fi
+# The real clustered systems of internal/realsys's tests (etcd 3.5 and 3.6,
+# nats-server 2.10 and 2.11, their own clients as load tools; HAProxy from
+# Debian), built from their Go modules once and cached (cold: see
+# tools/realsys/README.md). FERRY_REALSYS=0 skips those tests.
+if [[ ${FERRY_REALSYS:-1} == 1 ]]; then
+	bash scripts/realsys.sh build
+	export FERRY_REALSYS=1
+fi
 go vet ./...
 go test -count=1 -timeout 30m ./...
 go test -count=1 -race -timeout 10m ./internal/upgrade/ ./internal/plan/ ./internal/config/ ./internal/health/ ./internal/store/

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 )
@@ -63,8 +64,78 @@ type MemberSpec struct {
 	StopTimeoutMS int64 `json:"stop_timeout_ms,omitempty"`
 	// Restart is RestartNo (the default, also "") or RestartOnFailure.
 	Restart string `json:"restart,omitempty"`
+	// StopSignal is the signal of a graceful stop of this process (and
+	// of the one it replaces): one of StopSignals, "" for SIGTERM.
+	StopSignal string `json:"stop_signal,omitempty"`
 	// Files are written into the member's directory before it starts.
 	Files []FileSpec `json:"files,omitempty"`
+}
+
+// StopSignals are the signals a graceful stop may send: those servers
+// take as a request to stop.
+var StopSignals = map[string]syscall.Signal{
+	"SIGTERM": syscall.SIGTERM, "SIGINT": syscall.SIGINT, "SIGQUIT": syscall.SIGQUIT,
+	"SIGHUP": syscall.SIGHUP, "SIGUSR1": syscall.SIGUSR1, "SIGUSR2": syscall.SIGUSR2,
+}
+
+// stopSignal returns the signal named, SIGTERM for "".
+func stopSignal(name string) syscall.Signal {
+	if sig, ok := StopSignals[name]; ok {
+		return sig
+	}
+	return syscall.SIGTERM
+}
+
+func checkStopSignal(name, field string) error {
+	if _, ok := StopSignals[name]; name != "" && !ok {
+		return badRequest("%s %q: want one of SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2", field, truncate(name, 20))
+	}
+	return nil
+}
+
+// AdoptRequest is the body of POST /v1/members/{name}/adopt: how to
+// find the member's process when ferry did not start it. Exactly one
+// of PIDFile and Listen is set.
+type AdoptRequest struct {
+	// PIDFile is the absolute path of a file holding the process id.
+	PIDFile string `json:"pid_file,omitempty"`
+	// Listen is a host:port: the process listening on it is the member.
+	Listen string `json:"listen,omitempty"`
+	// StopTimeoutMS and StopSignal are how the adopted process is
+	// stopped gracefully (by a stop, or by the PUT that replaces it).
+	StopTimeoutMS int64  `json:"stop_timeout_ms,omitempty"`
+	StopSignal    string `json:"stop_signal,omitempty"`
+}
+
+// DecodeAdoptRequest reads and validates an adopt body.
+func DecodeAdoptRequest(body []byte) (AdoptRequest, error) {
+	var r AdoptRequest
+	if len(body) > maxBodyBytes {
+		return r, badRequest("body larger than %d bytes", maxBodyBytes)
+	}
+	if err := decodeJSON(bytes.NewReader(body), &r); err != nil {
+		return AdoptRequest{}, err
+	}
+	switch {
+	case r.PIDFile == "" && r.Listen == "":
+		return r, badRequest("one of pid_file and listen is required")
+	case r.PIDFile != "" && r.Listen != "":
+		return r, badRequest("pid_file and listen are exclusive: give one way to find the process")
+	case r.PIDFile != "" && (!filepath.IsAbs(r.PIDFile) || len(r.PIDFile) > maxPathLen || strings.IndexByte(r.PIDFile, 0) >= 0):
+		return r, badRequest("pid_file %q is not an absolute path", truncate(r.PIDFile, 80))
+	}
+	if r.Listen != "" {
+		if _, _, err := splitListen(r.Listen); err != nil {
+			return r, badRequest("listen %q: %v", truncate(r.Listen, 80), err)
+		}
+	}
+	if _, err := stopTimeout(r.StopTimeoutMS, "stop_timeout_ms"); err != nil {
+		return r, err
+	}
+	if err := checkStopSignal(r.StopSignal, "stop_signal"); err != nil {
+		return r, err
+	}
+	return r, nil
 }
 
 // Restart policies of MemberSpec.Restart.
@@ -96,6 +167,9 @@ type StopRequest struct {
 	// TimeoutMS bounds the graceful stop before SIGKILL; 0 means the
 	// member's stop_timeout_ms, or DefaultStopTimeout.
 	TimeoutMS int64 `json:"timeout_ms,omitempty"`
+	// Signal is the graceful stop's signal; "" means the member's
+	// stop_signal, or SIGTERM.
+	Signal string `json:"signal,omitempty"`
 }
 
 // Status is what the agent reports of one member.
@@ -128,6 +202,11 @@ type Status struct {
 	Instance int `json:"instance"`
 	// NextRestart is when a restart is due, while one is pending.
 	NextRestart *time.Time `json:"next_restart,omitempty"`
+	// Adopted is set when the member's process (running, or last seen)
+	// was not started by the agent but found by an adopt request: the
+	// agent knows its pid, not its version (Version is empty), and does
+	// not restart it. A PUT replaces it with a process of the agent's.
+	Adopted bool `json:"adopted,omitempty"`
 }
 
 // Health is the body of GET /v1/health.
@@ -231,6 +310,9 @@ func (s *MemberSpec) validate() error {
 	if _, err := stopTimeout(s.StopTimeoutMS, "stop_timeout_ms"); err != nil {
 		return err
 	}
+	if err := checkStopSignal(s.StopSignal, "stop_signal"); err != nil {
+		return err
+	}
 	switch s.Restart {
 	case "":
 		s.Restart = RestartNo
@@ -254,6 +336,9 @@ func DecodeStopRequest(body []byte) (StopRequest, error) {
 		return StopRequest{}, err
 	}
 	if _, err := stopTimeout(r.TimeoutMS, "timeout_ms"); err != nil {
+		return StopRequest{}, err
+	}
+	if err := checkStopSignal(r.Signal, "signal"); err != nil {
 		return StopRequest{}, err
 	}
 	return r, nil

@@ -25,6 +25,7 @@
 //	GET  /v1/members/{name}         Status; 404 if the agent never knew it
 //	PUT  /v1/members/{name}         MemberSpec -> Status
 //	POST /v1/members/{name}/stop    StopRequest (optional) -> Status
+//	POST /v1/members/{name}/adopt   AdoptRequest -> Status; 404 if nothing is found
 //	GET  /v1/members/{name}/logs    ?previous=true|false&lines=N -> text/plain
 //
 // PUT makes the member run exactly the given artifact with the given
@@ -96,10 +97,29 @@
 // re-adopted member that vanishes, one that died while no agent ran,
 // and one whose restart was pending when the agent before died.
 //
-// A graceful stop sends SIGTERM to the member's process group, waits
-// up to the stop timeout (the request's timeout_ms, else the member's
-// stop_timeout_ms, else 10s), then sends SIGKILL to the group. Stopping
-// a stopped, or never started, member is 200.
+// A graceful stop sends the member's stop signal (the request's signal,
+// else the member's stop_signal, else SIGTERM) to the member's process
+// group, waits up to the stop timeout (the request's timeout_ms, else
+// the member's stop_timeout_ms, else 10s), then sends SIGKILL to the
+// group. Stopping a stopped, or never started, member is 200.
+//
+// # Adoption
+//
+// POST .../adopt {pid_file | listen, stop_timeout_ms, stop_signal}
+// takes over a member's process that no agent started (systemd, a
+// script): found by its pid file (an absolute path) or by the address
+// it listens on (its LISTEN socket in /proc/net/tcp or tcp6, then the
+// process holding that socket in /proc/PID/fd; among workers sharing
+// it, the one whose parent does not). pid 1, the agent and another
+// member's process are refused (400). The member is then running, with
+// its pid, adopted: true and no version (the agent did not start it:
+// ferry asks the member itself); it is watched by polling, never
+// restarted, and signalled alone, not its process group, which is not
+// known to be its own. The first PUT stops it gracefully and starts the
+// agent's own process: from then on the member is the agent's. A
+// member whose process runs already is left as it is (200, its status);
+// nothing found is 404 and leaves no member behind. ferry's process
+// driver asks only for members its agent does not know.
 //
 // Operations on one member are serialized; operations on different
 // members run concurrently.

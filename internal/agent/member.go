@@ -56,8 +56,12 @@ type proc struct {
 	// child is true for processes this agent started (reaped by
 	// cmd.Wait) and false for adopted ones (watched by polling).
 	child bool
-	done  chan struct{} // closed once the exit is recorded
-	once  sync.Once
+	// adopted is true for a process no agent started (found by an
+	// adopt request): it is signalled alone, never its process group,
+	// which is not known to be its own.
+	adopted bool
+	done    chan struct{} // closed once the exit is recorded
+	once    sync.Once
 	// stopNote is set (under member.mu) when the agent signals the
 	// process, so that its exit reads as a stop.
 	stopNote string
@@ -134,6 +138,15 @@ func (s *Server) markGone(m *member, p *proc, detail string, code *int) {
 
 const adoptedExit = "exited (status unknown: the process was adopted after an agent restart)"
 
+// exitUnknown says how a process that was not the agent's child
+// exited: its status is its parent's to know.
+func exitUnknown(p *proc) string {
+	if p.adopted {
+		return "exited (status unknown: no agent started the process, it was adopted)"
+	}
+	return adoptedExit
+}
+
 // alive reports whether the process p names still runs: its pid
 // exists, has the same start time (not a reused pid) and is not a
 // zombie.
@@ -172,7 +185,7 @@ func (s *Server) adopt(r *record) {
 		}
 		return
 	}
-	p := &proc{pid: r.PID, start: r.StartTime, done: make(chan struct{})}
+	p := &proc{pid: r.PID, start: r.StartTime, adopted: r.Adopted, done: make(chan struct{})}
 	if r.PID <= 0 || !alive(p) {
 		m.mu.Lock()
 		m.rec.Running = false
@@ -234,7 +247,7 @@ func (s *Server) watch(m *member, p *proc) {
 			return
 		case <-t.C:
 			if !alive(p) {
-				s.markGone(m, p, adoptedExit, nil)
+				s.markGone(m, p, exitUnknown(p), nil)
 				return
 			}
 		}
@@ -289,6 +302,10 @@ func signalName(sig syscall.Signal) string {
 		return "SIGBUS"
 	case syscall.SIGPIPE:
 		return "SIGPIPE"
+	case syscall.SIGUSR1:
+		return "SIGUSR1"
+	case syscall.SIGUSR2:
+		return "SIGUSR2"
 	}
 	return fmt.Sprintf("signal %d", int(sig))
 }
@@ -303,11 +320,11 @@ func (s *Server) ensure(name string, spec MemberSpec) (Status, error) {
 	digest := filesDigest(spec.Files)
 	m.mu.Lock()
 	p := m.proc
-	same := p != nil && m.rec.Version == spec.Version && m.rec.SHA256 == spec.SHA256 && m.rec.FilesDigest == digest
-	stopDefault := m.rec.StopTimeoutMS
+	same := p != nil && !m.rec.Adopted && m.rec.Version == spec.Version && m.rec.SHA256 == spec.SHA256 && m.rec.FilesDigest == digest
+	stopDefault, sigDefault := m.rec.StopTimeoutMS, m.rec.StopSignal
 	m.mu.Unlock()
 	if same && !p.child && !alive(p) {
-		s.markGone(m, p, adoptedExit, nil)
+		s.markGone(m, p, exitUnknown(p), nil)
 		same = false
 	}
 	if same {
@@ -334,14 +351,21 @@ func (s *Server) ensure(name string, spec MemberSpec) (Status, error) {
 	if timeout == 0 {
 		timeout = time.Duration(stopDefault) * time.Millisecond
 	}
-	if err := s.stopLocked(m, timeout); err != nil {
+	sig := spec.StopSignal
+	if sig == "" {
+		sig = sigDefault
+	}
+	// An adopted process is stopped like any other: gracefully, then
+	// killed after the timeout; from now on the member is the agent's.
+	if err := s.stopLocked(m, timeout, stopSignal(sig)); err != nil {
 		return Status{}, err
 	}
 	return s.startLocked(m, spec, artifact)
 }
 
-// stop stops the member gracefully; timeout 0 means the member's own.
-func (s *Server) stop(name string, timeout time.Duration) (Status, error) {
+// stop stops the member gracefully; timeout 0 and signal "" mean the
+// member's own.
+func (s *Server) stop(name string, timeout time.Duration, signal string) (Status, error) {
 	m := s.getMember(name, false)
 	if m == nil {
 		return Status{Name: name}, nil
@@ -355,8 +379,11 @@ func (s *Server) stop(name string, timeout time.Duration) (Status, error) {
 	if timeout == 0 {
 		timeout = time.Duration(m.rec.StopTimeoutMS) * time.Millisecond
 	}
+	if signal == "" {
+		signal = m.rec.StopSignal
+	}
 	m.mu.Unlock()
-	if err := s.stopLocked(m, timeout); err != nil {
+	if err := s.stopLocked(m, timeout, stopSignal(signal)); err != nil {
 		return Status{}, err
 	}
 	st, ok := m.status()
@@ -370,9 +397,10 @@ func (s *Server) stop(name string, timeout time.Duration) (Status, error) {
 // SIGKILL.
 const killWait = 10 * time.Second
 
-// stopLocked stops the member's process, if any: SIGTERM to its
-// process group, then SIGKILL after timeout. m.op must be held.
-func (s *Server) stopLocked(m *member, timeout time.Duration) error {
+// stopLocked stops the member's process, if any: sig (its graceful
+// stop signal) to its process group (to the process alone when it was
+// adopted), then SIGKILL after timeout. m.op must be held.
+func (s *Server) stopLocked(m *member, timeout time.Duration, sig syscall.Signal) error {
 	if timeout <= 0 {
 		timeout = DefaultStopTimeout
 	}
@@ -383,16 +411,17 @@ func (s *Server) stopLocked(m *member, timeout time.Duration) error {
 		return nil
 	}
 	if !p.child && !alive(p) {
-		s.markGone(m, p, adoptedExit, nil)
+		s.markGone(m, p, exitUnknown(p), nil)
 		return nil
 	}
-	s.log.Info("stopping member", "member", m.name, "pid", p.pid, "timeout", timeout)
+	s.log.Info("stopping member", "member", m.name, "pid", p.pid, "signal", signalName(sig), "timeout", timeout, "adopted", p.adopted)
 	m.mu.Lock()
-	p.stopNote = "SIGTERM"
+	p.stopNote = signalName(sig)
 	m.mu.Unlock()
 	// The member leads its own session and process group (Setsid), so
 	// the group id is its pid: this reaches the processes it started.
-	signalGroup(p.pid, syscall.SIGTERM)
+	// A process the agent adopted may share its group with others.
+	signalProc(p, sig)
 	if s.waitGone(m, p, timeout) {
 		return nil
 	}
@@ -401,12 +430,22 @@ func (s *Server) stopLocked(m *member, timeout time.Duration) error {
 	m.mu.Unlock()
 	s.log.Warn("member did not stop in time; killing it", "member", m.name, "pid", p.pid, "timeout", timeout)
 	if p.child || alive(p) {
-		signalGroup(p.pid, syscall.SIGKILL)
+		signalProc(p, syscall.SIGKILL)
 	}
 	if s.waitGone(m, p, killWait) {
 		return nil
 	}
 	return fmt.Errorf("member %s: process %d did not exit %v after SIGKILL", m.name, p.pid, killWait)
+}
+
+// signalProc signals a member's process: its group, or, for an
+// adopted process, the process alone.
+func signalProc(p *proc, sig syscall.Signal) {
+	if p.adopted {
+		syscall.Kill(p.pid, sig)
+		return
+	}
+	signalGroup(p.pid, sig)
 }
 
 func signalGroup(pid int, sig syscall.Signal) {
@@ -438,7 +477,7 @@ func (s *Server) waitGone(m *member, p *proc, d time.Duration) bool {
 			return false
 		case <-tick.C:
 			if !alive(p) {
-				s.markGone(m, p, adoptedExit, nil)
+				s.markGone(m, p, exitUnknown(p), nil)
 				return true
 			}
 		}
@@ -471,6 +510,7 @@ func (s *Server) startLocked(m *member, spec MemberSpec, artifact string) (Statu
 		Env:           spec.Env,
 		StopTimeoutMS: spec.StopTimeoutMS,
 		Restart:       spec.Restart,
+		StopSignal:    spec.StopSignal,
 		FilesDigest:   filesDigest(spec.Files),
 		Since:         time.Now(),
 	})

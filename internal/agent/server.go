@@ -203,6 +203,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /v1/members/{name}", s.handleGet)
 	mux.HandleFunc("PUT /v1/members/{name}", s.handlePut)
 	mux.HandleFunc("POST /v1/members/{name}/stop", s.handleStop)
+	mux.HandleFunc("POST /v1/members/{name}/adopt", s.handleAdopt)
 	mux.HandleFunc("GET /v1/members/{name}/logs", s.handleLogs)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{http.StatusNotFound, CodeNotFound,
@@ -288,7 +289,7 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	st, err := s.stop(name, time.Duration(req.TimeoutMS)*time.Millisecond)
+	st, err := s.stop(name, time.Duration(req.TimeoutMS)*time.Millisecond, req.Signal)
 	if err != nil {
 		writeError(w, err)
 		return

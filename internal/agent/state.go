@@ -23,6 +23,11 @@ type record struct {
 	StopTimeoutMS int64 `json:"stop_timeout_ms,omitempty"`
 	// Restart is the restart policy (RestartNo, RestartOnFailure).
 	Restart string `json:"restart,omitempty"`
+	// StopSignal is the graceful stop's signal ("" is SIGTERM).
+	StopSignal string `json:"stop_signal,omitempty"`
+	// Adopted: the process was found by an adopt request, not started
+	// by an agent; its version is not known here.
+	Adopted bool `json:"adopted,omitempty"`
 	// FilesDigest is filesDigest of the files the last PUT wrote (the
 	// files themselves are not kept here: they may hold secrets).
 	FilesDigest string `json:"files_digest,omitempty"`
@@ -60,6 +65,7 @@ type pending struct {
 	Env           map[string]string `json:"env,omitempty"`
 	StopTimeoutMS int64             `json:"stop_timeout_ms,omitempty"`
 	Restart       string            `json:"restart,omitempty"`
+	StopSignal    string            `json:"stop_signal,omitempty"`
 	FilesDigest   string            `json:"files_digest,omitempty"`
 	// Restarts is the member's count once this start is done: 0 for a
 	// PUT, one more for a restart.
@@ -78,6 +84,7 @@ func (pd *pending) running(name string, instance, pid int, start uint64) record 
 		Env:           pd.Env,
 		StopTimeoutMS: pd.StopTimeoutMS,
 		Restart:       pd.Restart,
+		StopSignal:    pd.StopSignal,
 		FilesDigest:   pd.FilesDigest,
 		Restarts:      pd.Restarts,
 		Instance:      instance,
@@ -98,6 +105,7 @@ func (r *record) again(now time.Time) pending {
 		Env:           r.Env,
 		StopTimeoutMS: r.StopTimeoutMS,
 		Restart:       r.Restart,
+		StopSignal:    r.StopSignal,
 		FilesDigest:   r.FilesDigest,
 		Restarts:      r.Restarts + 1,
 		Since:         now,
@@ -116,6 +124,7 @@ func (r *record) status() Status {
 		Restart:  r.Restart,
 		Restarts: r.Restarts,
 		Instance: r.Instance,
+		Adopted:  r.Adopted,
 	}
 	if st.Restart == "" {
 		st.Restart = RestartNo

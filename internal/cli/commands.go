@@ -293,7 +293,13 @@ func printMembers(g *globals, rows []engine.MemberView) {
 	w := g.table()
 	fmt.Fprintln(w, "MEMBER\tCOMPONENT\tHOST\tTARGET\tRUNNING\tSTATUS\tSTEP")
 	for _, r := range rows {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Component, r.Host, dash(r.Target), dash(r.Running), r.Status, dash(r.Step))
+		status := r.Status
+		if r.Adopted {
+			// Started outside ferry, found running: the first restart
+			// hands it over.
+			status += " (adopted)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Component, r.Host, dash(r.Target), dash(r.Running), status, dash(r.Step))
 	}
 	w.Flush()
 }

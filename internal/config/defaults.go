@@ -32,6 +32,8 @@ import (
 //	components[].deadline                  60s                100ms .. 24h
 //	components[].gate_deadline             60s                100ms .. 24h
 //	components[].run.stop_timeout          10s                10ms .. 1h (the agent's bound)
+//	components[].run.stop_signal           SIGTERM ("TERM", "sigterm" are read as SIGTERM)
+//	components[].version: timeout          2s
 //	components[].run.files[].mode          0600
 //	checks (health.member, health.cluster):
 //	  interval                             250ms              10ms .. 1h
@@ -77,6 +79,7 @@ const (
 	DefaultDeadline        = Duration(60 * time.Second)
 	DefaultGateDeadline    = Duration(60 * time.Second)
 	DefaultStopTimeout     = Duration(10 * time.Second)
+	DefaultStopSignal      = "SIGTERM"
 	DefaultFileMode        = FileMode(memberfile.DefaultMode)
 	DefaultCheckInterval   = Duration(250 * time.Millisecond)
 	DefaultCheckTimeout    = Duration(2 * time.Second)
@@ -123,6 +126,13 @@ func (c *Cluster) ApplyDefaults() {
 		}
 		if comp.Run.StopTimeout == 0 && !comp.Run.pos.written("stop_timeout") {
 			comp.Run.StopTimeout = DefaultStopTimeout
+		}
+		comp.Run.StopSignal = NormalizeSignal(comp.Run.StopSignal)
+		if comp.Run.StopSignal == "" {
+			comp.Run.StopSignal = DefaultStopSignal
+		}
+		if comp.Version != nil {
+			comp.Version.applyDefaults(DefaultCheckTimeout)
 		}
 		for j := range comp.Run.Files {
 			if comp.Run.Files[j].Mode == 0 {
@@ -307,6 +317,21 @@ func (c *Call) applyDefaults(timeout Duration) {
 		}
 	}
 }
+
+// NormalizeSignal writes a signal name as the agent takes it: upper
+// case, with its SIG prefix ("term" is SIGTERM).
+func NormalizeSignal(s string) string {
+	s = strings.ToUpper(strings.TrimSpace(s))
+	if s != "" && !strings.HasPrefix(s, "SIG") {
+		s = "SIG" + s
+	}
+	return s
+}
+
+// StopSignals are the signals run.stop_signal may name: those servers
+// take as a request to stop (never SIGKILL or SIGSTOP, which no process
+// can handle).
+var StopSignals = []string{"SIGTERM", "SIGINT", "SIGQUIT", "SIGHUP", "SIGUSR1", "SIGUSR2"}
 
 // httpMethods are the methods a call may use.
 var httpMethods = map[string]bool{

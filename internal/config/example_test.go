@@ -24,7 +24,7 @@ releases:
 	// Output:
 	// cluster.yaml:6: components[0].strategy.max_unavailable: max_unavailable 3 is more than the 2 members
 	// cluster.yaml:6: components[0].strategy.max_batch: 0 is written, but a batch of 0 members never moves: write 1 to 3 (max_unavailable), or leave it out for the default (max_unavailable)
-	// cluster.yaml:9: components[0].members[1].adress: unknown key (did you mean address?); known keys: name, host, address, vars, domain
+	// cluster.yaml:9: components[0].members[1].adress: unknown key (did you mean address?); known keys: name, host, address, vars, domain, adopt
 	// cluster.yaml:9: components[0].members[1].host: no host "host-2" in hosts (known: host-1)
 }
 

@@ -95,19 +95,19 @@ func TestIssue14(t *testing.T) {
 
 		// Misspelt keys: named, and what follows from them left out.
 		{"misspelt address in a flow mapping", []edit{{api2, "{name: api-2, host: h1, adress: 127.0.0.1:8202}"}},
-			[]string{"t.yaml:24: components[1].members[1].adress: unknown key (did you mean address?); known keys: name, host, address, vars, domain"}},
+			[]string{"t.yaml:24: components[1].members[1].adress: unknown key (did you mean address?); known keys: name, host, address, vars, domain, adopt"}},
 		{"misspelt address in block style", []edit{{"      - " + api2 + "\n", "      - name: api-2\n        host: h1\n        adress: 127.0.0.1:8202\n"}},
-			[]string{"t.yaml:26: components[1].members[1].adress: unknown key (did you mean address?); known keys: name, host, address, vars, domain"}},
+			[]string{"t.yaml:26: components[1].members[1].adress: unknown key (did you mean address?); known keys: name, host, address, vars, domain, adopt"}},
 		{"misspelt address of the member checks render with", []edit{{"{name: kv-1, host: h1, address: 127.0.0.1:8101,", "{name: kv-1, host: h1, adress: 127.0.0.1:8101,"}},
-			[]string{"t.yaml:9: components[0].members[0].adress: unknown key (did you mean address?); known keys: name, host, address, vars, domain"}},
+			[]string{"t.yaml:9: components[0].members[0].adress: unknown key (did you mean address?); known keys: name, host, address, vars, domain, adopt"}},
 		{"misspelt vars", []edit{{"{name: kv-2, host: h1, address: 127.0.0.1:8102, vars:", "{name: kv-2, host: h1, address: 127.0.0.1:8102, var:"}},
-			[]string{"t.yaml:10: components[0].members[1].var: unknown key (did you mean vars?); known keys: name, host, address, vars, domain"}},
+			[]string{"t.yaml:10: components[0].members[1].var: unknown key (did you mean vars?); known keys: name, host, address, vars, domain, adopt"}},
 		{"misspelt http", []edit{{check, `member: {htp: "http://{{.Address}}/ready"}`}},
-			[]string{"t.yaml:15: components[0].health.member.htp: unknown key (did you mean http?); known keys: http, method, body, headers, expect_status, json, tcp, exec, timeout, undo, interval, success_threshold, failure_threshold"}},
+			[]string{"t.yaml:15: components[0].health.member.htp: unknown key (did you mean http?); known keys: http, method, body, headers, expect_status, json, pattern, tcp, exec, timeout, undo, interval, success_threshold, failure_threshold"}},
 		{"an abbreviated key", []edit{{api2, "{name: api-2, host: h1, addr: 127.0.0.1:8202}"}},
-			[]string{"t.yaml:24: components[1].members[1].addr: unknown key (did you mean address?); known keys: name, host, address, vars, domain"}},
+			[]string{"t.yaml:24: components[1].members[1].addr: unknown key (did you mean address?); known keys: name, host, address, vars, domain, adopt"}},
 		{"a misspelt key beside the right one", []edit{{api2, "{name: api-2, host: h1, address: 127.0.0.1:8202, adress: x}"}},
-			[]string{"t.yaml:24: components[1].members[1].adress: unknown key (did you mean address?); known keys: name, host, address, vars, domain"}},
+			[]string{"t.yaml:24: components[1].members[1].adress: unknown key (did you mean address?); known keys: name, host, address, vars, domain, adopt"}},
 
 		// Names.
 		{"a cluster name of control characters", []edit{{"cluster: t\n", "cluster: \"a\\x01b\"\n"}},

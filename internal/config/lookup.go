@@ -214,3 +214,12 @@ func compareNumbers(a, b string) int {
 func (comp *Component) NeedsArtifact() bool {
 	return comp.Workload == nil || comp.Workload.Kind != KindNodePool
 }
+
+// AdoptOf returns how member m of comp is found when ferry did not
+// start it: its own adopt, else its component's; nil if neither says.
+func (comp *Component) AdoptOf(m *Member) *Adopt {
+	if m != nil && m.Adopt != nil {
+		return m.Adopt
+	}
+	return comp.Adopt
+}

@@ -110,7 +110,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key with a suggestion", []edit{{"max_batch: 2", "maxbatch: 2"}},
 			[]string{"t.yaml:21: components[1].strategy.maxbatch: unknown key (did you mean max_batch?); known keys: type, quorum, max_batch, max_unavailable, max_unavailable_per_host, max_unavailable_per_domain"}},
 		{"unknown key in a check lists the call's keys", []edit{{`{http: "http://{{.Address}}/ready"}`, `{http: "http://{{.Address}}/ready", intervall: 1s}`}},
-			[]string{"t.yaml:15: components[0].health.member.intervall: unknown key (did you mean interval?); known keys: http, method, body, headers, expect_status, json, tcp, exec, timeout, undo, interval, success_threshold, failure_threshold"}},
+			[]string{"t.yaml:15: components[0].health.member.intervall: unknown key (did you mean interval?); known keys: http, method, body, headers, expect_status, json, pattern, tcp, exec, timeout, undo, interval, success_threshold, failure_threshold"}},
 		{"unknown key in a struct without positions", []edit{{"policy: {on_failure: rollback}", "policy: {on_failure: rollback,\n  ticks: 1s}"}},
 			[]string{"t.yaml:33: policy.ticks: unknown key (did you mean tick?); known keys: on_failure, on_impact, tick, finalize, undo_deadline"}},
 		{"unknown top-level key", []edit{{"cluster: t\n", "cluster: t\nhostss: {}\n"}},

@@ -22,19 +22,24 @@ type TemplateData struct {
 	Component string // the component's name
 	Host      string // the member's host
 	Address   string // the member's address, host:port
-	// Version is the version being started or checked; DataFor leaves
-	// it empty for the caller to set.
+	// Version is the release the call is about: in a member or role
+	// check the one the member runs, in a hook the member's target, in
+	// a migration its release; empty in run.args, run.env and
+	// run.files, rendered once per member (DataFor leaves it empty for
+	// the caller to set).
 	Version string
 	// Any is the address of a member of the component to ask about the
-	// whole component (cluster checks). DataFor sets the member's own
-	// address, or the first member's when there is no member; a prober
-	// sets one that answers.
+	// whole component: in cluster checks, phase hooks and migrations,
+	// one that answers (the last seen healthy); in a member's own calls,
+	// its own address. DataFor sets the member's own address, or the
+	// first member's when there is no member; a prober sets one that
+	// answers.
 	Any     string
 	Vars    map[string]string // the member's vars
 	Members []MemberRef       // every member of the component, in order
 	// PID is the member's process id while it runs (process substrate;
-	// 0 when not known), for hooks and checks that signal it or read
-	// its /proc entries.
+	// 0 when not known, and in calls made for no member), for hooks and
+	// checks that signal it or read its /proc entries.
 	PID int
 }
 

@@ -13,12 +13,20 @@ import (
 // It is read from YAML by Parse and checked by Validate; nothing else
 // in ferry reads the file.
 type Cluster struct {
-	Name       string      `yaml:"cluster"`
-	Substrate  string      `yaml:"substrate"` // process (default) | kubernetes | ssh
-	Hosts      []Host      `yaml:"hosts"`
+	// Name names the cluster in messages, the dashboard and the metrics.
+	Name      string `yaml:"cluster"`
+	Substrate string `yaml:"substrate"` // process (default) | kubernetes | ssh
+	// Hosts are the machines members run on, each with its agent (process
+	// substrate).
+	Hosts []Host `yaml:"hosts"`
+	// Components are upgraded one at a time, in order.
 	Components []Component `yaml:"components"`
-	Releases   []Release   `yaml:"releases"`
-	Policy     Policy      `yaml:"policy"`
+	// Releases are the catalog: the versions ferry may start members on,
+	// with their artifacts.
+	Releases []Release `yaml:"releases"`
+	// Policy is what ferry does on a failure, an impact, and around the
+	// steps.
+	Policy Policy `yaml:"policy"`
 	// Kubernetes says how to reach the API server (substrate kubernetes).
 	Kubernetes Kubernetes `yaml:"kubernetes"`
 	// Traffic, if set, is the traffic ferry drives (or the signal it
@@ -44,6 +52,7 @@ type Cluster struct {
 // Host is where members run; the unit an agent (or, later, SSH or a
 // Kubernetes node) answers for.
 type Host struct {
+	// Name is what members name in their host.
 	Name string `yaml:"name"`
 	// Agent is the host:port of the host's ferry agent (process substrate).
 	Agent string `yaml:"agent"`
@@ -58,11 +67,19 @@ type Host struct {
 
 // Component is a kind of member with one upgrade strategy.
 type Component struct {
-	Name     string   `yaml:"name"`
-	Order    int      `yaml:"order"`
+	// Name is a lower-case letter, then up to 30 lower-case letters,
+	// digits or '-'.
+	Name string `yaml:"name"`
+	// Order places the component in the upgrade (lowest first; never two
+	// components at once): the control plane before its clients.
+	Order int `yaml:"order"`
+	// Strategy batches the component's members.
 	Strategy Strategy `yaml:"strategy"`
-	Members  []Member `yaml:"members"`
-	Health   Health   `yaml:"health"`
+	// Members are the component's instances (found at run time on
+	// Kubernetes when none are listed).
+	Members []Member `yaml:"members"`
+	// Health holds the checks that gate each step.
+	Health Health `yaml:"health"`
 	// Run says how a member process is started (process substrate).
 	Run Run `yaml:"run"`
 	// Soak is min_healthy_time: how long a member must stay healthy
@@ -74,7 +91,9 @@ type Component struct {
 	// GateDeadline bounds how long the cluster gate after a batch may
 	// stay red before the step fails.
 	GateDeadline Duration `yaml:"gate_deadline"`
-	Hooks        Hooks    `yaml:"hooks"`
+	// Hooks are calls made around each member's restart and around the
+	// component's phase.
+	Hooks Hooks `yaml:"hooks"`
 	// Workload is what the component is on Kubernetes; its members
 	// (pods, nodes) are then found at run time when none are listed.
 	Workload *Workload `yaml:"workload"`
@@ -86,20 +105,52 @@ type Component struct {
 	// on the new release fails its step at once, rather than at its
 	// deadline.
 	CrashLoop CrashLoop `yaml:"crash_loop"`
-	pos       positions
+	// Adopt says how to find each member already running when ferry did
+	// not start it (by systemd, a script, a tool before ferry), so that
+	// ferry can take the cluster over where it runs instead of seeing
+	// its members down; a member's own adopt replaces it (process
+	// substrate). Needs Version: ferry did not start such a member, so
+	// only the member itself can say what it runs.
+	Adopt *Adopt `yaml:"adopt"`
+	// Version is the call that reads the version a member runs when
+	// ferry did not start it (an adopted member): an http call whose
+	// json.path names the field holding the version, or an http or exec
+	// call whose pattern's one group captures it. It is made by ferry
+	// (where checks are made), not by the agent, which knows only pids.
+	Version *Call `yaml:"version"`
+	pos     positions
+}
+
+// Adopt says how the agent finds a member's process when ferry did not
+// start it. Exactly one of PIDFile and Listen is set.
+type Adopt struct {
+	// PIDFile is a file holding the process id (a template over the
+	// member, like run.args; relative paths are relative to the
+	// description's directory and, like artifacts, read on the agent's
+	// host).
+	PIDFile string `yaml:"pid_file"`
+	// Listen finds the process listening on the member's address
+	// (through /proc/net/tcp and tcp6 and each process's descriptors,
+	// on the agent's host; the agent needs to see the process's
+	// descriptors, so runs as its user or as root).
+	Listen bool `yaml:"listen"`
 }
 
 // Role is a role a member may hold, and the check that says whether it
 // does (passing: it holds the role).
 type Role struct {
-	Name  string `yaml:"name"`
+	// Name names the role in messages: leader, primary, active.
+	Name string `yaml:"name"`
+	// Check passes on a member that holds the role.
 	Check *Check `yaml:"check"`
 }
 
 // CrashLoop is how many exits of a member within a window after its
 // start on the target release make a crash loop.
 type CrashLoop struct {
-	Exits  int      `yaml:"exits"`
+	// Exits is how many exits make a crash loop.
+	Exits int `yaml:"exits"`
+	// Window counts from the member's first start on the target.
 	Window Duration `yaml:"window"`
 }
 
@@ -126,10 +177,15 @@ const (
 // nodes of the DaemonSet's pods, the Deployment's replicas, or the
 // pool's nodes.
 type Workload struct {
+	// Kind is StatefulSet, DaemonSet, Deployment or NodePool.
 	Kind      string `yaml:"kind"`
 	Namespace string `yaml:"namespace"` // default "default"; not for NodePool
-	Name      string `yaml:"name"`
-	Selector  string `yaml:"selector"`
+	// Name names the workload (or Selector finds it; a NodePool has a node
+	// selector only).
+	Name string `yaml:"name"`
+	// Selector is a label selector matching exactly one workload, or a
+	// NodePool's nodes.
+	Selector string `yaml:"selector"`
 	// Container is the container whose image is the version (default:
 	// the pod template's first container).
 	Container string `yaml:"container"`
@@ -174,6 +230,7 @@ type Traffic struct {
 // Prometheus is a Prometheus server and the queries that measure what
 // the service's clients see.
 type Prometheus struct {
+	// URL is the Prometheus server's base URL.
 	URL string `yaml:"url"`
 	// Latency is a PromQL expression of a latency in seconds (e.g. a
 	// p99 over a short rate window); each step's value is one sample.
@@ -192,11 +249,14 @@ type Prometheus struct {
 // (a key an earlier request wrote and its value, .WrittenValue; a
 // request that uses them waits until one exists), .Seq and .Client.
 type TrafficRequest struct {
-	Name   string  `yaml:"name"`
-	Method string  `yaml:"method"` // default GET, POST with a body
-	Path   string  `yaml:"path"`
-	Body   string  `yaml:"body"`
-	Share  float64 `yaml:"share"` // default 1
+	// Name names the request in the report.
+	Name   string `yaml:"name"`
+	Method string `yaml:"method"` // default GET, POST with a body
+	// Path is appended to a target, a template over the traffic data.
+	Path string `yaml:"path"`
+	// Body is a template over the traffic data.
+	Body  string  `yaml:"body"`
+	Share float64 `yaml:"share"` // default 1
 	// Writes marks a request whose success acknowledges .Key = .Value:
 	// ferry reads every acknowledged write back at the end.
 	Writes bool `yaml:"writes"`
@@ -218,6 +278,9 @@ type Verdict struct {
 
 // Strategy names how members of a component are batched.
 type Strategy struct {
+	// Type is one-at-a-time (quorum members: one at a time, a quorum of
+	// the others healthy) or canary (batches of 1, 2, 4 … up to
+	// max_batch).
 	Type StrategyType `yaml:"type"`
 	// Quorum is the number of healthy members that must remain while
 	// one is stopped (one-at-a-time); 0 means a majority of the members.
@@ -252,23 +315,42 @@ func (s Strategy) Settings() strategy.Settings {
 
 // Member is one running instance of a component on one host.
 type Member struct {
-	Name    string            `yaml:"name"`
-	Host    string            `yaml:"host"`
-	Address string            `yaml:"address"`
-	Vars    map[string]string `yaml:"vars"`
+	// Name is unique across the cluster: a lower-case letter or digit,
+	// then up to 62 lower-case letters, digits, '.', '_' or '-' (a file
+	// name on its host).
+	Name string `yaml:"name"`
+	// Host names the host it runs on (one of hosts).
+	Host string `yaml:"host"`
+	// Address is the member's host:port, what its checks and hooks reach
+	// it at ({{.Address}}).
+	Address string `yaml:"address"`
+	// Vars are the member's own values for templates ({{.Vars.peer}}).
+	Vars map[string]string `yaml:"vars"`
 	// Domain is the member's failure domain (default: its host's).
 	Domain string `yaml:"domain"`
-	pos    positions
+	// Adopt, if set, replaces its component's adopt for this member.
+	Adopt *Adopt `yaml:"adopt"`
+	pos   positions
 }
 
 // Run is how the agent starts a member: argv and environment, each a
 // Go template over the member (.Name, .Address, .Host, .Component,
 // .Vars, .Members, .PID). There is no shell: every arg is passed as is.
 type Run struct {
-	Args []string          `yaml:"args"`
-	Env  map[string]string `yaml:"env"`
+	// Args is the argv after the artifact (the artifact itself is
+	// argv[0]), each a template.
+	Args []string `yaml:"args"`
+	// Env is added to the agent's own environment (and wins over it); each
+	// value a template.
+	Env map[string]string `yaml:"env"`
 	// StopTimeout is how long a graceful stop may take before SIGKILL.
 	StopTimeout Duration `yaml:"stop_timeout"`
+	// StopSignal is the signal of a graceful stop: SIGTERM (default),
+	// or SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2 for servers whose
+	// graceful stop is another signal (NATS's lame-duck mode is
+	// SIGUSR2: it moves its leaderships away and lets its clients
+	// reconnect elsewhere before it exits).
+	StopSignal string `yaml:"stop_signal"`
 	// Files are written into each member's directory before it starts
 	// (process substrate): a change of them restarts the member like a
 	// new version, so configuration rolls out like a release.
@@ -284,11 +366,14 @@ type Run struct {
 // directory, clean, without ".."; Content is a Go template over the
 // member, like run.args, rendered by Cluster.MemberFiles.
 type RunFile struct {
+	// Path is relative to the member's directory (agent
+	// DIR/members/NAME/), clean, without "..".
 	Path string `yaml:"path"`
 	// Mode is written in octal, "0640" (default 0600); neither setuid,
 	// setgid, sticky nor world-writable.
-	Mode    FileMode `yaml:"mode"`
-	Content string   `yaml:"content"`
+	Mode FileMode `yaml:"mode"`
+	// Content is a template over the member, at most 1 MiB rendered.
+	Content string `yaml:"content"`
 }
 
 // FileMode is a file's permission bits, written in octal in YAML
@@ -337,15 +422,26 @@ type Check struct {
 // Call is one HTTP request, TCP dial or command. Exactly one of HTTP,
 // TCP and Exec is set. Strings are Go templates over the member.
 type Call struct {
-	HTTP         string            `yaml:"http"`   // URL
-	Method       string            `yaml:"method"` // default GET
-	Body         string            `yaml:"body"`
+	HTTP   string `yaml:"http"`   // URL
+	Method string `yaml:"method"` // default GET
+	// Body is the request body, a template (a body makes the default
+	// method POST).
+	Body string `yaml:"body"`
+	// Headers are request headers, each value a template (a Host header
+	// sets the request's host).
 	Headers      map[string]string `yaml:"headers"`
 	ExpectStatus int               `yaml:"expect_status"` // default: any 2xx
-	JSON         *JSONMatch        `yaml:"json"`
-	TCP          string            `yaml:"tcp"`  // host:port
-	Exec         []string          `yaml:"exec"` // argv, no shell
-	Timeout      Duration          `yaml:"timeout"`
+	// JSON, if set, requires a field of the JSON response to equal a value
+	// or another field (a version call: names the field holding the
+	// version).
+	JSON *JSONMatch `yaml:"json"`
+	// Pattern is a regular expression (RE2) the response's body (http)
+	// or the command's output (exec) must match; in a version call its
+	// one group is the version.
+	Pattern string   `yaml:"pattern"`
+	TCP     string   `yaml:"tcp"`  // host:port
+	Exec    []string `yaml:"exec"` // argv, no shell
+	Timeout Duration `yaml:"timeout"`
 	// Undo, on a hook that changes something for a while (pre_stop,
 	// pre_phase, pre_upgrade), is the call that undoes it. ferry
 	// records it before the hook runs and makes it when the change is
@@ -356,13 +452,20 @@ type Call struct {
 }
 
 // JSONMatch requires a field of the JSON response (dotted path) to
-// equal a value.
+// equal a value, or another field of the same response. In a version
+// call it has a path only: the field holding the version.
 type JSONMatch struct {
+	// Path is dotted: a.b, items.0.name.
 	Path string `yaml:"path"`
 	// Equals is held as encoding/json would decode it: nil, bool,
 	// float64, string, []any or map[string]any, so that it compares
-	// with a decoded response by reflect.DeepEqual.
+	// with a decoded response by reflect.DeepEqual. A string is a
+	// template over the member ("{{.Name}}").
 	Equals any `yaml:"equals"`
+	// EqualsPath, instead of Equals, names another field of the same
+	// response the field must equal: etcd's status answers with its
+	// leader's id and its own, and a member leads when they are equal.
+	EqualsPath string `yaml:"equals_path"`
 }
 
 // Hooks are calls made around a member's restart and around the
@@ -395,6 +498,8 @@ type UpgradeHooks struct {
 
 // Release is one version in the catalog, with its artifacts.
 type Release struct {
+	// Version is MAJOR.MINOR.PATCH with an optional -suffix, as the
+	// members report it.
 	Version string `yaml:"version"`
 	// UpgradeFrom lists versions (or x-ranges like "1.0.x") that may
 	// upgrade to this release.
@@ -417,11 +522,19 @@ type Release struct {
 // progress), Finalize to move the cluster's compatibility version (the
 // pin) to the release: the point of no return; Contract after it.
 type Migrations struct {
+	// Component is the component whose running member (.Any) the calls are
+	// made against.
 	Component string `yaml:"component"`
-	Expand    []Call `yaml:"expand"`
-	Migrate   []Call `yaml:"migrate"`
-	Finalize  []Call `yaml:"finalize"`
-	Contract  []Call `yaml:"contract"`
+	// Expand runs before any member runs the release (pin the old format).
+	Expand []Call `yaml:"expand"`
+	// Migrate runs once every member runs the release, repeated until it
+	// passes.
+	Migrate []Call `yaml:"migrate"`
+	// Finalize moves the pin to the release: the point of no return.
+	Finalize []Call `yaml:"finalize"`
+	// Contract runs after finalize (drop what only the old release
+	// needed).
+	Contract []Call `yaml:"contract"`
 	// Deadline bounds each stage (default 10m); Interval is the pause
 	// between two calls of a stage not done yet (default 1s).
 	Deadline Duration `yaml:"deadline"`
@@ -436,8 +549,14 @@ func (m *Migrations) Empty() bool {
 // Artifact is a binary (process substrate) or image (Kubernetes) and
 // the checksum it must have before it is used.
 type Artifact struct {
-	Path   string `yaml:"path"`
-	Image  string `yaml:"image"`
+	// Path is a binary on the agents' hosts (process substrate); relative
+	// to the description's directory.
+	Path string `yaml:"path"`
+	// Image is a container image (Kubernetes), pinned by SHA256 as its
+	// digest.
+	Image string `yaml:"image"`
+	// SHA256 is the artifact's checksum, 64 hex digits, checked before it
+	// is used.
 	SHA256 string `yaml:"sha256"`
 }
 

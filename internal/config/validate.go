@@ -325,6 +325,9 @@ func (v *validator) component(comp *Component, cpath string, cline int) {
 	if r.Restart != "" && r.Restart != "no" && r.Restart != "on-failure" {
 		v.add(r.pos.at("restart", rline), cpath+".run.restart", "unknown restart policy %q; known: no, on-failure", r.Restart)
 	}
+	if r.StopSignal != "" && !contains(StopSignals, r.StopSignal) {
+		v.add(r.pos.at("stop_signal", rline), cpath+".run.stop_signal", "%q is not a stop signal; known: %s", r.StopSignal, strings.Join(StopSignals, ", "))
+	}
 	v.runFiles(r, cpath, rline, samples)
 
 	h := &comp.Health
@@ -361,6 +364,7 @@ func (v *validator) component(comp *Component, cpath string, cline int) {
 			v.check(r.Check, cpath+".role.check", rline, samples, false)
 		}
 	}
+	v.adoption(comp, cpath, at)
 	v.count(at("crash_loop.exits"), cpath+".crash_loop.exits", comp.CrashLoop.Exits, crashExitsRange)
 	v.within(at("crash_loop.window"), cpath+".crash_loop.window", comp.CrashLoop.Window, crashWindowRange)
 
@@ -373,6 +377,86 @@ func (v *validator) component(comp *Component, cpath string, cline int) {
 			fmtDur(comp.Soak.D()), fmtDur(comp.Deadline.D()), fmtDur(deadlineRange.max))
 	}
 	v.within(at("gate_deadline"), cpath+".gate_deadline", comp.GateDeadline, gateDeadlineRange)
+}
+
+// adoption checks a component's adopt (and its members'), and its
+// version call, which an adopted member needs.
+func (v *validator) adoption(comp *Component, cpath string, at func(string) int) {
+	adopts := comp.Adopt != nil
+	if comp.Adopt != nil {
+		v.adopt(comp.Adopt, cpath+".adopt", func(rel string) int { return at(join("adopt", rel)) }, v.samples(comp))
+	}
+	refs := memberRefs(comp)
+	for j := range comp.Members {
+		m := &comp.Members[j]
+		if m.Adopt == nil {
+			continue
+		}
+		adopts = true
+		d := dataFor(comp, m, refs)
+		if len(v.c.Releases) > 0 {
+			d.Version = v.c.Releases[0].Version
+		}
+		mline := m.pos.at("adopt", at(index("members", j)))
+		v.adopt(m.Adopt, index(cpath+".members", j)+".adopt", func(rel string) int { return m.pos.at(join("adopt", rel), mline) }, []TemplateData{d})
+	}
+	if c := comp.Version; c != nil {
+		v.versionCall(c, cpath+".version", at("version"), v.samples(comp))
+	} else if adopts {
+		v.add(at("adopt"), cpath+".version", "must be set when members may be adopted: the call that reads what an adopted member runs (ferry did not start it), like {http: \"http://{{.Address}}/version\", json: {path: version}}")
+	}
+}
+
+// adopt checks one adopt: exactly one of pid_file and listen.
+func (v *validator) adopt(a *Adopt, path string, at func(string) int, samples []TemplateData) {
+	if v.c.Substrate == "kubernetes" {
+		v.add(at(""), path, "applies to the process substrate (a pod is found through its workload)")
+		return
+	}
+	switch {
+	case a.PIDFile == "" && !a.Listen:
+		v.add(at(""), path, "needs pid_file (a file holding the process id) or listen: true (the process listening on the member's address)")
+	case a.PIDFile != "" && a.Listen:
+		v.add(at("listen"), path, "has both pid_file and listen: give one way to find the process")
+	case a.PIDFile != "":
+		for _, r := range v.render(at("pid_file"), path+".pid_file", a.PIDFile, samples) {
+			if strings.TrimSpace(r) == "" {
+				v.add(at("pid_file"), path+".pid_file", "renders to an empty path")
+				break
+			}
+		}
+	}
+}
+
+// versionCall checks a component's version call: an http call with a
+// json path (and no value to compare it with) or a pattern, or an exec
+// with a pattern; a pattern has exactly one group, the version.
+func (v *validator) versionCall(c *Call, path string, line int, samples []TemplateData) {
+	v.call(c, path, line, samples, false)
+	at := func(rel string) int { return c.pos.at(rel, c.pos.at("", line)) }
+	switch {
+	case c.TCP != "":
+		v.add(at("tcp"), path+".tcp", "a version call reads an answer: use http (json.path or pattern) or exec (pattern)")
+	case c.HTTP != "" && c.JSON == nil && c.Pattern == "":
+		v.add(at("http"), path, "needs json: {path: FIELD} (the field holding the version) or pattern: a regexp whose one group is the version")
+	case c.HTTP != "" && c.JSON != nil && c.Pattern != "":
+		v.add(at("pattern"), path, "has both json and pattern: the version comes from one of them")
+	case len(c.Exec) > 0 && c.Pattern == "":
+		v.add(at("exec"), path+".pattern", "must be set for an exec version call: a regexp whose one group is the version in the command's output")
+	}
+	if j := c.JSON; j != nil {
+		if _, written := c.pos.sub["json.equals"]; written || j.Equals != nil {
+			v.add(at("json.equals"), path+".json.equals", "a version call reads the field, it compares nothing")
+		}
+		if j.EqualsPath != "" {
+			v.add(at("json.equals_path"), path+".json.equals_path", "a version call reads the field, it compares nothing")
+		}
+	}
+	if c.Pattern != "" {
+		if re, err := regexp.Compile(c.Pattern); err == nil && re.NumSubexp() != 1 {
+			v.add(at("pattern"), path+".pattern", "has %d groups: a version pattern has exactly one, the version (write other groups as (?:...))", re.NumSubexp())
+		}
+	}
 }
 
 // maxSamples bounds the members a template is rendered for.
@@ -589,6 +673,14 @@ func (v *validator) call(c *Call, path string, line int, samples []TemplateData,
 		if c.JSON != nil && c.JSON.Path == "" {
 			v.add(at("json.path"), path+".json.path", "must be set: the dotted path of the field to compare")
 		}
+		if j := c.JSON; j != nil {
+			if _, written := c.pos.sub["json.equals"]; j.EqualsPath != "" && (written || j.Equals != nil) {
+				v.add(at("json.equals_path"), path+".json", "has both equals and equals_path: compare the field with a value or with another field")
+			}
+			if s, ok := j.Equals.(string); ok {
+				v.render(at("json.equals"), path+".json.equals", s, samples)
+			}
+		}
 	} else {
 		for _, k := range []struct {
 			key string
@@ -598,6 +690,13 @@ func (v *validator) call(c *Call, path string, line int, samples []TemplateData,
 			if k.set {
 				v.add(at(k.key), path+"."+k.key, "applies to http calls only")
 			}
+		}
+	}
+	if c.Pattern != "" {
+		if _, err := regexp.Compile(c.Pattern); err != nil {
+			v.add(at("pattern"), path+".pattern", "not a regular expression (RE2): %v", strings.TrimPrefix(err.Error(), "error parsing regexp: "))
+		} else if c.TCP != "" {
+			v.add(at("pattern"), path+".pattern", "applies to http and exec calls only (a tcp call has no answer to match)")
 		}
 	}
 

@@ -99,8 +99,9 @@ type Cluster struct {
 	self, agentAddr, agentDir string
 }
 
-// StartCluster writes the description, starts the agent and every
-// member on the start release, and waits until all are healthy and the
+// StartCluster writes the description, starts the agent, the load
+// balancer and every member on the start release (engine.Up, what
+// 'ferry cluster up' does), and waits until all are healthy and the
 // load balancer sees every backend.
 func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error) {
 	if o.Logger == nil {
@@ -211,9 +212,10 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	if err != nil {
 		return nil, err
 	}
+	started := cl // the error returns below return a nil cluster
 	defer func() {
 		if err != nil {
-			cl.Close()
+			started.Close()
 		}
 	}()
 	c, err := config.Load(cl.File)
@@ -243,18 +245,18 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	for _, m := range eng.Members() {
 		cl.Addresses[m.Name] = m.Address
 	}
-	for _, m := range cl.Members {
-		comp := m.Component
-		if comp == "lb" {
-			comp = "api"
-		}
-		art, err := eng.Artifact(comp, o.Start)
-		if err != nil {
-			return nil, err
-		}
-		if err := cl.Driver.Start(ctx, m, art); err != nil {
-			return nil, fmt.Errorf("demo: start %s: %w", m.Name, err)
-		}
+	// The load balancer is not part of the description (ferry does not
+	// upgrade it): started here; then every member as 'ferry cluster up'
+	// starts them, kv together (a raft cluster), api one at a time.
+	art, err := eng.Artifact("api", o.Start)
+	if err != nil {
+		return nil, err
+	}
+	if err := cl.Driver.Start(ctx, lb, art); err != nil {
+		return nil, fmt.Errorf("demo: start lb: %w", err)
+	}
+	if _, err := eng.Up(ctx, o.Start, nil); err != nil {
+		return nil, fmt.Errorf("demo: cluster up: %w", err)
 	}
 	if err := waitHealthy(ctx, eng, cl.LBAdmin, 60*time.Second); err != nil {
 		return nil, err

@@ -35,6 +35,21 @@ type Member struct {
 	// "no" (or "") or "on-failure" (process substrate: the agent's
 	// supervision, see internal/agent).
 	Restart string
+	// StopSignal is the signal of a graceful stop ("" is SIGTERM;
+	// process substrate).
+	StopSignal string
+	// Adopt, if set, says how to find the member's process when the
+	// substrate did not start it (process substrate); Observe then
+	// reports such a process as the member, Adopted.
+	Adopt *Adopt
+}
+
+// Adopt is how a member's process is found when ferry did not start
+// it: by a pid file (an absolute path on the member's host) or by the
+// address it listens on. Exactly one is set.
+type Adopt struct {
+	PIDFile string
+	Listen  string
 }
 
 // File is a file of a member: a path relative to the member's
@@ -94,6 +109,12 @@ type Status struct {
 	// container's restarts): a crash loop shows here even when every
 	// observation finds the member running.
 	Restarts int
+	// Adopted is true when the member's process was found running, not
+	// started by the substrate (Member.Adopt): the substrate knows its
+	// pid, not its version (Version is empty; the engine asks the
+	// member through the description's version call). The first Start
+	// replaces it with a process of the substrate's own.
+	Adopted bool
 	// Unknown is true when the substrate could not be asked about this
 	// member just now (its agent or the API server did not answer):
 	// the other fields are not an observation, and the member's fate is

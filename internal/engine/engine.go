@@ -76,6 +76,11 @@ type Engine struct {
 
 	sums sums // artifact checksums, for the preflight
 
+	// learnt holds the versions adopted members reported through their
+	// component's version call (adopt.go), by member.
+	learntMu sync.Mutex
+	learnt   map[string]learntVersion
+
 	mu       sync.Mutex
 	lastSnap Snapshot // the latest observation, for the calls made to "any" member
 }
@@ -99,7 +104,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{cfg: cfg, c: cfg.Cluster, members: map[string]memberInfo{}, tracker: &health.Tracker{},
-		prober: health.NewProber()}
+		prober: health.NewProber(), learnt: map[string]learntVersion{}}
 	for _, comp := range cfg.Cluster.ComponentsInOrder() {
 		all := cfg.Cluster.MembersData(comp)
 		for i := range comp.Members {
@@ -118,7 +123,15 @@ func New(cfg Config) (*Engine, error) {
 
 func renderSpec(c *config.Cluster, comp *config.Component, m *config.Member, data config.TemplateData) (driver.Member, error) {
 	spec := driver.Member{Name: m.Name, Component: comp.Name, Host: m.Host, Address: m.Address,
-		StopTimeout: comp.Run.StopTimeout.D(), Env: map[string]string{}, Workload: WorkloadOf(comp), Restart: comp.Run.Restart}
+		StopTimeout: comp.Run.StopTimeout.D(), Env: map[string]string{}, Workload: WorkloadOf(comp), Restart: comp.Run.Restart,
+		StopSignal: comp.Run.StopSignal}
+	if a := comp.AdoptOf(m); a != nil {
+		ad, err := adoptSpec(c, a, m, data)
+		if err != nil {
+			return spec, err
+		}
+		spec.Adopt = ad
+	}
 	for i, a := range comp.Run.Args {
 		v, err := config.Render(a, data)
 		if err != nil {

@@ -128,8 +128,8 @@ func (o *observer) notify() {
 // changed (a new start, an exit) has its check made at once.
 func (o *observer) pollStatuses(ctx context.Context) {
 	now := o.e.cfg.Now()
-	ctx, cancel := context.WithTimeout(ctx, max(o.tick*50, 10*time.Second))
-	sts, err := o.e.cfg.Driver.Observe(ctx, o.e.Members())
+	octx, cancel := context.WithTimeout(ctx, max(o.tick*50, 10*time.Second))
+	sts, err := o.e.cfg.Driver.Observe(octx, o.e.Members())
 	cancel()
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return
@@ -140,6 +140,8 @@ func (o *observer) pollStatuses(ctx context.Context) {
 		for i, n := range o.e.order {
 			sts[i] = driver.Status{Name: n, Unknown: true, Detail: err.Error()}
 		}
+	} else {
+		o.e.learnVersions(ctx, sts)
 	}
 	changed := false
 	var restarted []string
@@ -323,6 +325,9 @@ func (e *Engine) memberHealth(info memberInfo, st driver.Status, hs health.State
 		mh.Detail = st.Detail
 	case !st.Running:
 		mh.Detail = "not running" + suffix(st.Detail)
+	case st.Adopted && st.Version == "":
+		// Not a member ferry can plan for: what it runs is not known.
+		mh.Detail = "adopted, its version not known" + suffix(st.Detail)
 	case info.comp.Health.Member == nil:
 		mh.Healthy, mh.HealthySince, mh.Detail = true, st.Since, "running (no member check)"
 	case probed.IsZero() || probed.Before(st.Since):

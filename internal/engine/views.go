@@ -20,6 +20,10 @@ type MemberView struct {
 	Status    string `json:"status"` // healthy, unhealthy, down
 	Step      string `json:"step,omitempty"`
 	Detail    string `json:"detail,omitempty"`
+	// Adopted: ferry did not start the member's process, its substrate
+	// found it (adopt:); its version is what the member itself said.
+	// The first step that restarts it hands it over to the substrate.
+	Adopted bool `json:"adopted,omitempty"`
 }
 
 // Members joins an observation with the upgrade record (if any).
@@ -29,7 +33,7 @@ func (e *Engine) MembersView(snap Snapshot, u *upgrade.Upgrade) []MemberView {
 		info := e.members[n]
 		mh := snap.Obs.Members[n]
 		v := MemberView{Name: n, Component: info.comp.Name, Host: info.member.Host, Address: info.member.Address,
-			Running: mh.Version, Detail: mh.Detail}
+			Running: mh.Version, Detail: mh.Detail, Adopted: snap.Statuses[n].Adopted}
 		switch {
 		case !mh.Running:
 			v.Status = "down"

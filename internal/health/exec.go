@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"time"
@@ -16,23 +17,33 @@ import (
 // pipe) before Do stops waiting for it.
 const waitDelay = time.Second
 
-// run is an exec call: argv without a shell, OK on exit status 0.
-func run(ctx context.Context, call config.Call, d config.TemplateData, timeout time.Duration) Result {
+// maxOutput bounds the output of a command kept for its pattern.
+const maxOutput = 64 << 10
+
+// run is an exec call: argv without a shell, OK on exit status 0. With
+// keep it also returns the first maxOutput bytes of the output, for a
+// pattern.
+func run(ctx context.Context, call config.Call, d config.TemplateData, timeout time.Duration, keep bool) (Result, string) {
 	argv := make([]string, len(call.Exec))
 	for i, a := range call.Exec {
 		v, err := config.Render(a, d)
 		if err != nil {
-			return Result{Detail: fmt.Sprintf("exec arg %d: %v", i, err)}
+			return Result{Detail: fmt.Sprintf("exec arg %d: %v", i, err)}, ""
 		}
 		argv[i] = v
 	}
 	what := "exec " + shorten(strings.Join(argv, " "), 100)
 	if strings.TrimSpace(argv[0]) == "" {
-		return Result{Detail: what + ": no program to run"}
+		return Result{Detail: what + ": no program to run"}, ""
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	out := &tail{max: outputTail}
-	cmd.Stdout, cmd.Stderr = out, out // one pipe, one writer at a time
+	var w io.Writer = out
+	first := &headBuf{max: maxOutput}
+	if keep {
+		w = io.MultiWriter(out, first)
+	}
+	cmd.Stdout, cmd.Stderr = w, w // one pipe, one writer at a time
 	cmd.WaitDelay = waitDelay
 	killGroup(cmd)
 	err := cmd.Run()
@@ -54,7 +65,20 @@ func run(ctx context.Context, call config.Call, d config.TemplateData, timeout t
 	if s := oneLine(out.String()); s != "" {
 		detail += ": " + s
 	}
-	return Result{OK: err == nil, Detail: what + ": " + detail}
+	return Result{OK: err == nil, Detail: what + ": " + detail}, string(first.b)
+}
+
+// headBuf is an io.Writer that keeps the first max bytes written.
+type headBuf struct {
+	max int
+	b   []byte
+}
+
+func (h *headBuf) Write(p []byte) (int, error) {
+	if room := h.max - len(h.b); room > 0 {
+		h.b = append(h.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
 }
 
 // tail is an io.Writer that keeps the last max bytes written.

@@ -8,7 +8,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -61,6 +63,23 @@ func Do(ctx context.Context, call config.Call, d config.TemplateData) Result {
 // a template that does not render included — is OK=false with the
 // reason in Detail.
 func (p *Prober) Do(ctx context.Context, call config.Call, d config.TemplateData) Result {
+	r, _ := p.do(ctx, call, d, false)
+	return r
+}
+
+// Version makes a version call (a component's version:) and returns
+// the version it read: the string at the call's json.path (a number is
+// written as JSON writes it), or the first group of its pattern in the
+// response's body or the command's output. OK is false, with the
+// reason, when the call failed or the version is not in its answer.
+func (p *Prober) Version(ctx context.Context, call config.Call, d config.TemplateData) (string, Result) {
+	r, v := p.do(ctx, call, d, true)
+	return v, r
+}
+
+// do makes a call; read: it is a version call, whose answer is read
+// rather than compared.
+func (p *Prober) do(ctx context.Context, call config.Call, d config.TemplateData, read bool) (Result, string) {
 	start := time.Now()
 	timeout := call.Timeout.D()
 	if timeout <= 0 {
@@ -69,18 +88,59 @@ func (p *Prober) Do(ctx context.Context, call config.Call, d config.TemplateData
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var r Result
+	var out, value string
 	switch {
 	case call.HTTP != "":
-		r = p.http(ctx, call, d, timeout)
+		r, out, value = p.http(ctx, call, d, timeout, read)
 	case call.TCP != "":
 		r = dial(ctx, call, d, timeout)
 	case len(call.Exec) > 0:
-		r = run(ctx, call, d, timeout)
+		r, out = run(ctx, call, d, timeout, call.Pattern != "")
 	default:
 		r = Result{Detail: "the call has none of http, tcp and exec"}
 	}
+	if r.OK && call.Pattern != "" {
+		r, value = matchPattern(r, call.Pattern, out)
+	}
+	if read && r.OK && value == "" {
+		r = Result{Detail: r.Detail + ": no version in the answer (give json.path or a pattern with one group)"}
+	}
 	r.Duration = time.Since(start)
-	return r
+	return r, value
+}
+
+// patterns caches compiled patterns: a check's pattern is matched at
+// every probe. The description's patterns are few.
+var patterns sync.Map // string -> *regexp.Regexp or error
+
+// matchPattern matches an answer against a call's pattern: no match
+// fails the call; a match returns the first group (or the whole match
+// when the pattern has no group).
+func matchPattern(r Result, pattern, out string) (Result, string) {
+	v, ok := patterns.Load(pattern)
+	if !ok {
+		re, err := regexp.Compile(pattern)
+		if err != nil {
+			v = err
+		} else {
+			v = re
+		}
+		patterns.Store(pattern, v)
+	}
+	re, ok := v.(*regexp.Regexp)
+	if !ok {
+		return Result{Detail: fmt.Sprintf("%s: pattern %q is not a regular expression: %v", r.Detail, pattern, v)}, ""
+	}
+	m := re.FindStringSubmatch(out)
+	if m == nil {
+		return Result{Detail: fmt.Sprintf("%s: the answer does not match %q", r.Detail, pattern)}, ""
+	}
+	value := m[0]
+	if len(m) > 1 {
+		value = m[1]
+	}
+	r.Detail += fmt.Sprintf(", matches %q (%s)", pattern, shorten(oneLine(value), 60))
+	return r, value
 }
 
 // dial is a TCP call: OK when the address accepts a connection.

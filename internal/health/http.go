@@ -38,7 +38,9 @@ var methods = map[string]bool{
 }
 
 // http is an HTTP call: status, then the JSON match if there is one.
-func (p *Prober) http(ctx context.Context, call config.Call, d config.TemplateData, timeout time.Duration) Result {
+// It returns the body (for a pattern) and, for a version call (read),
+// the value at the json path.
+func (p *Prober) http(ctx context.Context, call config.Call, d config.TemplateData, timeout time.Duration, read bool) (r Result, body string, value string) {
 	method, rawURL := strings.ToUpper(call.Method), strings.TrimSpace(call.HTTP)
 	if method == "" {
 		// "POST http://…", as hooks are written; config.ApplyDefaults
@@ -49,22 +51,22 @@ func (p *Prober) http(ctx context.Context, call config.Call, d config.TemplateDa
 	}
 	u, err := config.Render(rawURL, d)
 	if err != nil {
-		return Result{Detail: "http url: " + err.Error()}
+		return Result{Detail: "http url: " + err.Error()}, "", ""
 	}
-	body, err := config.Render(call.Body, d)
+	reqBody, err := config.Render(call.Body, d)
 	if err != nil {
-		return Result{Detail: "http body: " + err.Error()}
+		return Result{Detail: "http body: " + err.Error()}, "", ""
 	}
 	if method == "" {
 		method = "GET"
-		if body != "" {
+		if reqBody != "" {
 			method = "POST"
 		}
 	}
 	what := method + " " + u
 	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
+	if reqBody != "" {
+		rd = strings.NewReader(reqBody)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
@@ -72,7 +74,7 @@ func (p *Prober) http(ctx context.Context, call config.Call, d config.TemplateDa
 		if errors.As(err, &ue) {
 			err = ue.Err // the URL is in what already
 		}
-		return Result{Detail: what + ": not a valid URL: " + err.Error()}
+		return Result{Detail: what + ": not a valid URL: " + err.Error()}, "", ""
 	}
 	req.Header.Set("User-Agent", "ferry-probe")
 	keys := make([]string, 0, len(call.Headers))
@@ -83,7 +85,7 @@ func (p *Prober) http(ctx context.Context, call config.Call, d config.TemplateDa
 	for _, k := range keys {
 		v, err := config.Render(call.Headers[k], d)
 		if err != nil {
-			return Result{Detail: fmt.Sprintf("http header %s: %v", k, err)}
+			return Result{Detail: fmt.Sprintf("http header %s: %v", k, err)}, "", ""
 		}
 		if strings.EqualFold(k, "Host") {
 			req.Host = v
@@ -98,7 +100,7 @@ func (p *Prober) http(ctx context.Context, call config.Call, d config.TemplateDa
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return Result{Detail: what + ": " + explain(ctx, err, timeout)}
+		return Result{Detail: what + ": " + explain(ctx, err, timeout)}, "", ""
 	}
 	defer resp.Body.Close()
 	data, readErr := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
@@ -116,17 +118,38 @@ func (p *Prober) http(ctx context.Context, call config.Call, d config.TemplateDa
 			}
 			detail += fmt.Sprintf(" (body %q)", s)
 		}
-		return Result{Detail: detail}
+		return Result{Detail: detail}, "", ""
+	}
+	if readErr != nil && (call.JSON != nil || call.Pattern != "") {
+		return Result{Detail: what + ": reading the response: " + explain(ctx, readErr, timeout)}, "", ""
 	}
 	if call.JSON == nil {
-		return Result{OK: true, Detail: what + ": " + resp.Status}
+		return Result{OK: true, Detail: what + ": " + resp.Status}, string(data), ""
 	}
-	if readErr != nil {
-		return Result{Detail: what + ": reading the response: " + explain(ctx, readErr, timeout)}
+	if read {
+		v, detail, ok := readJSON(data, call.JSON.Path)
+		if !ok {
+			return Result{Detail: what + ": " + detail}, "", ""
+		}
+		return Result{OK: true, Detail: what + ": " + resp.Status + ", " + detail}, string(data), v
 	}
-	detail, ok := matchJSON(data, call.JSON.Path, call.JSON.Equals)
+	var detail string
+	var ok bool
+	if call.JSON.EqualsPath != "" {
+		detail, ok = matchJSONPaths(data, call.JSON.Path, call.JSON.EqualsPath)
+	} else {
+		want := call.JSON.Equals
+		if s, isString := want.(string); isString && config.IsTemplate(s) {
+			r, err := config.Render(s, d)
+			if err != nil {
+				return Result{Detail: "http json.equals: " + err.Error()}, "", ""
+			}
+			want = r
+		}
+		detail, ok = matchJSON(data, call.JSON.Path, want)
+	}
 	if !ok {
-		return Result{Detail: detail}
+		return Result{Detail: detail}, "", ""
 	}
-	return Result{OK: true, Detail: what + ": " + resp.Status + ", " + detail}
+	return Result{OK: true, Detail: what + ": " + resp.Status + ", " + detail}, string(data), ""
 }

@@ -17,6 +17,64 @@ import (
 // equals want, with a detail that says what was found: "quorum = true",
 // or what was wrong: "quorum = false, want true".
 func matchJSON(data []byte, path string, want any) (string, bool) {
+	doc, detail, ok := decodeDoc(data)
+	if !ok {
+		return detail, false
+	}
+	got, err := lookup(doc, path)
+	if err != nil {
+		return err.Error(), false
+	}
+	if !equal(got, want) {
+		return fmt.Sprintf("%s = %s, want %s", path, show(got), show(want)), false
+	}
+	return fmt.Sprintf("%s = %s", path, show(got)), true
+}
+
+// matchJSONPaths reports whether the values at two paths of the JSON
+// document data are equal: "leader = header.member_id = \"8e9e…\"".
+func matchJSONPaths(data []byte, path, other string) (string, bool) {
+	doc, detail, ok := decodeDoc(data)
+	if !ok {
+		return detail, false
+	}
+	got, err := lookup(doc, path)
+	if err != nil {
+		return err.Error(), false
+	}
+	want, err := lookup(doc, other)
+	if err != nil {
+		return err.Error(), false
+	}
+	if !equal(got, want) {
+		return fmt.Sprintf("%s = %s, %s = %s: not equal", path, show(got), other, show(want)), false
+	}
+	return fmt.Sprintf("%s = %s = %s", path, other, show(got)), true
+}
+
+// readJSON returns the value at path of the JSON document data as a
+// string: a string as it is, anything else as JSON writes it.
+func readJSON(data []byte, path string) (string, string, bool) {
+	doc, detail, ok := decodeDoc(data)
+	if !ok {
+		return "", detail, false
+	}
+	got, err := lookup(doc, path)
+	if err != nil {
+		return "", err.Error(), false
+	}
+	if s, ok := got.(string); ok {
+		return s, fmt.Sprintf("%s = %s", path, show(got)), s != ""
+	}
+	if got == nil {
+		return "", path + " = null", false
+	}
+	b, _ := json.Marshal(got)
+	return string(b), fmt.Sprintf("%s = %s", path, show(got)), true
+}
+
+// decodeDoc decodes one JSON document; on failure it says why.
+func decodeDoc(data []byte) (any, string, bool) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber() // numbers compare by value, exactly when they can
 	var doc any
@@ -34,18 +92,11 @@ func matchJSON(data []byte, path string, want any) (string, bool) {
 			what = fmt.Sprintf("the response (its first %d bytes) is not JSON", MaxBody)
 		}
 		if len(data) == 0 {
-			return what + ": it is empty", false
+			return nil, what + ": it is empty", false
 		}
-		return fmt.Sprintf("%s: %v", what, err), false
+		return nil, fmt.Sprintf("%s: %v", what, err), false
 	}
-	got, err := lookup(doc, path)
-	if err != nil {
-		return err.Error(), false
-	}
-	if !equal(got, want) {
-		return fmt.Sprintf("%s = %s, want %s", path, show(got), show(want)), false
-	}
-	return fmt.Sprintf("%s = %s", path, show(got)), true
+	return doc, "", true
 }
 
 // lookup follows a dotted path through objects (by key) and arrays (by

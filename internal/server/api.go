@@ -51,6 +51,8 @@ func (s *Server) buildRoutes() http.Handler {
 		{Method: "POST", Pattern: "/v1/upgrade/overrides", handle: s.postOverride},
 		{Method: "GET", Pattern: "/v1/upgrade/report", handle: s.getReport},
 		{Method: "GET", Pattern: "/v1/traffic", handle: s.getTraffic},
+		{Method: "POST", Pattern: "/v1/cluster/up", handle: s.postClusterUp},
+		{Method: "POST", Pattern: "/v1/cluster/down", handle: s.postClusterDown},
 		{Method: "GET", Pattern: "/v1/members", handle: s.getMembers},
 		{Method: "GET", Pattern: "/v1/versions", handle: s.getVersions},
 		{Method: "GET", Pattern: "/v1/events", handle: s.getEvents},

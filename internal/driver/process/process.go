@@ -51,7 +51,18 @@ type Driver struct {
 	client         *http.Client
 	requestTimeout time.Duration
 	opTimeout      time.Duration
+
+	// adoptMu guards adoptTried: when the adoption of each member not
+	// known to its agent was last tried, so that a member that is not
+	// running is looked for at most every adoptEvery, not at every
+	// observation.
+	adoptMu    sync.Mutex
+	adoptTried map[string]time.Time
 }
+
+// adoptEvery is how often a member that may be adopted but was not
+// found is looked for again.
+const adoptEvery = time.Second
 
 var (
 	_ driver.Driver = (*Driver)(nil)
@@ -76,6 +87,7 @@ func WithOpTimeout(t time.Duration) Option { return func(d *Driver) { d.opTimeou
 // unique; a later host of the same name replaces an earlier one.
 func New(hosts []Host, opts ...Option) *Driver {
 	d := &Driver{
+		adoptTried:     map[string]time.Time{},
 		hosts:          make(map[string]Host, len(hosts)),
 		requestTimeout: DefaultRequestTimeout,
 		opTimeout:      DefaultOpTimeout,
@@ -309,6 +321,9 @@ func (d *Driver) Observe(ctx context.Context, members []driver.Member) ([]driver
 			continue
 		}
 		s, ok := lists[index[m.Host]][m.Name]
+		if !ok && m.Adopt != nil {
+			s, ok = d.adopt(ctx, d.hosts[m.Host], m)
+		}
 		if !ok {
 			out[i] = driver.Status{Name: m.Name}
 			continue
@@ -321,9 +336,34 @@ func (d *Driver) Observe(ctx context.Context, members []driver.Member) ([]driver
 			Detail:   s.Detail,
 			PID:      s.PID,
 			Restarts: s.Restarts,
+			Adopted:  s.Adopted,
 		}
 	}
 	return out, nil
+}
+
+// adopt asks the agent to find member m's process, which it does not
+// know (ferry never started it): found, it is the member from now on,
+// adopted. Only members their agent does not know are looked for: once
+// ferry started or adopted a member, it owns it, and a member it
+// stopped stays stopped. A member not found is down, and looked for
+// again after adoptEvery.
+func (d *Driver) adopt(ctx context.Context, h Host, m driver.Member) (agent.Status, bool) {
+	d.adoptMu.Lock()
+	last, tried := d.adoptTried[m.Name]
+	if tried && time.Since(last) < adoptEvery {
+		d.adoptMu.Unlock()
+		return agent.Status{}, false
+	}
+	d.adoptTried[m.Name] = time.Now()
+	d.adoptMu.Unlock()
+	req := agent.AdoptRequest{PIDFile: m.Adopt.PIDFile, Listen: m.Adopt.Listen,
+		StopTimeoutMS: m.StopTimeout.Milliseconds(), StopSignal: m.StopSignal}
+	var st agent.Status
+	if err := d.call(ctx, h, d.requestTimeout, http.MethodPost, memberPath(m.Name)+"/adopt", req, &st); err != nil {
+		return agent.Status{}, false // not found (404), or the agent is older: down, as before
+	}
+	return st, true
 }
 
 func (d *Driver) opTimeoutFor(stop time.Duration) time.Duration {
@@ -354,6 +394,7 @@ func (d *Driver) Start(ctx context.Context, m driver.Member, a driver.Artifact) 
 		Env:           m.Env,
 		StopTimeoutMS: m.StopTimeout.Milliseconds(),
 		Restart:       m.Restart,
+		StopSignal:    m.StopSignal,
 	}
 	for _, f := range m.Files {
 		spec.Files = append(spec.Files, agent.FileSpec{Path: f.Path, Mode: memberfile.FormatMode(f.Mode), Content: f.Content})
@@ -372,7 +413,7 @@ func (d *Driver) Stop(ctx context.Context, m driver.Member) error {
 	if err != nil {
 		return fmt.Errorf("process driver: member %s: %w", m.Name, err)
 	}
-	req := agent.StopRequest{TimeoutMS: m.StopTimeout.Milliseconds()}
+	req := agent.StopRequest{TimeoutMS: m.StopTimeout.Milliseconds(), Signal: m.StopSignal}
 	var st agent.Status
 	if err := d.call(ctx, h, d.opTimeoutFor(m.StopTimeout), http.MethodPost, memberPath(m.Name)+"/stop", req, &st); err != nil {
 		return fmt.Errorf("process driver: stop %s: %w", m.Name, err)

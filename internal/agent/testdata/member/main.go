@@ -1,9 +1,10 @@
 // Command member is the member program of the agent's tests: it serves
-// GET /version on -addr, writes its address and pid to -ready once it
-// listens, and on SIGTERM appends a line to -marker, then exits after
-// -term-delay (or not at all with -ignore-term). -starts appends its
-// pid and start time to a file, -lines prints numbered lines, -read
-// reports a file's content as it was at the start.
+// GET /version on -addr, writes its address and pid to -ready (and its
+// pid to -pid-file) once it listens, and on SIGTERM (or SIGUSR2, marked
+// as such) appends a line to -marker, then exits after -term-delay (or
+// not at all with -ignore-term). -starts appends its pid and start time
+// to a file, -lines prints numbered lines, -read reports a file's
+// content as it was at the start.
 package main
 
 import (
@@ -48,6 +49,7 @@ func main() {
 	starts := flag.String("starts", "", "file to append \"pid unix-nanoseconds\" to at the start")
 	lines := flag.Int("lines", 0, "print this many numbered lines at the start")
 	read := flag.String("read", "", "file whose content (at the start) is reported as file")
+	pidFile := flag.String("pid-file", "", "file to write its pid to once listening")
 	flag.String("tag", "", "ignored; lets tests find their processes")
 	flag.Parse()
 
@@ -80,7 +82,7 @@ func main() {
 	}
 
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGUSR2)
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -96,6 +98,9 @@ func main() {
 	})
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(ln)
+	if *pidFile != "" {
+		os.WriteFile(*pidFile, []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o644)
+	}
 	if *ready != "" {
 		b, _ := json.Marshal(me)
 		tmp := filepath.Join(filepath.Dir(*ready), fmt.Sprintf(".ready.%d", os.Getpid()))
@@ -111,11 +116,15 @@ func main() {
 	life := time.After(*maxLife)
 	for {
 		select {
-		case <-sigs:
-			fmt.Println("got SIGTERM")
+		case sig := <-sigs:
+			name := "SIGTERM"
+			if sig == syscall.SIGUSR2 {
+				name = "SIGUSR2"
+			}
+			fmt.Println("got " + name)
 			if *marker != "" {
 				if f, err := os.OpenFile(*marker, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
-					fmt.Fprintf(f, "SIGTERM %d %s\n", os.Getpid(), v)
+					fmt.Fprintf(f, "%s %d %s\n", name, os.Getpid(), v)
 					f.Close()
 				}
 			}
