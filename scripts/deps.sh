@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
-# Installs what some tests need beyond Go, from Debian's packages, only
+# Installs what the tests need beyond Go, from Debian's packages, only
 # when it is missing: Chromium for the dashboard's browser test
 # (internal/server, chromedp) and the impact report's (internal/impact),
-# which skip themselves without it.
+# which skip themselves without it; openssl, curl and flock for the
+# Kubernetes test environment (scripts/kube-testenv.sh) and flock for
+# scripts/realsys.sh (HAProxy is installed by realsys.sh itself).
 # Idempotent: a second run installs nothing.
 set -euo pipefail
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v flock >/dev/null 2>&1 || need+=(util-linux)
 if [ ${#need[@]} -eq 0 ]; then
-	echo "deps.sh: nothing to install (chromium: $(command -v chromium))"
+	echo "deps.sh: nothing to install (chromium, openssl, curl, flock: present)"
 	exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
-	echo "deps.sh: ${need[*]} missing and no apt-get here; the browser test will skip" >&2
+	echo "deps.sh: ${need[*]} missing and no apt-get here: install them (without chromium the browser tests skip)" >&2
 	exit 0
 fi
 SUDO=""

@@ -49,7 +49,7 @@ build() {
 		[[ -x $BIN/$b ]] || pkgs+=("k8s.io/kubernetes/cmd/$b")
 	done
 	if ((${#pkgs[@]})); then
-		log "building ${pkgs[*]##*/} $KUBE_VERSION (a cold build takes ~10 min on 2 cores)"
+		log "building ${pkgs[*]##*/} $KUBE_VERSION (a cold build takes ~9 min on 2 cores)"
 		local ld="-s -w"
 		local v
 		for v in client-go/pkg/version component-base/version; do

@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # The test command of the README and of CI: vet, every test, and the
-# pure packages again under the race detector. Needs only Go.
+# pure packages again under the race detector. Needs Go and bash; what
+# else the tests use (Debian packages, binaries built from Go modules)
+# the scripts below install or build, idempotently, and cache.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v go >/dev/null || { echo "test.sh: Go is required (https://go.dev/dl)"; exit 1; }
-# Chromium for the browser tests (installed once, from Debian's
-# packages); without it they skip and say so.
+# Chromium for the browser tests, openssl, curl and flock (installed
+# once, from Debian's packages); without Chromium the browser tests skip
+# and say so.
 bash scripts/deps.sh || echo "test.sh: scripts/deps.sh failed; the browser tests will skip"
 # The Kubernetes control plane of the kube tests (kube-apiserver,
 # controller-manager, scheduler, etcd, kwok), built from Go modules into
-# ~/.cache/ferry once (about 11 minutes cold on 2 cores, then cached).
+# ~/.cache/ferry once (about 9 minutes cold on 2 cores, then cached).
 # FERRY_KUBE=0 skips those tests (they say so).
 if [[ ${FERRY_KUBE:-1} == 1 ]]; then
 	bash scripts/kube-testenv.sh build
 	export FERRY_KUBE=1
 fi
 # A real Prometheus for the Prometheus signal's tests, built from its Go
-# module once (about 3 minutes cold); FERRY_PROM=0 skips those tests.
+# module once (about 2 minutes cold); FERRY_PROM=0 skips those tests.
 if [[ ${FERRY_PROM:-1} == 1 ]]; then
 	bash scripts/prometheus.sh >/dev/null
 	export FERRY_PROM=1

@@ -161,7 +161,10 @@ func TestSwapVersion(t *testing.T) {
 	}
 }
 
-func TestChecksumMismatchKeepsOldMember(t *testing.T) {
+// TestUnknownArtifactKeepsOldMember: a PUT naming an artifact the
+// store does not have is refused (403) before anything is stopped, and
+// so is an upload whose bytes do not have the sum it claims (422).
+func TestUnknownArtifactKeepsOldMember(t *testing.T) {
 	t.Parallel()
 	p := progs(t)
 	tag := testTag(t)
@@ -169,27 +172,36 @@ func TestChecksumMismatchKeepsOldMember(t *testing.T) {
 
 	old := a.put("db-2", spec(p.V1, tag))
 	bad := spec(p.V2, tag)
-	bad.SHA256 = strings.Repeat("ab", 32) // not V2's checksum
+	bad.SHA256 = strings.Repeat("ab", 32) // not in the store
 	code, body := a.call("PUT", "/v1/members/db-2", bad)
-	if code != 422 || decodeError(t, body).Code != CodeChecksumMismatch {
-		t.Fatalf("PUT with a wrong checksum: %d %s", code, body)
+	if code != 403 || decodeError(t, body).Code != CodeArtifactUnknown {
+		t.Fatalf("PUT of an artifact not in the store: %d %s", code, body)
 	}
-	if e := decodeError(t, body); !strings.Contains(e.Message, p.V2.SHA256) {
-		t.Errorf("message does not name the actual checksum: %s", e.Message)
+	if e := decodeError(t, body); !strings.Contains(e.Message, bad.SHA256) || !strings.Contains(e.Message, "PUT /v1/artifacts/"+bad.SHA256) {
+		t.Errorf("message does not name the sum and what to do: %s", e.Message)
 	}
 	if st := a.get("db-2"); !st.Running || st.PID != old.PID || st.Version != "1.0.0" {
-		t.Errorf("after the mismatch: %+v, want pid %d on 1.0.0", st, old.PID)
+		t.Errorf("after the refusal: %+v, want pid %d on 1.0.0", st, old.PID)
 	}
 	if !processAlive(old.PID) {
 		t.Errorf("old process died")
 	}
+
+	// An upload claiming V2's bytes have another sum: nothing kept.
+	code, body = uploadFile(t, a.hs.Client(), a.hs.URL, a.token, p.V2.Path, bad.SHA256)
+	if code != 422 || decodeError(t, body).Code != CodeChecksumMismatch || !strings.Contains(string(body), p.V2.SHA256) {
+		t.Fatalf("upload with a wrong sum: %d %s", code, body)
+	}
 	if _, err := os.Stat(filepath.Join(a.dir, "artifacts", bad.SHA256)); !os.IsNotExist(err) {
 		t.Errorf("a copy was left under the wrong checksum: %v", err)
 	}
+	if left, _ := filepath.Glob(filepath.Join(a.dir, "artifacts", ".upload-*")); len(left) != 0 {
+		t.Errorf("upload leftovers: %v", left)
+	}
 
-	// A member never started stays unknown after a mismatch.
+	// A member never started stays unknown after a refusal.
 	code, body = a.call("PUT", "/v1/members/fresh", bad)
-	if code != 422 {
+	if code != 403 {
 		t.Fatalf("%d %s", code, body)
 	}
 	if code, _ := a.call("GET", "/v1/members/fresh", nil); code != 404 {
@@ -381,7 +393,7 @@ func TestAuth(t *testing.T) {
 		t.Errorf("member known after unauthorized PUT: %d %s", code, body)
 	}
 	// Health needs no token.
-	if code, body := a.callToken("GET", "/v1/health", nil, ""); code != 200 || strings.TrimSpace(string(body)) != `{"ok":true}` {
+	if code, body := a.callToken("GET", "/v1/health", nil, ""); code != 200 || strings.TrimSpace(string(body)) != `{"ok":true,"tls":false}` {
 		t.Errorf("health: %d %s", code, body)
 	}
 	// The scheme is case-insensitive; the token is not.
@@ -415,15 +427,21 @@ func TestBadRequests(t *testing.T) {
 		{"PUT", "/v1/members/ok", "null", 400},
 		{"PUT", "/v1/members/ok", "[]", 400},
 		{"PUT", "/v1/members/ok", string(goodJSON) + "{}", 400},
-		{"PUT", "/v1/members/ok", `{"version":"1","path":"/bin/true","sha256":"xyz"}`, 400},
-		{"PUT", "/v1/members/ok", fmt.Sprintf(`{"version":"1","path":"bin/true","sha256":%q}`, p.V1.SHA256), 400},
-		{"PUT", "/v1/members/ok", fmt.Sprintf(`{"version":"1","path":"/no/such/file","sha256":%q}`, p.V1.SHA256), 400},
-		{"PUT", "/v1/members/ok", fmt.Sprintf(`{"version":"1","path":"/","sha256":%q}`, p.V1.SHA256), 400},
-		{"PUT", "/v1/members/ok", fmt.Sprintf(`{"version":"1","path":"/tmp","sha256":%q}`, p.V1.SHA256), 400},
-		{"PUT", "/v1/members/ok", fmt.Sprintf(`{"version":"1","path":%q,"sha256":%q,"stop_timeout_ms":-1}`, p.V1.Path, p.V1.SHA256), 400},
-		{"PUT", "/v1/members/ok", fmt.Sprintf(`{"version":"1","path":%q,"sha256":%q,"env":{"A=B":"c"}}`, p.V1.Path, p.V1.SHA256), 400},
-		{"PUT", "/v1/members/ok", fmt.Sprintf(`{"version":"1","path":%q,"sha256":%q,"args":["a\u0000b"]}`, p.V1.Path, p.V1.SHA256), 400},
-		{"PUT", "/v1/members/ok", fmt.Sprintf(`{"version":1,"path":%q,"sha256":%q}`, p.V1.Path, p.V1.SHA256), 400},
+		{"PUT", "/v1/members/ok", `{"version":"1","sha256":"xyz"}`, 400},
+		{"PUT", "/v1/members/ok", `{"version":"1"}`, 400},
+		// A path of the agent's host, as an older ferry sent: refused,
+		// the artifact in the store or not.
+		{"PUT", "/v1/members/ok", fmt.Sprintf(`{"version":"1","path":"/bin/true","sha256":%q}`, p.V1.SHA256), 400},
+		{"PUT", "/v1/members/ok", fmt.Sprintf(`{"version":"1","path":%q,"sha256":%q}`, p.V1.Path, p.V1.SHA256), 400},
+		{"PUT", "/v1/members/ok", fmt.Sprintf(`{"version":"1","sha256":%q,"stop_timeout_ms":-1}`, p.V1.SHA256), 400},
+		{"PUT", "/v1/members/ok", fmt.Sprintf(`{"version":"1","sha256":%q,"env":{"A=B":"c"}}`, p.V1.SHA256), 400},
+		{"PUT", "/v1/members/ok", fmt.Sprintf(`{"version":"1","sha256":%q,"args":["a\u0000b"]}`, p.V1.SHA256), 400},
+		{"PUT", "/v1/members/ok", fmt.Sprintf(`{"version":1,"sha256":%q}`, p.V1.SHA256), 400},
+		{"PUT", "/v1/artifacts/xyz", "bytes", 400},
+		{"PUT", "/v1/artifacts/" + p.V1.SHA256 + "?name=../x", "bytes", 400},
+		{"PUT", "/v1/artifacts/" + p.V1.SHA256 + "?name=.hidden", "bytes", 400},
+		{"GET", "/v1/artifacts/" + strings.Repeat("0", 63), nil, 400},
+		{"GET", "/v1/artifacts/" + strings.Repeat("0", 64), nil, 404},
 		{"PUT", "/v1/members/ok", strings.Repeat(" ", maxBodyBytes+1), 400},
 		{"POST", "/v1/members/ok/stop", "{", 400},
 		{"POST", "/v1/members/ok/stop", `{"timeout_ms":-5}`, 400},
@@ -468,7 +486,8 @@ func TestStartFailed(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum, _ := agenttest.SHA256File(f)
-	code, body := a.call("PUT", "/v1/members/broken", MemberSpec{Version: "1.0.0", Path: f, SHA256: sum})
+	a.upload(f, sum)
+	code, body := a.call("PUT", "/v1/members/broken", MemberSpec{Version: "1.0.0", SHA256: sum})
 	if code != 500 || decodeError(t, body).Code != CodeStartFailed {
 		t.Fatalf("PUT of a non-program: %d %s", code, body)
 	}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 	"unicode"
+
+	"github.com/ferry-upgrade/ferry/internal/buildinfo"
 )
 
 // Error codes of the API. Every error response is an ErrorBody with
@@ -21,6 +23,9 @@ const (
 	CodeUnauthorized     = "unauthorized"      // 401: missing or wrong token
 	CodeNotFound         = "not_found"         // 404: unknown member or endpoint
 	CodeChecksumMismatch = "checksum_mismatch" // 422: artifact does not have the sha256
+	CodeArtifactUnknown  = "artifact_unknown"  // 403: the artifact is not in the agent's store
+	CodeTooLarge         = "too_large"         // 413: an upload over the agent's bound
+	CodeUploadAbandoned  = "upload_abandoned"  // 408: an upload that did not complete in time
 	CodeStartFailed      = "start_failed"      // 500: the process could not be started
 	CodeInternal         = "internal"          // 500: anything else
 )
@@ -37,9 +42,9 @@ const (
 	maxSpecBytes   = maxFiles*maxFileBytes + 2<<20
 	maxStopTimeout = time.Hour
 	maxVersionLen  = 128
-	maxPathLen     = 4096
 	maxArgs        = 4096
 	maxEnv         = 4096
+	maxPathLen     = 4096
 )
 
 // ErrorBody is the JSON body of every error response.
@@ -52,9 +57,9 @@ type ErrorBody struct {
 // member must run and how to run it.
 type MemberSpec struct {
 	Version string `json:"version"`
-	// Path is the absolute path of the artifact on the agent's host.
-	Path string `json:"path"`
-	// SHA256 is the hex checksum the artifact must have.
+	// SHA256 names the artifact, by its hex checksum, in the agent's
+	// artifact store (PUT /v1/artifacts/{sha256} put it there): the
+	// agent runs nothing else.
 	SHA256 string            `json:"sha256"`
 	Args   []string          `json:"args,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
@@ -212,7 +217,22 @@ type Status struct {
 // Health is the body of GET /v1/health.
 type Health struct {
 	OK bool `json:"ok"`
+	// TLS is true when the agent serves HTTPS (false also when its
+	// handler is served by another server than Serve's).
+	TLS bool `json:"tls"`
+	// Warning is set when the agent listens beyond loopback without
+	// TLS (--insecure-listen).
+	Warning string `json:"warning,omitempty"`
+	// Version is the agent's build (the ferry binary's module version
+	// and VCS revision, package buildinfo), for troubleshooting bundles
+	// that must name every build involved. Health needs no token, so
+	// the version is told only to a caller that presents the token:
+	// the build is no business of anyone who can merely reach the port.
+	Version string `json:"version,omitempty"`
 }
+
+// agentBuild is this agent's build, read once.
+var agentBuild = buildinfo.Version()
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
 
@@ -245,16 +265,26 @@ func decodeJSON(r io.Reader, v any) error {
 }
 
 // DecodeMemberSpec reads and validates a PUT body. The returned spec
-// has its SHA256 in lower case and its Path cleaned. Any error is a
-// bad request.
+// has its SHA256 in lower case. Any error is a bad request.
 func DecodeMemberSpec(body []byte) (MemberSpec, error) {
-	var s MemberSpec
-	if len(body) > maxSpecBytes {
-		return s, badRequest("body larger than %d bytes", maxSpecBytes)
+	var w struct {
+		MemberSpec
+		// Path named a file on the agent's host, which the agent copied
+		// and ran if its sum was the one the caller sent: any file, for
+		// whoever had the token. An older client's body is refused
+		// rather than its path ignored.
+		Path *string `json:"path"`
 	}
-	if err := decodeJSON(bytes.NewReader(body), &s); err != nil {
+	if len(body) > maxSpecBytes {
+		return MemberSpec{}, badRequest("body larger than %d bytes", maxSpecBytes)
+	}
+	if err := decodeJSON(bytes.NewReader(body), &w); err != nil {
 		return MemberSpec{}, err
 	}
+	if w.Path != nil {
+		return MemberSpec{}, badRequest("path: this agent runs no path of its host, only artifacts of its own store: upload the artifact (PUT /v1/artifacts/{sha256}), then name it by sha256 alone (a ferry older than its agent sends a path: upgrade ferry)")
+	}
+	s := w.MemberSpec
 	if err := s.validate(); err != nil {
 		return MemberSpec{}, err
 	}
@@ -273,20 +303,6 @@ func (s *MemberSpec) validate() error {
 	s.SHA256 = strings.ToLower(s.SHA256)
 	if !validSHA256(s.SHA256) {
 		return badRequest("sha256 must be 64 hex digits, got %q", truncate(s.SHA256, 80))
-	}
-	switch {
-	case s.Path == "":
-		return badRequest("path is required")
-	case len(s.Path) > maxPathLen:
-		return badRequest("path longer than %d bytes", maxPathLen)
-	case strings.IndexByte(s.Path, 0) >= 0:
-		return badRequest("path has a NUL byte")
-	case !filepath.IsAbs(s.Path):
-		return badRequest("path %q is not absolute", s.Path)
-	}
-	s.Path = filepath.Clean(s.Path)
-	if b := filepath.Base(s.Path); b == "/" || b == "." || b == ".." {
-		return badRequest("path %q does not name a file", s.Path)
 	}
 	if len(s.Args) > maxArgs {
 		return badRequest("more than %d args", maxArgs)

@@ -76,6 +76,17 @@ func spawnAgent(t *testing.T, bin, dir string) *agentProc {
 		t.Fatal(err)
 	}
 	ap.token = strings.TrimSpace(string(b))
+	// The member's versions in its store, as ferry's driver would put
+	// them: uploaded only when missing, so that a new agent on the
+	// same directory runs them from the store the one before filled.
+	p := progs(t)
+	for _, art := range []agenttest.Artifact{p.V1, p.V2} {
+		if code, _ := ap.call("GET", "/v1/artifacts/"+art.SHA256, nil); code == 404 {
+			if code, body := uploadFile(t, http.DefaultClient, ap.url, ap.token, art.Path, art.SHA256); code != 201 {
+				t.Fatalf("upload of %s: %d %s", art.Path, code, body)
+			}
+		}
+	}
 	return ap
 }
 

@@ -16,11 +16,15 @@
 // does not exist. An existing token file that group or others may
 // read or write is refused. Bodies are JSON; every error is
 // {"code","message"} with code bad_request (400), unauthorized (401),
-// not_found (404), checksum_mismatch (422), start_failed or internal
+// artifact_unknown (403), not_found (404), upload_abandoned (408),
+// too_large (413), checksum_mismatch (422), start_failed or internal
 // (500). Member names match ^[a-z0-9][a-z0-9._-]{0,62}$ (400
 // otherwise), so they are safe as file names.
 //
-//	GET  /v1/health                 {"ok":true}, no token needed
+//	GET  /v1/health                 {"ok":true,"tls":bool[,"warning"]}, no token needed
+//	GET  /v1/artifacts              [Artifact...] of the store, by sha256
+//	GET  /v1/artifacts/{sha256}     Artifact (HEAD too); 404 if the store lacks it
+//	PUT  /v1/artifacts/{sha256}     ?name=FILE, application/octet-stream -> Artifact (201; 200 if kept already)
 //	GET  /v1/members                [Status...], sorted by name
 //	GET  /v1/members/{name}         Status; 404 if the agent never knew it
 //	PUT  /v1/members/{name}         MemberSpec -> Status
@@ -28,16 +32,43 @@
 //	POST /v1/members/{name}/adopt   AdoptRequest -> Status; 404 if nothing is found
 //	GET  /v1/members/{name}/logs    ?previous=true|false&lines=N -> text/plain
 //
-// PUT makes the member run exactly the given artifact with the given
-// files, and is idempotent. If the member already runs the same
-// version and sha256 with the same files (paths, modes and contents,
-// compared by a digest) it is a no-op (even if args, env or
-// stop_timeout_ms differ; a different restart policy is taken without
-// a restart). Otherwise the artifact (an absolute path on the agent's
-// host) is hashed while it is copied to
-// DIR/artifacts/<sha256>/<basename> (mode 0755; an existing copy with
-// the right hash is reused); a wrong hash is 422 and changes nothing,
-// the old process keeps running. Then the old process, if any, is
+// # Artifacts
+//
+// The agent runs only the artifacts of its own store, its catalog:
+// DIR/artifacts/<sha256>/<name> (mode 0755), each put there by an
+// upload (PUT /v1/artifacts/{sha256}) streamed to a temporary file
+// while it is hashed, at most Config.MaxArtifactSize (1 GiB by
+// default, 413 beyond) within 10 minutes, and kept only if its sha256
+// is the one in the path (422 otherwise, nothing kept). A member's
+// spec names its artifact by the sha256 alone; a spec naming one the
+// store lacks is 403 artifact_unknown, and a spec with a "path" (a
+// file of the agent's host, as agents before this one took) is 400.
+// Before every start the store's copy is hashed again: one whose bytes
+// changed is removed and refused (403), so that an upload replaces it;
+// and every exec, a restart or a re-adoption from a state file too,
+// checks that the program is a file of the store filed under its sum.
+// ferry's process driver uploads what an agent lacks before its PUT.
+//
+// # TLS
+//
+// Serve serves plain HTTP on loopback and TLS beyond it (TLSMode): with
+// Config.CertFile and KeyFile, or else with a self-signed ECDSA P-256
+// certificate it generates into DIR/tls at the first start that needs
+// it (key.pem 0600, cert.pem, and fingerprint: "sha256:" and the hex
+// SHA-256 of the certificate's DER) and keeps, so that the fingerprint
+// a description pins stays valid; it logs the fingerprint at every
+// start. Plain HTTP beyond loopback is refused unless
+// Config.InsecureListen, and then logged as a warning at start and
+// reported by every GET /v1/health ("tls": false, "warning").
+//
+// PUT /v1/members/{name} makes the member run exactly the given
+// artifact with the given files, and is idempotent. If the member
+// already runs the same version and sha256 with the same files (paths,
+// modes and contents, compared by a digest) it is a no-op (even if
+// args, env or stop_timeout_ms differ; a different restart policy is
+// taken without a restart). Otherwise the store's copy of the artifact
+// is checked (above): an artifact refused changes nothing, the old
+// process keeps running. Then the old process, if any, is
 // stopped gracefully, the files are written, and the copy is executed
 // directly (no shell) with the given args, the agent's environment
 // plus the given env, in DIR/members/<name>/, stdout and stderr to

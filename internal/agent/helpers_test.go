@@ -88,6 +88,11 @@ type testAgent struct {
 	token string
 	log   *lockedBuffer
 	tag   string
+
+	// uploaded are the member versions uploaded to the agent's store
+	// (uploadFor).
+	uploadMu sync.Mutex
+	uploaded map[string]bool
 }
 
 // startAgent runs an agent in-process on dir, served by httptest.
@@ -121,6 +126,72 @@ func startAgentConfig(t *testing.T, cfg Config) *testAgent {
 	return a
 }
 
+// uploadFor uploads the member version whose sha256 a member spec
+// names, the first time a spec names it: the agent runs only artifacts
+// of its store, and ferry's driver would upload it so. A sum that is
+// not one of the member's versions is left for the test to handle.
+func (a *testAgent) uploadFor(sum string) {
+	a.t.Helper()
+	p := progs(a.t)
+	for _, art := range []agenttest.Artifact{p.V1, p.V2} {
+		if art.SHA256 != sum {
+			continue
+		}
+		a.uploadMu.Lock()
+		defer a.uploadMu.Unlock()
+		if a.uploaded[sum] {
+			return
+		}
+		a.upload(art.Path, art.SHA256)
+		if a.uploaded == nil {
+			a.uploaded = map[string]bool{}
+		}
+		a.uploaded[sum] = true
+	}
+}
+
+// upload puts the file at path into the agent's artifact store as sum
+// (PUT /v1/artifacts/{sha256}) and expects 200 or 201.
+func (a *testAgent) upload(path, sum string) Artifact {
+	a.t.Helper()
+	code, body := uploadFile(a.t, a.hs.Client(), a.hs.URL, a.token, path, sum)
+	if code != 200 && code != 201 {
+		a.t.Fatalf("upload of %s: %d %s", path, code, body)
+	}
+	var art Artifact
+	if err := json.Unmarshal(body, &art); err != nil {
+		a.t.Fatal(err)
+	}
+	return art
+}
+
+// uploadFile sends the file at path to the agent at url as the
+// artifact sum, named by the file's base name.
+func uploadFile(t *testing.T, c *http.Client, url, token, path, sum string) (int, []byte) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	req, err := http.NewRequest("PUT", url+"/v1/artifacts/"+sum+"?name="+filepath.Base(path), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, out
+}
+
 func (a *testAgent) close() {
 	a.hs.Close()
 	a.srv.Close()
@@ -142,6 +213,15 @@ func (a *testAgent) callToken(method, path string, body any, token string) (int,
 	case nil:
 	case string:
 		r = strings.NewReader(b)
+	case MemberSpec:
+		if method == "PUT" && token != "" {
+			a.uploadFor(b.SHA256)
+		}
+		j, err := json.Marshal(b)
+		if err != nil {
+			a.t.Fatal(err)
+		}
+		r = bytes.NewReader(j)
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {
@@ -226,7 +306,7 @@ func decodeError(t *testing.T, b []byte) ErrorBody {
 // member's directory, carry the test's tag).
 func spec(a agenttest.Artifact, tag string, extra ...string) MemberSpec {
 	args := append([]string{"-addr=127.0.0.1:0", "-ready=ready.json", agenttest.TagArg(tag)}, extra...)
-	return MemberSpec{Version: a.Version, Path: a.Path, SHA256: a.SHA256, Args: args}
+	return MemberSpec{Version: a.Version, SHA256: a.SHA256, Args: args}
 }
 
 // memberInfo is what the member program reports.

@@ -1,11 +1,8 @@
 package agent
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,7 +13,6 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/checksum"
-	"github.com/ferry-upgrade/ferry/internal/safefile"
 )
 
 // member is one member the agent answers for.
@@ -521,6 +517,10 @@ func (s *Server) startLocked(m *member, spec MemberSpec, artifact string) (Statu
 // be running. A start that fails at exec is recorded; a restart that
 // does is scheduled again (supervise.go).
 func (s *Server) spawn(m *member, pd pending) (Status, error) {
+	if err := s.checkStored(pd.Artifact, pd.SHA256); err != nil {
+		s.log.Error("member not started", "member", m.name, "err", err)
+		return Status{}, err
+	}
 	cwd := filepath.Join(s.dir, "members", m.name)
 	if err := os.MkdirAll(cwd, 0o755); err != nil {
 		return Status{}, err
@@ -632,59 +632,6 @@ func (s *Server) spawn(m *member, pd pending) (Status, error) {
 		return Status{}, fmt.Errorf("member %s started (pid %d) but its state was not saved: %w", m.name, pid, perr)
 	}
 	return st, nil
-}
-
-// prepareArtifact returns the agent's copy of the artifact,
-// Dir/artifacts/<sha256>/<basename>, verified against spec.SHA256. An
-// existing copy with the right checksum is reused; otherwise the
-// source is hashed while it is copied, and only a copy with the right
-// checksum is renamed into place.
-func (s *Server) prepareArtifact(spec MemberSpec) (string, error) {
-	dir := filepath.Join(s.dir, "artifacts", spec.SHA256)
-	dst := filepath.Join(dir, filepath.Base(spec.Path))
-	if sum, err := hashFile(dst); err == nil && sum == spec.SHA256 {
-		return dst, nil
-	}
-	// A FIFO or a device is refused at once (an open of a FIFO would
-	// block the request forever).
-	src, _, err := safefile.Open(spec.Path)
-	if err != nil {
-		return "", badRequest("artifact: %v", err)
-	}
-	defer src.Close()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
-	}
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(spec.Path)+".*.tmp")
-	if err != nil {
-		return "", err
-	}
-	h := sha256.New()
-	_, err = io.Copy(io.MultiWriter(tmp, h), src)
-	if err == nil {
-		err = tmp.Chmod(0o755)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return "", fmt.Errorf("copying artifact %s: %w", spec.Path, err)
-	}
-	if sum := hex.EncodeToString(h.Sum(nil)); sum != spec.SHA256 {
-		os.Remove(tmp.Name())
-		os.Remove(dir) // only if empty
-		return "", &apiError{http.StatusUnprocessableEntity, CodeChecksumMismatch,
-			fmt.Sprintf("artifact %s has sha256 %s, want %s", spec.Path, sum, spec.SHA256)}
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		os.Remove(tmp.Name())
-		return "", fmt.Errorf("artifact: %w", err)
-	}
-	return dst, nil
 }
 
 func hashFile(path string) (string, error) { return checksum.File(path) }

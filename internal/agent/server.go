@@ -3,6 +3,7 @@ package agent
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,11 +32,24 @@ type Config struct {
 	// Logger receives the agent's log; nil discards it.
 	Logger *slog.Logger
 
+	// How Serve listens (see TLSMode): TLS with CertFile and KeyFile
+	// (PEM, both or neither), or with a certificate generated into
+	// Dir/tls; plain HTTP beyond loopback only with InsecureListen.
+	TLS               TLSMode
+	CertFile, KeyFile string
+	InsecureListen    bool
+	// OnListen, if set, is called by Serve once it listens.
+	OnListen func(Listening)
+	// MaxArtifactSize bounds an artifact upload; 0 means
+	// DefaultMaxArtifactSize.
+	MaxArtifactSize int64
+
 	// For tests: the restart backoff and the output bound (0 means the
 	// Default values), and how often the output is bounded.
 	restartMin, restartMax, restartReset time.Duration
 	logLimit                             int
 	logEvery                             time.Duration
+	uploadTimeout                        time.Duration
 }
 
 // Server is an agent: it owns the member processes of one host and
@@ -52,6 +66,15 @@ type Server struct {
 	backoff  backoff
 	logLimit int
 	logEvery time.Duration
+
+	// The artifact store (artifacts.go): its bounds, and storeMu,
+	// which serializes the placing of uploaded artifacts.
+	maxArtifact   int64
+	uploadTimeout time.Duration
+	storeMu       sync.Mutex
+	// listening is how Serve listens, for GET /v1/health; nil when the
+	// handler is served by someone else.
+	listening atomic.Pointer[Listening]
 
 	// closing is set first by Close: no restart is scheduled or made
 	// from then on (set under mu, so that no goroutine joins wg once
@@ -109,7 +132,14 @@ func New(cfg Config) (*Server, error) {
 		},
 		logLimit: cmp.Or(cfg.logLimit, DefaultLogLimit),
 		logEvery: cmp.Or(cfg.logEvery, logKeepEvery),
+
+		maxArtifact:   cmp.Or(cfg.MaxArtifactSize, DefaultMaxArtifactSize),
+		uploadTimeout: cmp.Or(cfg.uploadTimeout, DefaultUploadTimeout),
 	}
+	if s.maxArtifact < 0 {
+		return nil, fmt.Errorf("agent: MaxArtifactSize %d: want a number of bytes above 0", s.maxArtifact)
+	}
+	s.removeUploadLeftovers()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.handler = s.routes()
 
@@ -148,7 +178,9 @@ func (s *Server) Close() {
 
 // Serve runs an agent on addr until ctx ends, then shuts the HTTP
 // server down (members keep running) and returns nil. It returns an
-// error if the agent cannot start or the listener fails.
+// error if the agent cannot start or the listener fails, and refuses
+// to serve plain HTTP beyond loopback unless cfg.InsecureListen (see
+// TLSMode).
 func Serve(ctx context.Context, addr string, cfg Config) error {
 	s, err := New(cfg)
 	if err != nil {
@@ -159,6 +191,17 @@ func Serve(ctx context.Context, addr string, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
+	// Decided on the address listened on, not the one asked for: a
+	// name or a wildcard says where only once it is bound.
+	tlsCfg, l, err := s.listenTLS(addr, ln.Addr(), cfg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
+	s.listening.Store(&l)
 	hs := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -167,7 +210,22 @@ func Serve(ctx context.Context, addr string, cfg Config) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		// No WriteTimeout: a stop may take its whole stop timeout.
 	}
-	s.log.Info("agent listening", "addr", ln.Addr().String(), "dir", s.dir)
+	switch {
+	case l.TLS:
+		s.log.Info("agent listening", "addr", l.Addr, "dir", s.dir, "tls", true, "fingerprint", l.Fingerprint)
+		if l.Generated {
+			s.log.Info(fmt.Sprintf("agent TLS: a self-signed certificate; pin it in the description: hosts: [{..., agent: HOST:PORT, tls: {fingerprint: %q}}] (also in %s)",
+				l.Fingerprint, filepath.Join(s.dir, tlsDir, fingerprintName)))
+		}
+	case l.Warning != "":
+		s.log.Warn("agent listening", "addr", l.Addr, "dir", s.dir, "tls", false)
+		s.log.Warn(l.Warning, "addr", l.Addr)
+	default:
+		s.log.Info("agent listening", "addr", l.Addr, "dir", s.dir, "tls", false)
+	}
+	if cfg.OnListen != nil {
+		cfg.OnListen(l)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -196,9 +254,10 @@ func (e *apiError) Error() string { return e.msg }
 
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, Health{OK: true})
-	})
+	mux.HandleFunc("GET /v1/health", s.handleHealth)
+	mux.HandleFunc("GET /v1/artifacts", s.handleListArtifacts)
+	mux.HandleFunc("GET /v1/artifacts/{sha256}", s.handleGetArtifact)
+	mux.HandleFunc("PUT /v1/artifacts/{sha256}", s.handlePutArtifact)
 	mux.HandleFunc("GET /v1/members", s.handleList)
 	mux.HandleFunc("GET /v1/members/{name}", s.handleGet)
 	mux.HandleFunc("PUT /v1/members/{name}", s.handlePut)

@@ -18,23 +18,49 @@ import (
 )
 
 func agentCmd(g *globals) *cobra.Command {
-	var listen, dir, tokenFile string
+	var listen, dir, tokenFile, cert, key string
+	var useTLS, insecure bool
+	var maxArtifact int64
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "run the per-host agent that owns member processes (start, stop, status, version)",
-		Args:  cobra.NoArgs,
+		Long: `Run the per-host agent that owns member processes.
+
+Its token runs any program as the agent's user: whoever holds it and can
+reach the agent may upload an artifact and run it. On loopback (the
+default) the agent serves plain HTTP; beyond loopback it serves TLS,
+with --tls-cert/--tls-key or else a self-signed certificate generated
+into DIR/tls at its first start, whose fingerprint it prints and writes
+to DIR/tls/fingerprint: pin it in the description,
+  hosts: [{name: h1, agent: HOST:PORT, tls: {fingerprint: "sha256:…"}}]
+Plain HTTP beyond loopback is refused unless --insecure-listen.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if tokenFile == "" {
 				tokenFile = filepath.Join(dir, "token")
 			}
+			if maxArtifact <= 0 {
+				return fmt.Errorf("--max-artifact-size %d: want a number of bytes above 0", maxArtifact)
+			}
+			mode := agent.TLSAuto
+			if cmd.Flags().Changed("tls") {
+				mode = map[bool]agent.TLSMode{true: agent.TLSOn, false: agent.TLSOff}[useTLS]
+			}
 			log := slog.New(slog.NewTextHandler(g.stderr, nil))
 			log.Info("ferry agent", "listen", listen, "dir", dir)
-			return agent.Serve(cmd.Context(), listen, agent.Config{Dir: dir, TokenFile: tokenFile, Logger: log})
+			return agent.Serve(cmd.Context(), listen, agent.Config{Dir: dir, TokenFile: tokenFile, Logger: log,
+				TLS: mode, CertFile: cert, KeyFile: key, InsecureListen: insecure, MaxArtifactSize: maxArtifact})
 		},
 	}
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:7101", "address to listen on (loopback by default)")
-	cmd.Flags().StringVar(&dir, "dir", "ferry-agent", "the agent's directory: artifacts, logs, member state")
-	cmd.Flags().StringVar(&tokenFile, "token-file", "", "bearer token file, created 0600 if missing (default DIR/token)")
+	f := cmd.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:7101", "address to listen on (loopback by default; beyond it the agent serves TLS)")
+	f.StringVar(&dir, "dir", "ferry-agent", "the agent's directory: artifacts, logs, member state, its TLS certificate")
+	f.StringVar(&tokenFile, "token-file", "", "bearer token file, created 0600 if missing (default DIR/token)")
+	f.StringVar(&cert, "tls-cert", "", "TLS certificate file (PEM); with --tls-key, the agent serves HTTPS with it")
+	f.StringVar(&key, "tls-key", "", "TLS private key file (PEM)")
+	f.BoolVar(&useTLS, "tls", false, "serve TLS on loopback too (beyond loopback it is the default); --tls=false beyond loopback needs --insecure-listen")
+	f.BoolVar(&insecure, "insecure-listen", false, "serve plain HTTP beyond loopback: the token then travels in clear (only on a network you trust); the agent warns at start and in /v1/health")
+	f.Int64Var(&maxArtifact, "max-artifact-size", agent.DefaultMaxArtifactSize, "the largest artifact, in bytes, an upload may send")
 	return cmd
 }
 

@@ -113,6 +113,13 @@ func description(t *testing.T, dir, agent, tokenFile string) string {
 	if tokenFile != "" {
 		tf = fmt.Sprintf(", token_file: %q", tokenFile)
 	}
+	return descriptionWith(t, dir, agent, tf)
+}
+
+// descriptionWith is description with the host's keys after agent:
+// written out (", token_file: ..., tls: {...}").
+func descriptionWith(t *testing.T, dir, agent, tf string) string {
+	t.Helper()
 	art := filepath.Join(dir, "app")
 	if err := os.WriteFile(art, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/engine"
 	"github.com/ferry-upgrade/ferry/internal/safefile"
 	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/tlspin"
 )
 
 // Version is ferry's own version, set at build time.
@@ -76,7 +77,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 	root.AddCommand(
 		validateCmd(g), planCmd(g), healthCmd(g), releasesCmd(g), upgradeCmd(g), versionsCmd(g), membersCmd(g), eventsCmd(g),
-		agentCmd(g), demoCmd(g), serverCmd(g), trafficCmd(g), controllerCmd(g), clusterCmd(g),
+		agentCmd(g), demoCmd(g), serverCmd(g), trafficCmd(g), controllerCmd(g), clusterCmd(g), bundleCmd(g),
 	)
 	ctx, done := onSignal(stderr)
 	defer done()
@@ -197,6 +198,9 @@ func (g *globals) load() (*config.Cluster, error) {
 // maxKubeconfig bounds a kubeconfig file (certificates inline included).
 const maxKubeconfig = 16 << 20
 
+// maxPEM bounds a CA file (tls.ca_file of a host): a bundle is some KiB.
+const maxPEM = 1 << 20
+
 // newDriver builds the driver for the description's substrate.
 func newDriver(c *config.Cluster, logger *slog.Logger) (driver.Driver, error) {
 	switch c.Substrate {
@@ -211,7 +215,21 @@ func newDriver(c *config.Cluster, logger *slog.Logger) (driver.Driver, error) {
 				}
 				tok = t
 			}
-			hosts = append(hosts, process.Host{Name: h.Name, Addr: h.Agent, Token: tok})
+			ph := process.Host{Name: h.Name, Addr: h.Agent, Token: tok}
+			if h.TLS != nil {
+				ph.Fingerprint = h.TLS.Fingerprint
+				if h.TLS.CAFile != "" {
+					ca, err := safefile.Read(c.ResolvePath(h.TLS.CAFile), maxPEM, safefile.DefaultTimeout)
+					if err != nil {
+						return nil, fmt.Errorf("host %s: tls.ca_file: %w", h.Name, err)
+					}
+					if _, err := tlspin.WithCA(ca); err != nil {
+						return nil, fmt.Errorf("host %s: tls.ca_file %s: %w", h.Name, h.TLS.CAFile, err)
+					}
+					ph.CA = ca
+				}
+			}
+			hosts = append(hosts, ph)
 		}
 		return process.New(hosts), nil
 	case "kubernetes":

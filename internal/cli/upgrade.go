@@ -422,16 +422,7 @@ func printEffects(g *globals, u upgrade.Upgrade) {
 	w := g.table()
 	for _, e := range u.Effects {
 		state := strings.ToUpper(string(e.State))
-		detail := e.What
-		if e.UndoWhat != "" {
-			detail += "; undo: " + e.UndoWhat
-		}
-		if e.Error != "" {
-			detail += fmt.Sprintf(" (try %d: %s)", e.Tries, e.Error)
-		}
-		if e.Abandoned != "" {
-			detail += " (abandoned by " + e.Abandoned + ")"
-		}
+		detail := e.Detail()
 		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", e.ID, e.Scope, state, detail)
 	}
 	w.Flush()

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/memberfile"
+	"github.com/ferry-upgrade/ferry/internal/tlspin"
 )
 
 // The defaults and the ranges, all in one place. A field left out of
@@ -20,6 +21,9 @@ import (
 //
 //	field                                  default            range
 //	substrate                              process            process, kubernetes, ssh
+//	hosts[].tls                            none: plain HTTP, allowed only to an agent on loopback
+//	                                                          {fingerprint: "sha256:<64 hex>"} or {ca_file: PATH}
+//	                                                          (required for an agent beyond loopback)
 //	components[].strategy.type             one-at-a-time      a registered strategy
 //	components[].strategy.max_unavailable  1                  1 .. the members
 //	components[].strategy.max_batch        canary: max_unavailable; one-at-a-time: 1
@@ -71,7 +75,9 @@ import (
 //
 // ApplyDefaults also normalises: a method is upper-cased, an http
 // value written as "POST http://..." is split into method and URL (when
-// no method is set), and sha256 checksums are lower-cased.
+// no method is set), sha256 checksums are lower-cased, and a host's
+// tls.fingerprint is written as "sha256:" and 64 lower-case hex digits
+// (it may be given in upper case, or with openssl's colons).
 const (
 	DefaultSubstrate       = "process"
 	DefaultStrategy        = OneAtATime
@@ -170,6 +176,13 @@ func (c *Cluster) ApplyDefaults() {
 	applyHookDefaults(c.Hooks.PostUpgrade)
 	if c.Policy.UndoDeadline == 0 && !c.pos.written("policy.undo_deadline") {
 		c.Policy.UndoDeadline = DefaultUndoDeadline
+	}
+	for i := range c.Hosts {
+		if t := c.Hosts[i].TLS; t != nil && t.Fingerprint != "" {
+			if fp, err := tlspin.Parse(t.Fingerprint); err == nil {
+				t.Fingerprint = fp // a malformed one is kept for Validate to name
+			}
+		}
 	}
 	for i := range c.Releases {
 		for name, a := range c.Releases[i].Artifacts {

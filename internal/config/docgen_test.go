@@ -87,7 +87,8 @@ hosts: [{name: host-1, agent: "127.0.0.1:7101", token_file: agent/token}]
 components: [...]
 releases: [...]
 policy: {on_failure: rollback}`,
-	"Host":       `{name: host-1, agent: "10.0.0.1:7101", token_file: /etc/ferry/agent-1.token, domain: zone-a}`,
+	"Host":       `{name: host-1, agent: "10.0.0.1:7101", token_file: /etc/ferry/agent-1.token, domain: zone-a, tls: {fingerprint: "sha256:5d41402abc4b2a76b9719d911017c592ae2c6c1d8e3b8f6f0e2c1a9d8b7c6e5f"}}`,
+	"HostTLS":    `{ca_file: /etc/ferry/agents-ca.pem}`,
 	"Kubernetes": `{kubeconfig: ~/.kube/config, context: prod}`,
 	"Component": `name: kv
 order: 1
@@ -304,7 +305,7 @@ func text(cg *ast.CommentGroup) string {
 
 // order is the order of the reference's sections: the description's
 // shape, top down.
-var order = []string{"Cluster", "Host", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
+var order = []string{"Cluster", "Host", "HostTLS", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
 	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Workload", "Release", "Artifact", "Migrations", "UpgradeHooks",
 	"Policy", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus"}
 

@@ -7,8 +7,9 @@ import (
 )
 
 // largeDescription is an honest description of n members without a
-// single anchor: the api component's members spread over n/10 hosts,
-// each with its own address and a var. The nodes it is written with
+// single anchor: the api component's members spread over n/10 hosts
+// (each agent's certificate pinned), each with its own address and a
+// var. The nodes it is written with
 // are bounded by its size, not by MaxNodes (which bounds what aliases
 // expand to).
 func largeDescription(n int) []byte {
@@ -16,7 +17,7 @@ func largeDescription(n int) []byte {
 	hosts := max(1, n/10)
 	b.WriteString("cluster: large\nhosts:\n")
 	for h := range hosts {
-		fmt.Fprintf(&b, "  - {name: host-%d, agent: \"10.%d.%d.%d:7101\"}\n", h, h>>16&255, h>>8&255, h&255)
+		fmt.Fprintf(&b, "  - {name: host-%d, agent: \"10.%d.%d.%d:7101\", tls: {fingerprint: \"sha256:%s\"}}\n", h, h>>16&255, h>>8&255, h&255, hexA)
 	}
 	b.WriteString(`components:
   - name: api

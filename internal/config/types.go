@@ -62,7 +62,25 @@ type Host struct {
 	// Domain is the host's failure domain (a zone, a rack): its members
 	// are in it unless they name their own.
 	Domain string `yaml:"domain"`
-	pos    positions
+	// TLS says how ferry trusts the agent's certificate; ferry then
+	// speaks HTTPS to it. Required for an agent beyond loopback: its
+	// token, which runs programs on the host, must not travel in clear.
+	TLS *HostTLS `yaml:"tls"`
+	pos positions
+}
+
+// HostTLS is how ferry trusts one agent's certificate: pinned by its
+// fingerprint, or verified against a CA. One of the two.
+type HostTLS struct {
+	// Fingerprint is "sha256:" and the 64 hex digits of the SHA-256 of
+	// the agent's certificate (DER), as the agent prints it at start
+	// and writes it to its DIR/tls/fingerprint: that certificate only,
+	// whatever its names and dates, is accepted.
+	Fingerprint string `yaml:"fingerprint"`
+	// CAFile holds the PEM certificates of the CA the agent's
+	// certificate must verify against, for the host name or IP address
+	// of agent:; relative paths are relative to the description file.
+	CAFile string `yaml:"ca_file"`
 }
 
 // Component is a kind of member with one upgrade strategy.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/netip"
 	"net/url"
 	"path"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/memberfile"
 	"github.com/ferry-upgrade/ferry/internal/strategy"
+	"github.com/ferry-upgrade/ferry/internal/tlspin"
 )
 
 // Substrates ferry knows.
@@ -170,9 +172,51 @@ func (v *validator) hosts() {
 		case h.Agent != "":
 			if err := checkHostPort(h.Agent); err != nil {
 				v.add(h.pos.at("agent", line), path+".agent", "%v", err)
+			} else if h.TLS == nil && c.Substrate == "process" && !loopbackHostPort(h.Agent) {
+				v.add(h.pos.at("agent", line), path+".agent",
+					"%s is beyond loopback, where ferry speaks to an agent only over TLS (its token runs programs on the host): add tls: {fingerprint: \"sha256:…\"} to host %s (the agent prints its certificate's fingerprint at start and writes it to its DIR/tls/fingerprint), or tls: {ca_file: PATH}",
+					h.Agent, h.Name)
 			}
 		}
+		v.hostTLS(h, path, line)
 	}
+}
+
+// hostTLS checks a host's tls: one of a well-formed fingerprint and a
+// CA file (read when a driver is built: validation does no I/O).
+func (v *validator) hostTLS(h *Host, path string, line int) {
+	t := h.TLS
+	if t == nil {
+		return
+	}
+	at := func(rel string) int { return h.pos.at(rel, line) }
+	switch {
+	case t.Fingerprint == "" && t.CAFile == "":
+		v.add(at("tls"), path+".tls", "give fingerprint: \"sha256:…\" (the agent prints it at start and writes it to its DIR/tls/fingerprint) or ca_file: PATH (the CA that signed the agent's certificate)")
+	case t.Fingerprint != "" && t.CAFile != "":
+		v.add(at("tls"), path+".tls", "give fingerprint or ca_file, not both: a pinned certificate needs no CA")
+	case t.Fingerprint != "":
+		if _, err := tlspin.Parse(t.Fingerprint); err != nil {
+			v.add(at("tls.fingerprint"), path+".tls.fingerprint", "%v", err)
+		}
+	}
+}
+
+// loopbackHostPort reports whether the host of a valid host:port is a
+// loopback address (localhost, 127.0.0.0/8, ::1, an IPv4-mapped form),
+// without any lookup: only there may ferry speak to an agent without
+// TLS.
+func loopbackHostPort(s string) bool {
+	host, _, err := net.SplitHostPort(s)
+	if err != nil {
+		return false
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 func (v *validator) components() {

@@ -263,7 +263,8 @@ func TestSlowGateDoesNotLengthenDowntime(t *testing.T) {
 	t.Logf("time down with a quick gate: %v; with a 5s gate: %v; the gates' first passing checks: %s and %s",
 		dq, ds, quick.Bound.Gates.Round(time.Millisecond), slow.Bound.Gates.Round(time.Millisecond))
 	if len(ds) != 7 || len(dq) != 7 {
-		t.Fatalf("downtimes of %d and %d members, want 7", len(dq), len(ds))
+		out, _ := ferry(t, cl, "events")
+		t.Fatalf("downtimes of %d and %d members, want 7; events:\n%s", len(dq), len(ds), out)
 	}
 	for m, d := range ds {
 		if d > worstQuick+time.Second {

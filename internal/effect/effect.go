@@ -115,6 +115,22 @@ type Effect struct {
 	Acting int `json:"acting,omitempty"`
 }
 
+// Detail says the effect in one line for an operator: what it did,
+// its undo, the undo's last failure and who abandoned it.
+func (e *Effect) Detail() string {
+	d := e.What
+	if e.UndoWhat != "" {
+		d += "; undo: " + e.UndoWhat
+	}
+	if e.Error != "" {
+		d += fmt.Sprintf(" (try %d: %s)", e.Tries, e.Error)
+	}
+	if e.Abandoned != "" {
+		d += " (abandoned by " + e.Abandoned + ")"
+	}
+	return d
+}
+
 // Owed reports whether the effect's undo is still to be done.
 func (e *Effect) Owed() bool { return e.State == StateOpen || e.State == StateFailed }
 

@@ -63,7 +63,11 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 				msg += " (" + mb.Detail + ")"
 			}
 			evs = append(evs, store.Event{Kind: "step", Member: n, Component: mb.Component, Message: msg})
-			if ma != nil && ma.Step == upgrade.StepStarting && mb.Step == upgrade.StepSoaking && !mb.Stopped.IsZero() {
+			// From any step to soaking: two records apart, starting may
+			// not be seen (one write can take a member from stopping
+			// to soaking when its start and first healthy check land in
+			// the same turn of the loop).
+			if ma != nil && mb.Step == upgrade.StepSoaking && !mb.Stopped.IsZero() {
 				down := mb.HealthySince.Sub(mb.Stopped)
 				evs = append(evs, store.Event{Kind: "down", Member: n, Component: mb.Component,
 					DurationMS: float64(down.Microseconds()) / 1000,

@@ -50,6 +50,7 @@ func (s *Server) buildRoutes() http.Handler {
 		{Method: "DELETE", Pattern: "/v1/upgrade", handle: s.deleteUpgrade},
 		{Method: "POST", Pattern: "/v1/upgrade/overrides", handle: s.postOverride},
 		{Method: "GET", Pattern: "/v1/upgrade/report", handle: s.getReport},
+		{Method: "GET", Pattern: "/v1/upgrades/{id}/bundle", handle: s.getBundle, own: true},
 		{Method: "GET", Pattern: "/v1/traffic", handle: s.getTraffic},
 		{Method: "POST", Pattern: "/v1/cluster/up", handle: s.postClusterUp},
 		{Method: "POST", Pattern: "/v1/cluster/down", handle: s.postClusterDown},

@@ -7,6 +7,7 @@ package process
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +24,8 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/agent"
 	"github.com/ferry-upgrade/ferry/internal/driver"
 	"github.com/ferry-upgrade/ferry/internal/memberfile"
+	"github.com/ferry-upgrade/ferry/internal/safefile"
+	"github.com/ferry-upgrade/ferry/internal/tlspin"
 )
 
 // Host is one host's agent.
@@ -32,6 +36,18 @@ type Host struct {
 	Addr string
 	// Token is the agent's bearer token.
 	Token string
+	// Fingerprint pins the agent's TLS certificate ("sha256:<hex>", as
+	// the agent prints it), or CA holds the PEM certificates its
+	// certificate must verify against (for the host name or IP address
+	// of Addr). With either the driver speaks HTTPS to the agent and
+	// accepts no other certificate; with neither, plain HTTP.
+	Fingerprint string
+	CA          []byte
+}
+
+// tls reports whether the driver speaks HTTPS to h.
+func (h Host) tls() bool {
+	return h.Fingerprint != "" || len(h.CA) > 0 || strings.HasPrefix(h.Addr, "https://")
 }
 
 // Defaults for the Driver's timeouts.
@@ -40,9 +56,12 @@ const (
 	// process: Observe and Health.
 	DefaultRequestTimeout = 10 * time.Second
 	// DefaultOpTimeout is added to a member's stop timeout to bound
-	// Start and Stop, which may wait for a graceful stop and copy an
+	// Start and Stop, which may wait for a graceful stop and hash an
 	// artifact.
 	DefaultOpTimeout = time.Minute
+	// DefaultUploadTimeout bounds the upload of one artifact to an
+	// agent (the agent's own bound is the same).
+	DefaultUploadTimeout = agent.DefaultUploadTimeout
 )
 
 // Driver drives members through their hosts' agents.
@@ -51,6 +70,21 @@ type Driver struct {
 	client         *http.Client
 	requestTimeout time.Duration
 	opTimeout      time.Duration
+	uploadTimeout  time.Duration
+
+	// clients are the HTTPS clients of the hosts with TLS, by host
+	// name; tlsErr says why a host's TLS settings are unusable (a
+	// malformed pin or CA), returned by every call to it.
+	clients map[string]*http.Client
+	tlsErr  map[string]error
+
+	// stored remembers, by host and sha256, the artifacts an agent is
+	// known to have (it answered for them, or took their upload), so
+	// that a Start asks once; storing serializes the upload of one
+	// artifact to one agent: a batch's Starts upload it once.
+	mu      sync.Mutex
+	stored  map[string]bool
+	storing map[string]*sync.Mutex
 
 	// adoptMu guards adoptTried: when the adoption of each member not
 	// known to its agent was last tried, so that a member that is not
@@ -72,9 +106,14 @@ var (
 // Option configures a Driver.
 type Option func(*Driver)
 
-// WithHTTPClient makes the driver use c. Its timeouts apply on top of
-// the driver's own.
+// WithHTTPClient makes the driver use c for the agents it speaks plain
+// HTTP to. Its timeouts apply on top of the driver's own. The agents
+// with TLS (Host.Fingerprint, Host.CA) get a client of the driver's
+// own, whose TLS settings are those of their host only.
 func WithHTTPClient(c *http.Client) Option { return func(d *Driver) { d.client = c } }
+
+// WithUploadTimeout bounds the upload of one artifact to an agent.
+func WithUploadTimeout(t time.Duration) Option { return func(d *Driver) { d.uploadTimeout = t } }
 
 // WithRequestTimeout bounds Observe and Health calls (per host).
 func WithRequestTimeout(t time.Duration) Option { return func(d *Driver) { d.requestTimeout = t } }
@@ -91,6 +130,11 @@ func New(hosts []Host, opts ...Option) *Driver {
 		hosts:          make(map[string]Host, len(hosts)),
 		requestTimeout: DefaultRequestTimeout,
 		opTimeout:      DefaultOpTimeout,
+		uploadTimeout:  DefaultUploadTimeout,
+		clients:        map[string]*http.Client{},
+		tlsErr:         map[string]error{},
+		stored:         map[string]bool{},
+		storing:        map[string]*sync.Mutex{},
 	}
 	for _, h := range hosts {
 		d.hosts[h.Name] = h
@@ -99,26 +143,70 @@ func New(hosts []Host, opts ...Option) *Driver {
 		o(d)
 	}
 	if d.client == nil {
-		d.client = &http.Client{
-			Transport: &http.Transport{
-				Proxy: nil, // agents are addressed directly
-				DialContext: (&net.Dialer{
-					Timeout:   5 * time.Second,
-					KeepAlive: 30 * time.Second,
-				}).DialContext,
-				TLSHandshakeTimeout: 5 * time.Second,
-				MaxIdleConnsPerHost: 4,
-				IdleConnTimeout:     90 * time.Second,
-			},
-			// Every call also has a context deadline (see above); this
-			// is a last bound for a call that somehow has none.
-			Timeout: time.Hour + DefaultOpTimeout,
-			CheckRedirect: func(*http.Request, []*http.Request) error {
-				return http.ErrUseLastResponse
-			},
+		d.client = newClient(nil)
+	}
+	for _, h := range d.hosts {
+		if !h.tls() {
+			continue
 		}
+		var cfg *tls.Config
+		var err error
+		switch {
+		case h.Fingerprint != "" && len(h.CA) > 0:
+			err = errors.New("give the agent's certificate fingerprint or a CA, not both")
+		case h.Fingerprint != "":
+			cfg, err = tlspin.Pinned(h.Fingerprint)
+		case len(h.CA) > 0:
+			cfg, err = tlspin.WithCA(h.CA)
+			if err != nil {
+				err = fmt.Errorf("its CA: %w", err)
+			}
+		default:
+			// An https:// address with neither: the system's roots.
+			cfg = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		if err != nil {
+			d.tlsErr[h.Name] = fmt.Errorf("process driver: host %s: TLS: %w", h.Name, err)
+			continue
+		}
+		d.clients[h.Name] = newClient(cfg)
 	}
 	return d
+}
+
+// newClient returns the client of the agents: tlsCfg, if not nil, is
+// the TLS of the one agent it speaks to.
+func newClient(tlsCfg *tls.Config) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			Proxy: nil, // agents are addressed directly
+			DialContext: (&net.Dialer{
+				Timeout:   5 * time.Second,
+				KeepAlive: 30 * time.Second,
+			}).DialContext,
+			TLSClientConfig:     tlsCfg,
+			TLSHandshakeTimeout: 5 * time.Second,
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     90 * time.Second,
+		},
+		// Every call also has a context deadline (see above); this
+		// is a last bound for a call that somehow has none.
+		Timeout: time.Hour + DefaultOpTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+}
+
+// clientFor returns the client that speaks to h's agent.
+func (d *Driver) clientFor(h Host) (*http.Client, error) {
+	if err := d.tlsErr[h.Name]; err != nil {
+		return nil, err
+	}
+	if c := d.clients[h.Name]; c != nil {
+		return c, nil
+	}
+	return d.client, nil
 }
 
 // APIError is an error answer of an agent.
@@ -132,6 +220,9 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string {
+	if e.Code == "" { // not the agent's answer, or not one it names
+		return fmt.Sprintf("agent of host %s (%s): HTTP %d: %s", e.Host, e.Addr, e.Status, e.Message)
+	}
 	return fmt.Sprintf("agent of host %s (%s): %s (%d): %s", e.Host, e.Addr, e.Code, e.Status, e.Message)
 }
 
@@ -153,6 +244,7 @@ var (
 	ErrUnauthorized     = &APIError{Code: agent.CodeUnauthorized}
 	ErrNotFound         = &APIError{Code: agent.CodeNotFound}
 	ErrChecksumMismatch = &APIError{Code: agent.CodeChecksumMismatch}
+	ErrArtifactUnknown  = &APIError{Code: agent.CodeArtifactUnknown}
 	ErrStartFailed      = &APIError{Code: agent.CodeStartFailed}
 	ErrInternal         = &APIError{Code: agent.CodeInternal}
 )
@@ -168,6 +260,11 @@ func apiError(host Host, status int, body []byte) *APIError {
 		return e
 	}
 	msg := strings.TrimSpace(string(body))
+	if status == http.StatusBadRequest && strings.Contains(msg, "HTTP request to an HTTPS server") {
+		// Go's TLS server answers a plain request so.
+		e.Message = fmt.Sprintf("the agent speaks HTTPS, and this host has no tls: in the description: pin its certificate with tls: {fingerprint: \"sha256:...\"} on host %s (the agent prints it at start and writes it to its DIR/tls/fingerprint), or give tls: {ca_file: PATH}", host.Name)
+		return e
+	}
 	if len(msg) > 200 {
 		msg = msg[:200] + "..."
 	}
@@ -186,9 +283,16 @@ func (d *Driver) host(name string) (Host, error) {
 	return h, nil
 }
 
-func baseURL(addr string) string {
-	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
-		return strings.TrimSuffix(addr, "/")
+// baseURL is the agent's URL: https:// when the host has TLS settings,
+// whatever scheme its address was written with.
+func baseURL(h Host) string {
+	addr := strings.TrimSuffix(h.Addr, "/")
+	if h.tls() {
+		addr = strings.TrimPrefix(strings.TrimPrefix(addr, "http://"), "https://")
+		return "https://" + addr
+	}
+	if strings.HasPrefix(addr, "http://") {
+		return addr
 	}
 	return "http://" + addr
 }
@@ -212,27 +316,41 @@ func (d *Driver) call(ctx context.Context, h Host, timeout time.Duration, method
 // do makes one API call and returns the body of a 2xx answer.
 func (d *Driver) do(ctx context.Context, h Host, timeout time.Duration, method, path, accept string, in any) ([]byte, error) {
 	var body io.Reader
+	contentType := ""
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return nil, fmt.Errorf("process driver: %w", err)
 		}
-		body = bytes.NewReader(b)
+		body, contentType = bytes.NewReader(b), "application/json"
+	}
+	return d.send(ctx, h, timeout, method, path, accept, contentType, body, -1)
+}
+
+// send makes one API call with a body of contentType (size bytes, -1
+// for unknown) and returns the body of a 2xx answer.
+func (d *Driver) send(ctx context.Context, h Host, timeout time.Duration, method, path, accept, contentType string, body io.Reader, size int64) ([]byte, error) {
+	client, err := d.clientFor(h)
+	if err != nil {
+		return nil, err
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, method, baseURL(h.Addr)+path, body)
+	req, err := http.NewRequestWithContext(rctx, method, baseURL(h)+path, body)
 	if err != nil {
 		return nil, fmt.Errorf("process driver: host %s: bad agent address %q: %w", h.Name, h.Addr, err)
 	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if size >= 0 {
+		req.ContentLength = size
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Accept", accept)
 	if h.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+h.Token)
 	}
-	resp, err := d.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, d.transportError(ctx, h, method, path, err)
 	}
@@ -255,6 +373,24 @@ func (d *Driver) transportError(ctx context.Context, h Host, method, path string
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err // the URL is in the message already
+	}
+	// A certificate refused is no outage to wait out: something else
+	// answers on the address, or the description is wrong. Said so,
+	// and not errors.Is(err, driver.ErrUnreachable).
+	var pinErr *tlspin.PinError
+	var verifyErr *tls.CertificateVerificationError
+	var recordErr tls.RecordHeaderError
+	switch {
+	case errors.As(err, &pinErr):
+		return fmt.Errorf("agent of host %s at %s: %s %s: refused: %w (hosts[].tls.fingerprint of %s)", h.Name, h.Addr, method, path, err, h.Name)
+	case errors.As(err, &verifyErr):
+		against := "the host's tls.ca_file"
+		if len(h.CA) == 0 {
+			against = "the system's CAs"
+		}
+		return fmt.Errorf("agent of host %s at %s: %s %s: refused: its certificate does not verify against %s for %s: %w", h.Name, h.Addr, method, path, against, h.Addr, err)
+	case errors.As(err, &recordErr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return fmt.Errorf("agent of host %s at %s: %s %s: the agent speaks plain HTTP, not TLS, but host %s has tls: in the description: start the agent with TLS (the default beyond loopback; --tls on loopback), or on loopback remove tls: from the host: %w", h.Name, h.Addr, method, path, h.Name, err)
 	}
 	return fmt.Errorf("%w: agent of host %s at %s: %s %s: %w", driver.ErrUnreachable, h.Name, h.Addr, method, path, err)
 }
@@ -375,9 +511,11 @@ func (d *Driver) opTimeoutFor(stop time.Duration) time.Duration {
 
 // Start makes the member run the artifact (PUT): a no-op if it runs
 // that version and checksum, a graceful swap if it runs another. The
-// artifact's checksum is checked by the agent before anything is
-// stopped: errors.Is(err, ErrChecksumMismatch) then, and the old
-// process still runs.
+// agent runs only artifacts of its own store: the driver uploads the
+// artifact (a.Path, a file on ferry's host) first if the agent does
+// not have it, and the agent keeps it only if its sha256 is a.SHA256:
+// errors.Is(err, ErrChecksumMismatch) otherwise, before anything is
+// stopped, and the old process still runs.
 func (d *Driver) Start(ctx context.Context, m driver.Member, a driver.Artifact) error {
 	h, err := d.host(m.Host)
 	if err != nil {
@@ -388,8 +526,7 @@ func (d *Driver) Start(ctx context.Context, m driver.Member, a driver.Artifact) 
 	}
 	spec := agent.MemberSpec{
 		Version:       a.Version,
-		Path:          a.Path,
-		SHA256:        a.SHA256,
+		SHA256:        strings.ToLower(a.SHA256),
 		Args:          m.Args,
 		Env:           m.Env,
 		StopTimeoutMS: m.StopTimeout.Milliseconds(),
@@ -400,11 +537,96 @@ func (d *Driver) Start(ctx context.Context, m driver.Member, a driver.Artifact) 
 		spec.Files = append(spec.Files, agent.FileSpec{Path: f.Path, Mode: memberfile.FormatMode(f.Mode), Content: f.Content})
 	}
 	var st agent.Status
-	if err := d.call(ctx, h, d.opTimeoutFor(m.StopTimeout), http.MethodPut, memberPath(m.Name), spec, &st); err != nil {
-		return fmt.Errorf("process driver: start %s on %s: %w", m.Name, a.Version, err)
+	for attempt := 0; ; attempt++ {
+		if err := d.ensureStored(ctx, h, a); err != nil {
+			return fmt.Errorf("process driver: start %s on %s: %w", m.Name, a.Version, err)
+		}
+		err := d.call(ctx, h, d.opTimeoutFor(m.StopTimeout), http.MethodPut, memberPath(m.Name), spec, &st)
+		if attempt == 0 && errors.Is(err, ErrArtifactUnknown) {
+			// The agent lost it since (its store was cleaned, or its
+			// copy found corrupt and removed): once more, uploaded.
+			d.forgetStored(h, spec.SHA256)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("process driver: start %s on %s: %w", m.Name, a.Version, err)
+		}
+		return nil
+	}
+}
+
+// ensureStored makes sure h's agent has the artifact in its store:
+// asked once (GET /v1/artifacts/{sha256}), uploaded when it has not.
+func (d *Driver) ensureStored(ctx context.Context, h Host, a driver.Artifact) error {
+	sum := strings.ToLower(a.SHA256)
+	key := h.Name + "\x00" + sum
+	d.mu.Lock()
+	if d.stored[key] {
+		d.mu.Unlock()
+		return nil
+	}
+	mu := d.storing[key]
+	if mu == nil {
+		mu = &sync.Mutex{}
+		d.storing[key] = mu
+	}
+	d.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	d.mu.Lock()
+	done := d.stored[key]
+	d.mu.Unlock()
+	if done {
+		return nil // another Start uploaded it meanwhile
+	}
+	err := d.call(ctx, h, d.requestTimeout, http.MethodGet, artifactPath(sum), nil, nil)
+	if errors.Is(err, ErrNotFound) {
+		err = d.upload(ctx, h, a, sum)
+	}
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.stored[key] = true
+	d.mu.Unlock()
+	return nil
+}
+
+func (d *Driver) forgetStored(h Host, sum string) {
+	d.mu.Lock()
+	delete(d.stored, h.Name+"\x00"+sum)
+	d.mu.Unlock()
+}
+
+// upload sends the artifact's file to h's agent (PUT
+// /v1/artifacts/{sha256}), which keeps it only if its sum is sum. The
+// file is read as every file a user names is: a FIFO or a device in
+// the catalog is refused at once.
+func (d *Driver) upload(ctx context.Context, h Host, a driver.Artifact, sum string) error {
+	f, fi, err := safefile.Open(a.Path)
+	if err != nil {
+		return fmt.Errorf("artifact of version %s: %w", a.Version, err)
+	}
+	defer f.Close()
+	q := url.Values{}
+	if name := filepath.Base(a.Path); agent.ValidArtifactName(name) {
+		q.Set("name", name) // the program's name in ps on the agent's host
+	}
+	path := artifactPath(sum)
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	_, err = d.send(ctx, h, d.uploadTimeout, http.MethodPut, path, "application/json", "application/octet-stream", f, fi.Size())
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%w (the agent has no artifact store: it is older than this ferry; upgrade the agent)", err)
+	}
+	if err != nil {
+		return fmt.Errorf("uploading %s (version %s) to the agent: %w", a.Path, a.Version, err)
 	}
 	return nil
 }
+
+func artifactPath(sum string) string { return "/v1/artifacts/" + url.PathEscape(sum) }
 
 // Stop stops the member gracefully (SIGTERM, SIGKILL after its
 // StopTimeout); stopping a stopped member is not an error.

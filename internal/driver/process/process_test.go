@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -61,13 +62,33 @@ type testHost struct {
 	Host
 	srv *agent.Server
 	dir string
+	log *lockedBuffer
+}
+
+// lockedBuffer collects an agent's log.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // startHost runs a real agent in-process and returns it as a Host.
 func startHost(t *testing.T, name string) testHost {
 	t.Helper()
 	dir := t.TempDir()
-	srv, err := agent.New(agent.Config{Dir: dir})
+	log := &lockedBuffer{}
+	srv, err := agent.New(agent.Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(log, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +102,7 @@ func startHost(t *testing.T, name string) testHost {
 		Host: Host{Name: name, Addr: strings.TrimPrefix(hs.URL, "http://"), Token: strings.TrimSpace(string(tok))},
 		srv:  srv,
 		dir:  dir,
+		log:  log,
 	}
 }
 
@@ -366,6 +388,10 @@ func TestAPIErrorMapping(t *testing.T) {
 		{"plain 500", 500, `oops`, "", "oops", nil, false},
 		{"json without code", 400, `{"message":"x"}`, "", `{"message":"x"}`, nil, false},
 		{"long body", 500, strings.Repeat("x", 300), "", strings.Repeat("x", 200) + "...", nil, false},
+		{"artifact unknown", 403, `{"code":"artifact_unknown","message":"upload it"}`, agent.CodeArtifactUnknown, "upload it", ErrArtifactUnknown, false},
+		// Go's TLS server, asked in plain HTTP.
+		{"plain HTTP to a TLS agent", 400, "Client sent an HTTP request to an HTTPS server.\n", "",
+			`the agent speaks HTTPS, and this host has no tls: in the description: pin its certificate with tls: {fingerprint: "sha256:..."} on host h1 (the agent prints it at start and writes it to its DIR/tls/fingerprint), or give tls: {ca_file: PATH}`, nil, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := apiError(h, c.status, []byte(c.body))
@@ -376,7 +402,7 @@ func TestAPIErrorMapping(t *testing.T) {
 			if c.is != nil && !errors.Is(err, c.is) {
 				t.Errorf("not errors.Is %v", c.is)
 			}
-			for _, other := range []error{ErrBadRequest, ErrUnauthorized, ErrNotFound, ErrChecksumMismatch, ErrStartFailed, ErrInternal} {
+			for _, other := range []error{ErrBadRequest, ErrUnauthorized, ErrNotFound, ErrChecksumMismatch, ErrArtifactUnknown, ErrStartFailed, ErrInternal} {
 				if other != c.is && errors.Is(err, other) {
 					t.Errorf("errors.Is(%v) too", other)
 				}
@@ -392,15 +418,23 @@ func TestAPIErrorMapping(t *testing.T) {
 }
 
 func TestBaseURL(t *testing.T) {
-	for in, want := range map[string]string{
-		"127.0.0.1:7070":         "http://127.0.0.1:7070",
-		"http://h:1":             "http://h:1",
-		"https://h:1/":           "https://h:1",
-		"[::1]:7070":             "http://[::1]:7070",
-		"agent.example.com:7070": "http://agent.example.com:7070",
+	pin := "sha256:" + strings.Repeat("0", 64)
+	for _, c := range []struct {
+		h    Host
+		want string
+	}{
+		{Host{Addr: "127.0.0.1:7070"}, "http://127.0.0.1:7070"},
+		{Host{Addr: "http://h:1"}, "http://h:1"},
+		{Host{Addr: "https://h:1/"}, "https://h:1"},
+		{Host{Addr: "[::1]:7070"}, "http://[::1]:7070"},
+		{Host{Addr: "agent.example.com:7070"}, "http://agent.example.com:7070"},
+		// TLS settings make it HTTPS, whatever the address says.
+		{Host{Addr: "10.0.0.1:7101", Fingerprint: pin}, "https://10.0.0.1:7101"},
+		{Host{Addr: "http://10.0.0.1:7101", Fingerprint: pin}, "https://10.0.0.1:7101"},
+		{Host{Addr: "[::1]:7101", CA: []byte("x")}, "https://[::1]:7101"},
 	} {
-		if got := baseURL(in); got != want {
-			t.Errorf("baseURL(%q) = %q, want %q", in, got, want)
+		if got := baseURL(c.h); got != c.want {
+			t.Errorf("baseURL(%+v) = %q, want %q", c.h, got, c.want)
 		}
 	}
 }
