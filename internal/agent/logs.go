@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 )
 
@@ -15,13 +16,17 @@ import (
 // straight into DIR/logs/NAME/current.log (O_APPEND), not through the
 // agent: a pipe would break (SIGPIPE) when the agent dies, and members
 // must outlive it. So the bound is kept from outside: every second the
-// agent copies the last half of the limit of a current.log that grew
-// past half the limit into current.old.log and truncates current.log
-// (logrotate's copytruncate; bytes written between the copy and the
-// truncation, a few microseconds, are lost). An instance's output is
-// current.old.log followed by current.log, at most about the limit.
-// When a new instance starts, current* become previous* (the instance
-// before is dropped), like kubectl logs --previous.
+// agent moves the head of a current.log that grew past half the limit
+// into current.old.log (which keeps at most half the limit) and removes
+// it from current.log with Linux's FALLOC_FL_COLLAPSE_RANGE, one step
+// the member's appends cannot interleave with, so no byte is lost.
+// Where the file system cannot collapse (tmpfs, other systems) it falls
+// back to logrotate's copytruncate: the last half limit is copied and
+// current.log truncated, and what the member writes between the copy
+// and the truncation is lost. An instance's output is current.old.log
+// followed by current.log, at most about the limit. When a new
+// instance starts, current* become previous* (the instance before is
+// dropped), like kubectl logs --previous.
 const (
 	// DefaultLogLimit bounds the output kept of one instance.
 	DefaultLogLimit = 4 << 20
@@ -70,8 +75,8 @@ func (s *Server) newInstanceLog(name string) (*os.File, error) {
 }
 
 // trimLog bounds one instance's output: if live is larger than half
-// the limit, its last half limit is copied into old and live is
-// truncated. m.logMu must be held.
+// the limit, its head goes into old and live keeps at most half the
+// limit. m.logMu must be held.
 func (s *Server) trimLog(old, live string) {
 	half := int64(s.logLimit / 2)
 	f, err := os.OpenFile(live, os.O_RDWR, 0)
@@ -79,12 +84,74 @@ func (s *Server) trimLog(old, live string) {
 		return
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil || fi.Size() <= half {
+	fi, err := f.Stat()
+	if err != nil || fi.Size() <= half {
 		return
+	}
+	err = collapseInto(f, old, fi.Size(), half)
+	if err == nil {
+		return
+	}
+	if !errors.Is(err, errors.ErrUnsupported) && !errors.Is(err, syscall.EOPNOTSUPP) {
+		s.log.Warn("cannot move member output aside losslessly; copying and truncating", "file", live, "err", err)
 	}
 	if err := copyTruncate(f, old, half); err != nil {
 		s.log.Warn("cannot bound member output", "file", live, "err", err)
 	}
+}
+
+// collapseInto moves the head of f (size bytes, more than half) into
+// old without losing what the member appends meanwhile: the head's
+// bytes, which appends never touch, are copied first (after what old
+// kept, old keeping at most half), then removed from f by collapseHead,
+// and only then does the copy replace old. Removal goes by whole
+// blocks, so f keeps at most half.
+func collapseInto(f *os.File, old string, size, half int64) error {
+	bs := blockSize(f)
+	if bs <= 0 || bs > half {
+		return errors.ErrUnsupported
+	}
+	n := (size - half + bs - 1) / bs * bs // < size, as bs <= half
+	tmp, err := os.CreateTemp(filepath.Dir(old), ".trim.*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if n < half {
+		if err := copyTail(tmp, old, half-n); err != nil {
+			return err
+		}
+	}
+	start := max(n-half, 0)
+	if _, err := io.Copy(tmp, io.NewSectionReader(f, start, n-start)); err != nil {
+		return err
+	}
+	if err := tmp.Chmod(0o640); err != nil {
+		return err
+	}
+	if err := collapseHead(f, n); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), old)
+}
+
+// copyTail appends the last n bytes of the file at path (if any) to w.
+func copyTail(w io.Writer, path string, n int64) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	start := max(fi.Size()-n, 0)
+	_, err = io.Copy(w, io.NewSectionReader(f, start, fi.Size()-start))
+	return err
 }
 
 // copyTruncate copies the last n bytes of f into a new file renamed
