@@ -119,6 +119,9 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 			if cur, err := e.cfg.Store.Get(l.u.ID); err == nil {
 				if cur.Intent.Seq > l.u.Intent.Seq {
 					l.u.Intent = cur.Intent
+					// What runs now, not what ran before the request:
+					// a resume admits no one on an older observation.
+					l.ob.kick("status")
 				}
 				if len(cur.Overrides) > len(l.u.Overrides) {
 					l.u.Overrides = cur.Overrides

@@ -303,6 +303,7 @@ func (s *stepper) resume() {
 		u.State = StateStarted
 	}
 	u.ResumeTo = State{}
+	u.Resumed = s.now
 	if !u.RollingBack() {
 		u.Reason = ""
 	}

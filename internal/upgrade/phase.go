@@ -121,6 +121,10 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		s.wait("%s: not starting the next batch: pausing", comp.Name)
 		return
 	}
+	if stale := s.seenBefore(u.Resumed); stale != "" {
+		s.wait("%s: not starting the next batch on what was seen before the resume: waiting for %s to be observed again", comp.Name, stale)
+		return
+	}
 	// The gates must have been checked after the last batch ended: a
 	// green from before says nothing of what the batch did.
 	if !u.RollingBack() {
@@ -177,6 +181,25 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 	}
 	u.Batches = append(u.Batches, b)
 	s.runBatch(comp, ph, &u.Batches[len(u.Batches)-1])
+}
+
+// seenBefore names the members (some of them) last asked about before
+// t, whose state is then too old to admit anyone on; "" if none. A
+// member the substrate cannot tell about is the outage's business.
+func (s *stepper) seenBefore(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	var stale []string
+	for _, n := range sortedNames(s.obs.Members) {
+		if o := s.obs.Members[n]; !o.Unknown && o.Seen.Before(t) {
+			stale = append(stale, n)
+		}
+	}
+	if len(stale) > 3 {
+		stale = append(stale[:3], fmt.Sprintf("%d more", len(stale)-3))
+	}
+	return strings.Join(stale, ", ")
 }
 
 // nextBatch is the size of the next batch, why, and the candidates in

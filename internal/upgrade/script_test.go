@@ -70,6 +70,7 @@ func TestScripts(t *testing.T) {
 				w.ready = dur("ready", w.ready)
 				w.gateTook = dur("gate-took", w.gateTook)
 				w.tick = dur("tick", w.tick)
+				w.statusEvery = dur("status-every", w.statusEvery)
 				if l, ok := args["leader"]; ok {
 					w.leader = l
 				}

@@ -87,6 +87,10 @@ type Upgrade struct {
 	Pausing bool `json:"pausing,omitempty"`
 	// ResumeTo is the state a paused upgrade returns to on resume.
 	ResumeTo State `json:"resume_to,omitzero"`
+	// Resumed is when the operator last resumed it. A pause is when
+	// operators change things by hand: no member is admitted on an
+	// observation made before the resume.
+	Resumed time.Time `json:"resumed,omitzero"`
 	// Ending is the terminal state being reached, while the upgrade's
 	// owed undos and post_upgrade hooks run.
 	Ending State `json:"ending,omitzero"`

@@ -47,6 +47,12 @@ type world struct {
 	gateTook  time.Duration // a gate check
 	gateEvery time.Duration // the gates' interval
 	tick      time.Duration // the engine's fallback tick
+	// statusEvery, when set, is how often the members are observed
+	// (the engine's status poll): between two polls the machine sees
+	// the last one, as a real engine does.
+	statusEvery time.Duration
+	lastObs     map[string]MemberHealth
+	lastObsAt   time.Time
 	outage    bool
 
 	gates    map[string]*wgate
@@ -110,10 +116,26 @@ func (w *world) logf(format string, args ...any) {
 // observe is what the engine would see now.
 func (w *world) observe(acting map[int]bool) Observation {
 	obs := Observation{Members: map[string]MemberHealth{}, Gates: map[string]Gate{}, Acting: acting}
+	if w.statusEvery > 0 && w.lastObs != nil && w.now.Sub(w.lastObsAt) < w.statusEvery {
+		obs.Members = w.lastObs
+	} else {
+		w.observeMembers(obs.Members)
+		if w.statusEvery > 0 {
+			w.lastObs, w.lastObsAt = obs.Members, w.now
+		}
+	}
+	for c, g := range w.gates {
+		obs.Gates[c] = Gate{Healthy: g.healthy, Detail: g.detail, Checked: g.checked, Took: g.done.Sub(g.checked)}
+	}
+	return obs
+}
+
+// observeMembers fills obs with what each member is now.
+func (w *world) observeMembers(obs map[string]MemberHealth) {
 	for _, n := range w.order {
 		m := w.members[n]
 		if w.outage {
-			obs.Members[n] = MemberHealth{Unknown: true, Detail: "agent of host h1: connection refused"}
+			obs[n] = MemberHealth{Unknown: true, Detail: "agent of host h1: connection refused"}
 			continue
 		}
 		mh := MemberHealth{Running: m.running, Version: m.version, Healthy: m.running && m.healthy, Started: m.started,
@@ -121,12 +143,8 @@ func (w *world) observe(acting map[int]bool) Observation {
 		if mh.Healthy {
 			mh.HealthySince = m.healthySince
 		}
-		obs.Members[n] = mh
+		obs[n] = mh
 	}
-	for c, g := range w.gates {
-		obs.Gates[c] = Gate{Healthy: g.healthy, Detail: g.detail, Checked: g.checked, Took: g.done.Sub(g.checked)}
-	}
-	return obs
 }
 
 // gateVerdict is what component c's gate says now: a majority of its
