@@ -563,6 +563,9 @@ func (c *Cluster) StartLoad(ctx context.Context, rate int) (*Load, error) {
 	})
 	if err != nil {
 		_ = l.cmd.Process.Kill()
+		if werr := <-l.done; werr != nil && l.errb.Len() > 0 && !strings.Contains(err.Error(), "exited") {
+			err = fmt.Errorf("%w; the load tool said: %s", err, l.errb.String())
+		}
 		return nil, err
 	}
 	return l, nil

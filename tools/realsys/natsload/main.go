@@ -53,6 +53,40 @@ type Report struct {
 	Errors       []string       `json:"errors,omitempty"` // the first distinct ones
 }
 
+// createStream makes sure the stream exists, once JetStream answers (a
+// cluster just up elects its meta leader first). A creation request is
+// given 10 s and never sent again while one may still be under way:
+// two concurrent creations of one stream can leave it unusable
+// (nats-server#3677). It gives up after 45 s, before the tests' own
+// bound, so that they see why.
+func createStream(nc *nats.Conn, name string, replicas int) error {
+	js, err := nc.JetStream(nats.MaxWait(10 * time.Second))
+	if err != nil {
+		return err
+	}
+	cfg := &nats.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Replicas: replicas}
+	var lastAdd time.Time
+	said := time.Now()
+	for deadline := time.Now().Add(45 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if _, err = js.StreamInfo(name); err == nil {
+			return nil
+		}
+		if errors.Is(err, nats.ErrStreamNotFound) || time.Since(lastAdd) > 20*time.Second {
+			lastAdd = time.Now()
+			if _, err = js.AddStream(cfg); err == nil {
+				return nil
+			}
+		}
+		if time.Since(said) > 5*time.Second {
+			said = time.Now()
+			fmt.Fprintf(os.Stderr, "natsload: %s: still creating the stream: %v\n", time.Now().Format(time.TimeOnly), err)
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+	}
+}
+
 func main() {
 	servers := flag.String("servers", "", "comma-separated nats://host:port of the members")
 	rate := flag.Float64("rate", 200, "publishes per second, all workers together")
@@ -81,19 +115,9 @@ func main() {
 		os.Exit(1)
 	}
 	subject := *stream + ".x"
-	// The stream: created once JetStream answers (a cluster just up
-	// elects its meta leader first).
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if _, err = js.StreamInfo(*stream); err == nil {
-			break
-		}
-		if _, err = js.AddStream(&nats.StreamConfig{Name: *stream, Subjects: []string{*stream + ".>"}, Replicas: *replicas}); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			fmt.Fprintln(os.Stderr, "natsload: creating the stream:", err)
-			os.Exit(1)
-		}
+	if err := createStream(nc, *stream, *replicas); err != nil {
+		fmt.Fprintln(os.Stderr, "natsload: creating the stream:", err)
+		os.Exit(1)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
