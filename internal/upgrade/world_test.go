@@ -53,7 +53,7 @@ type world struct {
 	statusEvery time.Duration
 	lastObs     map[string]MemberHealth
 	lastObsAt   time.Time
-	outage    bool
+	outage      bool
 
 	gates    map[string]*wgate
 	inflight []*wact
