@@ -98,10 +98,13 @@
 // Each process (instance) of a member writes its stdout and stderr to
 // DIR/logs/<name>/current.log, opened O_APPEND and handed to it: not a
 // pipe through the agent, which would break when the agent dies. The
-// agent keeps about 4 MiB per instance: every second it moves the last
-// 2 MiB of a current.log grown past 2 MiB into current.old.log and
-// truncates current.log (a copytruncate: bytes written in the
-// microseconds between the copy and the truncation are lost). When a
+// agent keeps about 4 MiB per instance: every second it moves the head
+// of a current.log grown past 2 MiB into current.old.log (which keeps
+// its last 2 MiB) and removes that head from current.log with
+// FALLOC_FL_COLLAPSE_RANGE, which the member's appends cannot
+// interleave with: nothing is lost. Where the file system cannot
+// collapse (tmpfs), it copies the last 2 MiB and truncates (what the
+// member writes between the copy and the truncation is lost). When a
 // new instance starts, current*.log become previous*.log, dropping the
 // instance before. GET .../logs returns the last N lines (default 100,
 // 1 to 10000, else 400) of the current (or last, once it exited)
