@@ -307,7 +307,9 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 		fmt.Fprintf(g.stdout, "override: %s switched off by %s at %s\n", what, o.By, o.At.Local().Format(time.TimeOnly))
 	}
 	printEffects(g, u)
-	if p := u.Pace(u.Updated); p.LowerBoundS > 0 && !u.Ended.IsZero() {
+	// The pace of a completed upgrade only: one rolled back ran a part
+	// of the plan the bound is of, and its ratio would say nothing.
+	if p := u.Pace(u.Updated); p.LowerBoundS > 0 && u.State == upgrade.StateCompleted {
 		fmt.Fprintf(g.stdout, "pace:     %.1fs against a lower bound of %.1fs (×%.2f)\n", p.WallS, p.LowerBoundS, p.BoundRatio)
 	}
 	w := g.table()

@@ -738,6 +738,24 @@ releases:
 	}
 	t.Logf("aborted while draining: rolled back, every node schedulable")
 
+	// ferry SIGKILLed while a node is cordoned, then an abort: the
+	// process that takes the upgrade over rolls back and undoes the
+	// cordon from the journal, though the node never left 1.37.2 (so
+	// no step of its own would uncordon it).
+	_, done, kill = start()
+	kill()
+	<-done
+	out, err := exec.Command(ferryBin, "-f", desc, "--data-dir", data, "upgrade", "abort", "-q").CombinedOutput()
+	// (An abort that ends rolled-back did what it was asked: exit 0. A
+	// rollback ran a part of the plan: no pace against its bound.)
+	if err != nil || !strings.Contains(string(out), "state:    rolled-back") || strings.Contains(string(out), "pace:") {
+		t.Fatalf("ferry upgrade abort after a SIGKILL: %v (want exit 0, rolled-back, no pace)\n%s", err, out)
+	}
+	if nodes, _ := env.Kubectl("get", "nodes", "-l", "pool=workers", "-o", "jsonpath={range .items[*]}{.metadata.name} {.spec.unschedulable}{\"\\n\"}{end}"); strings.Contains(nodes, "true") {
+		t.Fatalf("a node is still cordoned after the SIGKILL and the rollback:\n%s", nodes)
+	}
+	t.Logf("SIGKILLed while draining, then aborted: rolled back, every node schedulable")
+
 	text, done, kill = start()
 	defer kill()
 	if _, err := env.Kubectl("patch", "pdb", "guarded", "-n", "pool", "--type=merge", "-p", `{"spec":{"minAvailable":0}}`); err != nil {
@@ -751,8 +769,8 @@ releases:
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("ferry did not end within 3 minutes after the budget was relaxed:\n%s", text())
 	}
-	if !strings.Contains(text(), "state:    completed") {
-		t.Fatalf("ferry upgrade start:\n%s", text())
+	if !strings.Contains(text(), "state:    completed") || !strings.Contains(text(), "pace:") {
+		t.Fatalf("ferry upgrade start (want completed, with its pace):\n%s", text())
 	}
 	nodes, _ := env.Kubectl("get", "nodes", "-l", "pool=workers", "-o", "jsonpath={range .items[*]}{.status.nodeInfo.kubeletVersion} {.spec.unschedulable}{\"\\n\"}{end}")
 	if strings.Count(nodes, "v1.38.0 \n") != 3 {

@@ -145,7 +145,7 @@ function renderPlan(u) {
 // renderTrouble shows, loudly, what an operator must see: the changes
 // made outside the members not undone yet, the predicates refusing the
 // next members, an outage of the substrate, the overrides in force,
-// and the pace against the lower bound.
+// and, once completed, the pace against the lower bound.
 function renderTrouble(u) {
   const box = $("trouble");
   box.replaceChildren();
@@ -166,8 +166,9 @@ function renderTrouble(u) {
   (u.overrides || []).forEach((o) => box.append(el("p", "muted", `override: ${o.effect ? "the undo of " + o.effect : o.predicate}${o.member ? " for " + o.member : ""} off, by ${o.by}`)));
   const b = u.bound || {};
   const lower = ((b.batches || 0) + (b.gates || 0) + (b.stages || 0) + (b.hooks || 0)) / 1e9;
-  const ended = u.ended && !u.ended.startsWith("0001");
-  if (lower > 0 && ended) {
+  // Only a completed upgrade ran the plan the bound is of; a rollback's
+  // wall time against the few batches it ran says nothing.
+  if (lower > 0 && u.state === "completed") {
     const end = new Date(u.ended);
     const wall = (end - new Date(u.created)) / 1000;
     box.append(el("p", "muted", `pace: ${wall.toFixed(1)}s against a lower bound of ${lower.toFixed(1)}s (×${(wall / lower).toFixed(2)})`));
