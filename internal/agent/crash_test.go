@@ -24,7 +24,7 @@ type agentProc struct {
 	cmd    *exec.Cmd
 	url    string
 	token  string
-	stderr *lockedBuffer
+	stderr *agenttest.LockedBuffer
 	exited chan struct{}
 }
 
@@ -42,7 +42,7 @@ func freeAddr(t *testing.T) string {
 func spawnAgent(t *testing.T, bin, dir string) *agentProc {
 	t.Helper()
 	addr := freeAddr(t)
-	ap := &agentProc{t: t, url: "http://" + addr, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	ap := &agentProc{t: t, url: "http://" + addr, stderr: &agenttest.LockedBuffer{}, exited: make(chan struct{})}
 	ap.cmd = exec.Command(bin, "-listen", addr, "-dir", dir, "-token-file", filepath.Join(dir, "token"))
 	ap.cmd.Stderr = ap.stderr
 	ap.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -62,31 +62,13 @@ func testTag(t *testing.T) string {
 	return tag
 }
 
-// lockedBuffer collects the agent's log.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type testAgent struct {
 	t     *testing.T
 	dir   string
 	srv   *Server
 	hs    *httptest.Server
 	token string
-	log   *lockedBuffer
+	log   *agenttest.LockedBuffer
 	tag   string
 
 	// uploaded are the member versions uploaded to the agent's store
@@ -106,7 +88,7 @@ func startAgent(t *testing.T, dir string) *testAgent {
 func startAgentConfig(t *testing.T, cfg Config) *testAgent {
 	t.Helper()
 	dir := cfg.Dir
-	a := &testAgent{t: t, dir: dir, log: &lockedBuffer{}}
+	a := &testAgent{t: t, dir: dir, log: &agenttest.LockedBuffer{}}
 	cfg.TokenFile = filepath.Join(dir, "token")
 	cfg.Logger = slog.New(slog.NewTextHandler(a.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := New(cfg)

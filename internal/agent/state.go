@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/safefile"
 )
 
 // record is what the agent persists of a member in Dir/state/<name>.json
@@ -148,32 +150,8 @@ func (s *Server) writeRecord(r *record) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(s.dir, "state")
-	f, err := os.CreateTemp(dir, "."+r.Name+".*.tmp")
-	if err != nil {
+	if err := safefile.WriteFileAtomic(s.statePath(r.Name), 0o600, append(b, '\n')); err != nil {
 		return fmt.Errorf("state of %s: %w", r.Name, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(append(b, '\n'))
-	if err == nil {
-		err = f.Chmod(0o600)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, s.statePath(r.Name))
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("state of %s: %w", r.Name, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }

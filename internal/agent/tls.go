@@ -43,8 +43,6 @@ const (
 	certFileName    = "cert.pem"
 	keyFileName     = "key.pem"
 	fingerprintName = "fingerprint"
-	// maxPEM bounds a certificate or key file: a chain is a few KiB.
-	maxPEM = 1 << 20
 	// selfSignedFor is how long a generated certificate is valid. A pin
 	// does not look at the dates; a client that uses the certificate as
 	// its CA (tls.ca_file) does.
@@ -110,7 +108,10 @@ func (s *Server) listenTLS(asked string, addr net.Addr, cfg Config) (*tls.Config
 	var cert tls.Certificate
 	var err error
 	if files {
-		cert, err = loadKeyPair(cfg.CertFile, cfg.KeyFile)
+		cert, err = tlspin.LoadKeyPair(cfg.CertFile, cfg.KeyFile)
+		if err != nil {
+			err = fmt.Errorf("agent: %w", err)
+		}
 	} else {
 		cert, err = s.selfSigned(addr)
 		l.Generated = true
@@ -121,24 +122,6 @@ func (s *Server) listenTLS(asked string, addr net.Addr, cfg Config) (*tls.Config
 	l.TLS = true
 	l.Fingerprint = tlspin.Fingerprint(cert.Certificate[0])
 	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}, l, nil
-}
-
-// loadKeyPair reads a certificate and its key as every file a user
-// names is read: a FIFO or a device there must not hang the start.
-func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
-	certPEM, err := safefile.Read(certFile, maxPEM, safefile.DefaultTimeout)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("agent: --tls-cert: %w", err)
-	}
-	keyPEM, err := safefile.Read(keyFile, maxPEM, safefile.DefaultTimeout)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("agent: --tls-key: %w", err)
-	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("agent: TLS certificate %s and key %s: %w", certFile, keyFile, err)
-	}
-	return cert, nil
 }
 
 // selfSigned returns the agent's own certificate, DIR/tls/cert.pem and
@@ -176,11 +159,11 @@ func (s *Server) selfSigned(addr net.Addr) (tls.Certificate, error) {
 		kf.Close()
 		return tls.Certificate{}, fmt.Errorf("agent: TLS key %s has mode %#o: it must not be readable or writable by group or others (chmod 600 %s)", keyFile, perm, keyFile)
 	}
-	keyPEM, err := safefile.ReadOpened(kf, keyFile, maxPEM, safefile.DefaultTimeout)
+	keyPEM, err := safefile.ReadOpened(kf, keyFile, tlspin.MaxPEM, safefile.DefaultTimeout)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("agent: TLS key: %w", err)
 	}
-	certPEM, err := safefile.Read(certFile, maxPEM, safefile.DefaultTimeout)
+	certPEM, err := safefile.Read(certFile, tlspin.MaxPEM, safefile.DefaultTimeout)
 	if err != nil {
 		return tls.Certificate{}, fmt.Errorf("agent: TLS certificate: %w", err)
 	}

@@ -25,7 +25,7 @@ import (
 // served is an agent run by Serve in this process.
 type served struct {
 	l     Listening
-	log   *lockedBuffer
+	log   *agenttest.LockedBuffer
 	token string
 	stop  func() error
 }
@@ -44,7 +44,7 @@ func serve(t *testing.T, addr string, cfg Config) *served {
 // tryServe is serve, returning Serve's error if it did not listen.
 func tryServe(t *testing.T, addr string, cfg Config) (*served, error) {
 	t.Helper()
-	sv := &served{log: &lockedBuffer{}}
+	sv := &served{log: &agenttest.LockedBuffer{}}
 	if cfg.TokenFile == "" {
 		cfg.TokenFile = filepath.Join(cfg.Dir, "token")
 	}

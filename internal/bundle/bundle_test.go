@@ -1,9 +1,7 @@
 package bundle
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/bundle/bundletest"
 	"github.com/ferry-upgrade/ferry/internal/config"
 	"github.com/ferry-upgrade/ferry/internal/driver"
 	"github.com/ferry-upgrade/ferry/internal/driver/process"
@@ -101,26 +100,11 @@ func testStore(t *testing.T) (*store.Store, upgrade.Upgrade) {
 
 func files(t *testing.T, b []byte) map[string]string {
 	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
+	top, fs := bundletest.Files(t, b)
+	if top != "bundle-upg-1" {
+		t.Errorf("the bundle's directory %q, want bundle-upg-1", top)
 	}
-	tr := tar.NewReader(zr)
-	out := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !strings.HasPrefix(h.Name, "bundle-upg-1/") {
-			t.Errorf("entry %q outside bundle-upg-1/", h.Name)
-		}
-		data, _ := io.ReadAll(tr)
-		out[strings.TrimPrefix(h.Name, "bundle-upg-1/")] = string(data)
-	}
+	return fs
 }
 
 // TestWrite: a bundle from a store, a cluster and a driver: the layout,

@@ -100,7 +100,9 @@ func (g *globals) localBundle(ctx context.Context, id, out string, lines int, ti
 	if out == "-" {
 		err = write(g.stdout)
 	} else {
-		err = writeFile0600(out, write)
+		// Readable by its owner only: a bundle is about the cluster, if
+		// not its secrets.
+		err = safefile.WriteAtomic(out, 0o600, write)
 	}
 	if err != nil {
 		return err
@@ -179,7 +181,7 @@ func (g *globals) remoteBundle(ctx context.Context, id, out string, lines int) e
 		path = ".ferry-bundle-download" // renamed to the server's name below
 	}
 	var name string
-	err = writeFile0600(path, func(w io.Writer) error {
+	err = safefile.WriteAtomic(path, 0o600, func(w io.Writer) error {
 		var err error
 		name, err = c.Bundle(ctx, id, lines, w)
 		return err
@@ -199,34 +201,6 @@ func (g *globals) remoteBundle(ctx context.Context, id, out string, lines int) e
 	}
 	fmt.Fprintf(g.stdout, "bundle written to %s by the server at %s\n", out, g.addr)
 	return nil
-}
-
-// writeFile0600 writes path through write, atomically and readable by
-// its owner only (a bundle is about the cluster, if not its secrets):
-// a temporary file beside it, renamed over it once complete.
-func writeFile0600(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("the bundle's file: %w", err)
-	}
-	tmp := f.Name()
-	err = write(f)
-	if err == nil {
-		err = f.Chmod(0o600)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
 }
 
 // requester says who wrote a bundle, for its manifest.

@@ -1,12 +1,8 @@
 package e2e
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/bundle"
+	"github.com/ferry-upgrade/ferry/internal/bundle/bundletest"
 	"github.com/ferry-upgrade/ferry/internal/demo"
 	"github.com/ferry-upgrade/ferry/internal/server"
 	"github.com/ferry-upgrade/ferry/internal/store"
@@ -76,7 +73,7 @@ func TestBundleOfRollback(t *testing.T) {
 		t.Fatalf("the bundle's file: %v, mode %v, want 0600", err, fi.Mode())
 	}
 	files := readBundle(t, path)
-	noSecrets(t, files, agentToken, serverToken, planted)
+	bundletest.NoSecrets(t, files, agentToken, serverToken, planted)
 
 	var man bundle.Manifest
 	mustJSON(t, files, "manifest.json", &man)
@@ -192,7 +189,7 @@ func TestBundleOfRollback(t *testing.T) {
 		t.Errorf("the bundle took %s with the agent away", took)
 	}
 	files = readBundle(t, away)
-	noSecrets(t, files, agentToken, serverToken, planted)
+	bundletest.NoSecrets(t, files, agentToken, serverToken, planted)
 	mustJSON(t, files, "manifest.json", &man)
 	missing := map[string]bool{}
 	for _, m := range man.NotCollected {
@@ -222,53 +219,8 @@ func readBundle(t *testing.T, path string) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return readArchive(t, b)
-}
-
-func readArchive(t *testing.T, b []byte) map[string]string {
-	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("the bundle is not gzip: %v", err)
-	}
-	tr := tar.NewReader(zr)
-	files := map[string]string{}
-	top := ""
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("the bundle's tar: %v", err)
-		}
-		dir, name, _ := strings.Cut(h.Name, "/")
-		if top == "" {
-			top = dir
-		}
-		if dir != top || !strings.HasPrefix(dir, "bundle-") || h.Typeflag != tar.TypeReg || h.Mode != 0o600 || strings.Contains(name, "..") {
-			t.Errorf("bundle entry %q: type %c, mode %o", h.Name, h.Typeflag, h.Mode)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[name] = string(data)
-	}
+	_, files := bundletest.Files(t, b)
 	return files
-}
-
-// noSecrets fails the test if any secret is in any file's name or
-// content.
-func noSecrets(t *testing.T, files map[string]string, secrets ...string) {
-	t.Helper()
-	for name, data := range files {
-		for _, s := range secrets {
-			if strings.Contains(name, s) || strings.Contains(data, s) {
-				t.Errorf("%s holds a secret (%.6s…)", name, s)
-			}
-		}
-	}
 }
 
 func mustJSON(t *testing.T, files map[string]string, name string, v any) {

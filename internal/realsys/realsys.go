@@ -551,10 +551,11 @@ func (c *Cluster) StartLoad(ctx context.Context, rate int) (*Load, error) {
 		return nil, fmt.Errorf("realsys: start %s: %w", c.Sys.Load, err)
 	}
 	go func() { l.done <- l.cmd.Wait() }()
+	exited := false
 	err := waitUntil(ctx, 60*time.Second, "the load's first write is acknowledged", func() (bool, error) {
 		select {
 		case err := <-l.done:
-			l.done <- err
+			exited = true
 			return false, fmt.Errorf("the load tool exited (%v): %s", err, l.errb.String())
 		default:
 		}
@@ -562,8 +563,9 @@ func (c *Cluster) StartLoad(ctx context.Context, rate int) (*Load, error) {
 		return err == nil, nil
 	})
 	if err != nil {
-		_ = l.cmd.Process.Kill()
-		if werr := <-l.done; werr != nil && l.errb.Len() > 0 && !strings.Contains(err.Error(), "exited") {
+		if !exited {
+			_ = l.cmd.Process.Kill()
+			<-l.done // its stderr is complete once it is waited for
 			err = fmt.Errorf("%w; the load tool said: %s", err, l.errb.String())
 		}
 		return nil, err

@@ -8,6 +8,9 @@
 // Why: os.Open blocks forever on a FIFO with no writer, and io.ReadAll
 // of /dev/zero never ends; either left 'ferry validate' unkillable by
 // SIGTERM (issue #14, defect 3) and the server hashing forever (defect 1).
+//
+// It also replaces files whole (WriteAtomic): a crash leaves the old
+// file or the new one, never a part.
 package safefile
 
 import (

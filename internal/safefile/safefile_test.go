@@ -2,6 +2,7 @@ package safefile
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -157,5 +158,35 @@ func TestSize(t *testing.T) {
 		if got := Size(c.n); got != c.want {
 			t.Errorf("Size(%d) = %q, want %q", c.n, got, c.want)
 		}
+	}
+}
+
+// TestWriteAtomic: the file is replaced whole with the mode asked (not
+// the umask's), and a failed write leaves the old file and no
+// temporary beside it.
+func TestWriteAtomic(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	if err := WriteFileAtomic(p, 0o600, []byte("one\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteFileAtomic(p, 0o640, []byte("two\n")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "two\n" {
+		t.Errorf("content %q", b)
+	}
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o640 {
+		t.Errorf("mode %#o, want 0640", fi.Mode().Perm())
+	}
+	boom := errors.New("boom")
+	if err := WriteAtomic(p, 0o600, func(w io.Writer) error { w.Write([]byte("half")); return boom }); !errors.Is(err, boom) {
+		t.Errorf("a failed write: %v", err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "two\n" {
+		t.Errorf("after a failed write the file holds %q", b)
+	}
+	if es, _ := os.ReadDir(dir); len(es) != 1 {
+		t.Errorf("left in the directory: %v", es)
 	}
 }

@@ -1,11 +1,7 @@
 package server
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"encoding/json"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,50 +12,11 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/bundle"
+	"github.com/ferry-upgrade/ferry/internal/bundle/bundletest"
 	"github.com/ferry-upgrade/ferry/internal/plan"
 	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
-
-// untar reads a bundle's files by their name under its one directory.
-func untar(t *testing.T, b []byte) map[string]string {
-	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("the bundle is not gzip: %v", err)
-	}
-	tr := tar.NewReader(zr)
-	files := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return files
-		}
-		if err != nil {
-			t.Fatalf("the bundle's tar: %v", err)
-		}
-		dir, name, _ := strings.Cut(h.Name, "/")
-		if !strings.HasPrefix(dir, "bundle-") || h.Mode != 0o600 {
-			t.Errorf("bundle entry %q, mode %o", h.Name, h.Mode)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files[name] = string(data)
-	}
-}
-
-func hasNoSecret(t *testing.T, files map[string]string, secrets ...string) {
-	t.Helper()
-	for name, data := range files {
-		for _, s := range secrets {
-			if strings.Contains(name+data, s) {
-				t.Errorf("%s holds a secret (%.6s…)", name, s)
-			}
-		}
-	}
-}
 
 // TestBundleWithTheClusterAway: GET /v1/upgrades/{id}/bundle serves an
 // upgrade's bundle (application/gzip, its file name, its length) while
@@ -100,8 +57,8 @@ func TestBundleWithTheClusterAway(t *testing.T) {
 	if cl := r.header.Get("Content-Length"); cl != strconv.Itoa(len(r.body)) {
 		t.Errorf("Content-Length %q for %d bytes", cl, len(r.body))
 	}
-	files := untar(t, r.body)
-	hasNoSecret(t, files, s.cfg.Token)
+	files := bundleFiles(t, r.body)
+	bundletest.NoSecrets(t, files, s.cfg.Token)
 	if !strings.Contains(files["upgrade/record.json"], `"rolled-back"`) || strings.Count(files["upgrade/events.jsonl"], "\n") != 3 ||
 		!strings.Contains(files["upgrade/events.jsonl"], "Bearer "+bundle.Redacted) {
 		t.Errorf("record or events: %s\n%s", files["upgrade/record.json"], files["upgrade/events.jsonl"])
@@ -157,12 +114,12 @@ func TestBundleThroughAPI(t *testing.T) {
 	began := time.Now()
 	r := c.do("GET", "/v1/upgrades/"+us.Upgrade.ID+"/bundle?log_lines=200", nil).expect(t, "the bundle", 200)
 	t.Logf("bundle through the API: %d bytes in %s", len(r.body), time.Since(began).Round(time.Millisecond))
-	files := untar(t, r.body)
+	files := bundleFiles(t, r.body)
 	tok, err := os.ReadFile(filepath.Join(cl.Dir, "agent", "token"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hasNoSecret(t, files, s.cfg.Token, strings.TrimSpace(string(tok)))
+	bundletest.NoSecrets(t, files, s.cfg.Token, strings.TrimSpace(string(tok)))
 	for _, m := range []string{"kv-1", "kv-2", "kv-3", "api-1", "api-2", "api-3", "api-4"} {
 		prev, cur := files["members/"+m+"/previous.log"], files["members/"+m+"/current.log"]
 		if !strings.Contains(prev, "starting "+m+" version 1.0.0") || !strings.Contains(cur, "starting "+m+" version 2.0.0") {
@@ -191,7 +148,7 @@ func TestBundleThroughAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli := untar(t, b)
+	cli := bundleFiles(t, b)
 	var names, cliNames []string
 	for n := range files {
 		names = append(names, n)
@@ -225,7 +182,14 @@ func TestBundleThroughAPI(t *testing.T) {
 	if fi, _ := os.Stat(filepath.Join(dir, bundle.FileName(us.Upgrade.ID))); fi.Mode().Perm() != 0o600 {
 		t.Errorf("the bundle's mode: %v", fi.Mode())
 	}
-	if remote := untar(t, got); remote["upgrade/record.json"] != files["upgrade/record.json"] || len(remote) != len(files) {
+	if remote := bundleFiles(t, got); remote["upgrade/record.json"] != files["upgrade/record.json"] || len(remote) != len(files) {
 		t.Errorf("the bundle through --addr differs: %d files", len(remote))
 	}
+}
+
+// bundleFiles reads a bundle's files by their name under its directory.
+func bundleFiles(t *testing.T, b []byte) map[string]string {
+	t.Helper()
+	_, files := bundletest.Files(t, b)
+	return files
 }

@@ -10,11 +10,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/ferry-upgrade/ferry/internal/safefile"
+	"github.com/ferry-upgrade/ferry/internal/tlspin"
 )
-
-// maxPEM bounds a TLS certificate or key file: a chain is a few KiB.
-const maxPEM = 1 << 20
 
 // ListenConfig says where and how the server listens.
 type ListenConfig struct {
@@ -36,19 +33,9 @@ func (s *Server) ListenAndServe(ctx context.Context, lc ListenConfig) error {
 	}
 	var tlsCfg *tls.Config
 	if lc.CertFile != "" {
-		// Read as every file a user names is: a FIFO or a device in
-		// --tls-cert must not hang the start.
-		certPEM, err := safefile.Read(lc.CertFile, maxPEM, safefile.DefaultTimeout)
+		cert, err := tlspin.LoadKeyPair(lc.CertFile, lc.KeyFile)
 		if err != nil {
-			return fmt.Errorf("server: --tls-cert: %w", err)
-		}
-		keyPEM, err := safefile.Read(lc.KeyFile, maxPEM, safefile.DefaultTimeout)
-		if err != nil {
-			return fmt.Errorf("server: --tls-key: %w", err)
-		}
-		cert, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return fmt.Errorf("server: TLS (%s, %s): %w", lc.CertFile, lc.KeyFile, err)
+			return fmt.Errorf("server: %w", err)
 		}
 		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	}

@@ -210,3 +210,22 @@ func KillUnder(dir string) {
 		return true, ""
 	})
 }
+
+// LockedBuffer collects an agent's log, written by its goroutines while
+// a test reads it.
+type LockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *LockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

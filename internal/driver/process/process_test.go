@@ -62,32 +62,14 @@ type testHost struct {
 	Host
 	srv *agent.Server
 	dir string
-	log *lockedBuffer
-}
-
-// lockedBuffer collects an agent's log.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	log *agenttest.LockedBuffer
 }
 
 // startHost runs a real agent in-process and returns it as a Host.
 func startHost(t *testing.T, name string) testHost {
 	t.Helper()
 	dir := t.TempDir()
-	log := &lockedBuffer{}
+	log := &agenttest.LockedBuffer{}
 	srv, err := agent.New(agent.Config{Dir: dir, Logger: slog.New(slog.NewTextHandler(log, nil))})
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ func startServed(t *testing.T, name string, cfg agent.Config) (testHost, agent.L
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
 	}
-	log := &lockedBuffer{}
+	log := &agenttest.LockedBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(log, nil))
 	listening := make(chan agent.Listening, 1)
 	cfg.OnListen = func(l agent.Listening) { listening <- l }
