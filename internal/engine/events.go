@@ -63,16 +63,17 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 				msg += " (" + mb.Detail + ")"
 			}
 			evs = append(evs, store.Event{Kind: "step", Member: n, Component: mb.Component, Message: msg})
-			// From any step to soaking: two records apart, starting may
-			// not be seen (one write can take a member from stopping
-			// to soaking when its start and first healthy check land in
-			// the same turn of the loop).
-			if ma != nil && mb.Step == upgrade.StepSoaking && !mb.Stopped.IsZero() {
-				down := mb.HealthySince.Sub(mb.Stopped)
-				evs = append(evs, store.Event{Kind: "down", Member: n, Component: mb.Component,
-					DurationMS: float64(down.Microseconds()) / 1000,
-					Message:    fmt.Sprintf("%s healthy on %s: down for %s (from its stop to its first healthy check)", n, mb.Target, down.Round(time.Millisecond))})
-			}
+		}
+		// Its time down, once the move records when it became healthy:
+		// by that fact, not by a step, as one write can take a member
+		// from stopping past soaking (to rejoining, or done) when its
+		// start, its first healthy check and the end of its soak all
+		// land in one turn of a busy loop.
+		if ma != nil && !mb.Stopped.IsZero() && !mb.HealthySince.IsZero() && !mb.HealthySince.Equal(ma.HealthySince) {
+			down := mb.HealthySince.Sub(mb.Stopped)
+			evs = append(evs, store.Event{Kind: "down", Member: n, Component: mb.Component,
+				DurationMS: float64(down.Microseconds()) / 1000,
+				Message:    fmt.Sprintf("%s healthy on %s: down for %s (from its stop to its first healthy check)", n, mb.Target, down.Round(time.Millisecond))})
 		}
 	}
 	evs = append(evs, effectChanges(a.Effects, b.Effects)...)
