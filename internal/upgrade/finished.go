@@ -71,6 +71,11 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 			m.Detail = fmt.Sprintf("%s failed (try %d): %v", Describe(a), m.Tries, err)
 			return u
 		}
+		if !asked(m.Step, a) {
+			// Done, but for a step the member has left (a rollback took
+			// it from there): it completes no other step.
+			return u
+		}
 		m.Acted = true
 		m.Busy += took
 		switch a.Kind {
@@ -109,4 +114,12 @@ func Describe(a Action) string {
 		return fmt.Sprintf("%s hooks of %s", a.Hooks, owner)
 	}
 	return fmt.Sprintf("%s %s", a.Kind, a.Member)
+}
+
+// asked reports whether action a is the action of step n: an outcome
+// completes only the step that asked for it (a pre_stop hook's end is
+// not a stop).
+func asked(n step.Name, a Action) bool {
+	def, _, ok := step.Of(n)
+	return ok && string(def.Action) == string(a.Kind) && (a.Kind != ActHooks || def.Hooks == a.Hooks)
 }

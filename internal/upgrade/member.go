@@ -56,6 +56,18 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 			s.wait("%s: undoing %s", m.Name, s.owedIn(effect.Is(effect.Member(m.Name))))
 			return
 		}
+		if m.Acting != 0 {
+			if s.inFlight(m.Acting) {
+				// A step is left only once its action has returned, never
+				// on what is seen meanwhile: a pre_stop hook that makes a
+				// leader step down makes it unready, which is not its stop.
+				if def.Action == step.ActStart {
+					s.wait("%s: waiting to be healthy on %s (%s)", m.Name, m.Target, orDash(o.Detail))
+				}
+				return
+			}
+			m.Acting = 0 // lost with a process: taken again, at once
+		}
 		if (def.Skip != nil && def.Skip(f)) || (def.Complete != nil && def.Complete(f)) {
 			s.leave(comp, m, o)
 			continue
@@ -83,12 +95,6 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 				s.wake(m.Began.Add(comp.Deadline.D() + time.Millisecond))
 			}
 			return
-		}
-		if m.Acting != 0 {
-			if s.inFlight(m.Acting) {
-				return
-			}
-			m.Acting = 0 // lost with a process: taken again, at once
 		}
 		if def.Admit {
 			v := s.view(comp, ph, true)

@@ -23,7 +23,9 @@ import (
 //	world k=v...       took, ready, gate-took, tick (durations),
 //	                   version, leader, down=member
 //	fault k=v...       member=M kind=exit|never-ready|crash-after|start-fails,
-//	                   or hook=LIST kind=fail, or undo kind=fail
+//	                   or hook=LIST kind=fail|fail-once|unready (the
+//	                   member unready while its hook runs, 50 actions
+//	                   long), or undo kind=fail
 //	begin to=V         plans and starts the upgrade; prints the plan
 //	run [for=D] [until=state:S|step:M:S|batch:N|leader-moved]
 //	intent kind=K      pause, resume, abort, finalize

@@ -387,7 +387,16 @@ func (w *world) step() Decision {
 	w.u = d.Upgrade
 	for _, a := range d.Actions {
 		w.logf("act #%d %s", a.Seq, Describe(a))
-		w.inflight = append(w.inflight, &wact{a: a, at: w.now.Add(w.took)})
+		took := w.took
+		if a.Kind == ActHooks && a.Member != "" && w.faults["hook:"+a.Hooks] == "unready" {
+			// The hook makes its member unready as it begins (a raft
+			// leader stepping down answers 503 on /ready), and takes a
+			// while: the machine sees the member unready meanwhile.
+			m := w.members[a.Member]
+			m.healthy, m.detail = false, "GET /ready: 503 Service Unavailable (stepping down)"
+			took = 50 * w.took
+		}
+		w.inflight = append(w.inflight, &wact{a: a, at: w.now.Add(took)})
 	}
 	w.probe(d.Probe)
 	return d
