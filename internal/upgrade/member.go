@@ -26,12 +26,7 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 		}
 		owed := len(s.owedOf(m.Name))
 		if !(def.Closes && owed > 0) && s.now.Sub(m.Began) > comp.Deadline.D() {
-			why := orDash(firstNonEmpty(o.Detail, m.Detail))
-			if strings.HasPrefix(m.Detail, step.SoakBroken) {
-				// It was healthy, then was not: that is the news.
-				why = m.Detail + "; last seen: " + orDash(o.Detail)
-			}
-			s.failMember(m, fmt.Sprintf("not healthy on %s within healthy_deadline %s: %s", m.Target, comp.Deadline, why))
+			s.failMember(m, s.deadlineReason(comp, m, def, o))
 			return
 		}
 		f := s.facts(comp, m, o, owed)
@@ -107,6 +102,30 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 		s.try(comp, m, def)
 		return
 	}
+}
+
+// deadlineReason says why member m's move failed at its deadline in
+// step def. When the step's own action never succeeded (a pre_stop
+// hook refused), that action and its error are the news, not the
+// health of a member that was never stopped.
+func (s *stepper) deadlineReason(comp *config.Component, m *Member, def step.Def, o MemberHealth) string {
+	if def.Action != "" && !m.Acted && m.Tries > 0 {
+		a := Describe(Action{Kind: ActionKind(def.Action), Member: m.Name, Hooks: def.Hooks, Version: m.Target})
+		last := fmt.Sprintf("try %d still running", m.Tries)
+		if m.Acting == 0 && m.Detail != "" {
+			last = m.Detail
+			if rest, ok := strings.CutPrefix(last, a+" failed (try "); ok {
+				last = "try " + strings.Replace(rest, ")", "", 1)
+			}
+		}
+		return fmt.Sprintf("%s did not succeed within healthy_deadline %s; %s", a, comp.Deadline, last)
+	}
+	why := orDash(firstNonEmpty(o.Detail, m.Detail))
+	if strings.HasPrefix(m.Detail, step.SoakBroken) {
+		// It was healthy, then was not: that is the news.
+		why = m.Detail + "; last seen: " + orDash(o.Detail)
+	}
+	return fmt.Sprintf("not healthy on %s within healthy_deadline %s: %s", m.Target, comp.Deadline, why)
 }
 
 // facts are what member m's step reads.

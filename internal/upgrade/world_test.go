@@ -313,6 +313,10 @@ func (w *world) apply(a Action) error {
 	case ActHooks:
 		switch w.faults["hook:"+a.Hooks] {
 		case "fail":
+			if calls := w.c.Component(w.members[a.Member].comp).Hooks.List(a.Hooks); a.Member != "" && len(calls) > 0 {
+				// As the engine says it: the call, then its error.
+				return fmt.Errorf("%s hook 1: %s %s: connection refused", a.Hooks, calls[0].Method, calls[0].HTTP)
+			}
 			return errors.New(a.Hooks + " hook 1: 503 Service Unavailable")
 		case "fail-once":
 			key := "failed:" + a.Hooks + ":" + firstNonEmpty(a.Member, a.Component, "cluster")
