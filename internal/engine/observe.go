@@ -36,6 +36,10 @@ type observer struct {
 	// moving are the members the upgrade has in flight: a gate is not
 	// asked through one of them (it is being drained, or stopped).
 	moving map[string]bool
+	// since is when this watch began without a gap (the observer's
+	// start, or the engine's return from a stall): what was checked
+	// before it says nothing of now (upgrade.Observation.Since).
+	since time.Time
 
 	changed chan struct{}
 	kicks   map[string]chan struct{} // a prober to run now, by key
@@ -48,7 +52,7 @@ func (e *Engine) newObserver() *observer {
 	}
 	o := &observer{e: e, tick: tick, statuses: map[string]driver.Status{}, seen: map[string]time.Time{},
 		probed: map[string]time.Time{}, members: map[string]health.State{}, roles: map[string]bool{}, roleAt: map[string]time.Time{},
-		gates: map[string]upgrade.Gate{}, anyFrom: map[string]int{},
+		gates: map[string]upgrade.Gate{}, anyFrom: map[string]int{}, since: e.cfg.Now(),
 		changed: make(chan struct{}, 1), kicks: map[string]chan struct{}{}}
 	for _, n := range e.order {
 		o.kicks["member:"+n] = make(chan struct{}, 1)
@@ -302,8 +306,13 @@ func (o *observer) snapshot() Snapshot {
 		// before it.
 		mh.Role = o.roles[n] && st.Running && !o.roleAt[n].Before(st.Since)
 		mh.Seen = o.seen[n]
+		mh.Checked = mh.Seen
+		if o.e.members[n].comp.Health.Member != nil && st.Running && !st.Unknown && o.probed[n].Before(mh.Checked) {
+			mh.Checked = o.probed[n]
+		}
 		snap.Obs.Members[n] = mh
 	}
+	snap.Obs.Since = o.since
 	for c, g := range o.gates {
 		snap.Obs.Gates[c] = g
 	}
@@ -319,7 +328,7 @@ func (o *observer) snapshot() Snapshot {
 // its check's verdict if the check was made on the process that runs
 // now (a verdict from before a restart belongs to the process before).
 func (e *Engine) memberHealth(info memberInfo, st driver.Status, hs health.State, probed time.Time) upgrade.MemberHealth {
-	mh := upgrade.MemberHealth{Running: st.Running, Version: st.Version, Unknown: st.Unknown, Started: st.Since, Restarts: st.Restarts}
+	mh := upgrade.MemberHealth{Running: st.Running, Version: st.Version, Unknown: st.Unknown, Started: st.Since, PID: st.PID, Restarts: st.Restarts}
 	switch {
 	case st.Unknown:
 		mh.Detail = st.Detail
@@ -399,6 +408,18 @@ func suffix(s string) string {
 		return ""
 	}
 	return ": " + s
+}
+
+// returned begins a new watch at now, after a stall of the engine (it
+// was stopped, or starved): every prober runs again at once, and what
+// was checked before now gives no verdict.
+func (o *observer) returned(now time.Time) {
+	o.mu.Lock()
+	o.since = now
+	o.mu.Unlock()
+	for key := range o.kicks {
+		o.kick(key)
+	}
 }
 
 // setMoving tells the observer which members the upgrade has in flight.

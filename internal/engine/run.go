@@ -60,7 +60,21 @@ type loop struct {
 	wg       sync.WaitGroup
 	health   map[string]bool // last reported verdicts, for events
 	roles    map[string]bool
+	// saved is when the record was last written: it is written at
+	// least every heartbeat, so that its Alive says when ferry last
+	// watched.
+	saved time.Time
 }
+
+// heartbeat is how often a running engine writes its record at least:
+// after a crash, the time since the record's Alive is time no engine
+// watched (deadlines move by it), overstated by at most this.
+const heartbeat = time.Second
+
+// stalled is how much longer than a tick a pass of the loop may come
+// after the one before before the gap counts as time ferry could not
+// watch (a SIGSTOP, a starved process).
+func stalled(tick time.Duration) time.Duration { return max(10*tick, 2*time.Second) }
 
 // run drives the current upgrade. It is level-triggered: every pass
 // takes the latest observation and the record, asks the machine what to
@@ -104,7 +118,7 @@ func (e *Engine) run(ctx context.Context) (upgrade.Upgrade, error) {
 func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 	e := l.e
 	tick := l.ob.tick
-	var lastIntent time.Time
+	var lastIntent, lastPass time.Time
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -112,6 +126,13 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 			return l.u, err
 		}
 		now := e.cfg.Now()
+		if !lastPass.IsZero() && now.Sub(lastPass) > stalled(tick) {
+			// Far more time passed than a tick: the engine itself was
+			// stopped or starved. That time was not watched.
+			e.cfg.Logger.Warn("the engine's loop stalled; every member is checked again", "for", now.Sub(lastPass).Round(time.Millisecond))
+			l.ob.returned(now)
+		}
+		lastPass = now
 		// The operator's requests arrive through the store, from
 		// whichever process took them.
 		if now.Sub(lastIntent) >= tick {
@@ -158,10 +179,11 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 		}
 		// Write before acting: the record names what is about to
 		// happen, and the effects it is about to make.
-		if len(evs) > 0 || recordChanged(l.u, d.Upgrade) {
+		if len(evs) > 0 || recordChanged(l.u, d.Upgrade) || now.Sub(l.saved) >= heartbeat {
 			if err := e.save(now, d.Upgrade, evs); err != nil {
 				return l.u, err
 			}
+			l.saved = now
 		}
 		l.crashLoopOutput(actx, l.u, d.Upgrade)
 		l.u = d.Upgrade
@@ -211,9 +233,10 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 	}
 }
 
-// recordChanged reports whether b says more than a, beyond its time.
+// recordChanged reports whether b says more than a, beyond its times.
 func recordChanged(a, b upgrade.Upgrade) bool {
 	a.Updated, b.Updated = time.Time{}, time.Time{}
+	a.Alive, b.Alive = time.Time{}, time.Time{}
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return !bytes.Equal(ja, jb)
@@ -264,6 +287,7 @@ func (l *loop) finished(o outcome) error {
 		}
 	}
 	evs := append([]store.Event{ev}, changes(before, l.u)...)
+	l.saved = now
 	return e.save(now, l.u, evs)
 }
 

@@ -66,8 +66,12 @@ type Facts struct {
 	// Fresh: the member was observed after the step's last action
 	// returned (what it did can be seen).
 	Fresh bool
-	Soak  time.Duration
-	Now   time.Time
+	// SameProcess: the member runs the process that became healthy
+	// (same pid and start time), so its soak goes on across a time
+	// ferry could not watch; a restart unseen meanwhile breaks it.
+	SameProcess bool
+	Soak        time.Duration
+	Now         time.Time
 	// Exits counts the member's exits on its target since its first
 	// start in this move, within the crash-loop window; CrashLimit is
 	// how many make a crash loop, ExitDetail how the last one ended.
@@ -149,6 +153,9 @@ var Move = []Def{
 		Back: func(f Facts) (Name, string) {
 			if !f.OnTarget || !f.Healthy {
 				return Starting, SoakBroken
+			}
+			if !f.SameProcess {
+				return Starting, SoakBroken + "its process changed (restarted); now: "
 			}
 			return "", ""
 		},

@@ -73,6 +73,7 @@ func majority(versions map[string]string) string {
 // returned action is taken.
 func Step(c *config.Cluster, u Upgrade, obs Observation, now time.Time) Decision {
 	s := stepper{c: c, u: u.clone(), obs: obs, now: now, probe: map[string]bool{}}
+	s.away()
 	s.run()
 	s.u.Waiting = strings.Join(append(s.notes, s.waiting...), "; ")
 	s.u.Refusals = s.refusals
@@ -485,6 +486,45 @@ func (s *stepper) outage() bool {
 		u.Outage = nil
 	}
 	return false
+}
+
+// away accounts for the time ferry itself could not check: from the
+// record's last step (Alive) to the start of the watch that observed
+// (a new process after a kill, or the same one back from a stall), no
+// engine watched, so every running deadline moves by as much, as for
+// an outage of the substrate. No verdict on a member is made until it
+// is checked again (see unchecked).
+func (s *stepper) away() {
+	u := &s.u
+	if since := s.obs.Since; !since.IsZero() && !u.Alive.IsZero() && u.Alive.Before(since) && !u.State.Terminal() {
+		d := since.Sub(u.Alive)
+		s.shift(d)
+		if u.Outage != nil {
+			// The outage's own shift, when it ends, counts from here.
+			u.Outage.Since = u.Outage.Since.Add(d)
+		}
+		s.notes = append(s.notes, fmt.Sprintf("ferry could not check for %s (from %s): every deadline moved by as much; each member in flight is checked again before any verdict on it",
+			d.Round(time.Millisecond), u.Alive.UTC().Format(time.RFC3339)))
+	}
+	u.Alive = s.now
+}
+
+// unchecked reports whether what was observed of a member predates the
+// watch that observed it (ferry was away): no verdict is made on it.
+func (s *stepper) unchecked(o MemberHealth) bool {
+	return !s.obs.Since.IsZero() && !o.Unknown && o.Checked.Before(s.obs.Since)
+}
+
+// checkedBefore names the members (some of them) not checked since the
+// watch began; "" if none.
+func (s *stepper) checkedBefore() string {
+	var stale []string
+	for _, n := range sortedNames(s.obs.Members) {
+		if s.unchecked(s.obs.Members[n]) {
+			stale = append(stale, n)
+		}
+	}
+	return names(stale)
 }
 
 // shift moves every running deadline by d (an outage's length).

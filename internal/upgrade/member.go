@@ -24,6 +24,12 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 		if !ok {
 			return // pending, done, failed
 		}
+		if s.unchecked(o) {
+			// Ferry could not watch: the member is checked again before
+			// any verdict on it (its deadline moved meanwhile).
+			s.wait("%s: to be checked again (ferry could not watch it)", m.Name)
+			return
+		}
 		owed := len(s.owedOf(m.Name))
 		if !(def.Closes && owed > 0) && s.now.Sub(m.Began) > comp.Deadline.D() {
 			s.failMember(m, s.deadlineReason(comp, m, def, o))
@@ -112,7 +118,10 @@ func (s *stepper) deadlineReason(comp *config.Component, m *Member, def step.Def
 	if def.Action != "" && !m.Acted && m.Tries > 0 {
 		a := Describe(Action{Kind: ActionKind(def.Action), Member: m.Name, Hooks: def.Hooks, Version: m.Target})
 		last := fmt.Sprintf("try %d still running", m.Tries)
-		if m.Acting == 0 && m.Detail != "" {
+		switch {
+		case m.Acting != 0 && !s.inFlight(m.Acting):
+			last = fmt.Sprintf("try %d lost with ferry's process", m.Tries)
+		case m.Acting == 0 && m.Detail != "":
 			last = m.Detail
 			if rest, ok := strings.CutPrefix(last, a+" failed (try "); ok {
 				last = "try " + strings.Replace(rest, ")", "", 1)
@@ -140,6 +149,7 @@ func (s *stepper) facts(comp *config.Component, m *Member, o MemberHealth, owed 
 		Tries:        m.Tries,
 		Acted:        m.Acted,
 		Fresh:        !o.Seen.IsZero() && o.Seen.After(m.StartDone),
+		SameProcess:  m.HealthyStarted.IsZero() || (o.PID == m.HealthyPID && o.Started.Equal(m.HealthyStarted)),
 		Soak:         comp.Soak.D(),
 		Now:          s.now,
 		Exits:        m.Exits,
@@ -163,6 +173,7 @@ func (s *stepper) leave(comp *config.Component, m *Member, o MemberHealth) {
 		if m.HealthySince.IsZero() || m.HealthySince.After(s.now) {
 			m.HealthySince = s.now
 		}
+		m.HealthyPID, m.HealthyStarted = o.PID, o.Started
 		if !m.StartDone.IsZero() && m.HealthySince.After(m.StartDone) {
 			m.Busy += m.HealthySince.Sub(m.StartDone)
 		}

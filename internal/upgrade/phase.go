@@ -121,6 +121,10 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		s.wait("%s: not starting the next batch: pausing", comp.Name)
 		return
 	}
+	if stale := s.checkedBefore(); stale != "" {
+		s.wait("%s: not starting the next batch before %s is checked again (ferry could not watch)", comp.Name, stale)
+		return
+	}
 	if stale := s.seenBefore(u.Resumed); stale != "" {
 		s.wait("%s: not starting the next batch on what was seen before the resume: waiting for %s to be observed again", comp.Name, stale)
 		return
@@ -258,6 +262,7 @@ func (s *stepper) begin(m *Member) {
 // resetMove clears what one move of m recorded.
 func (s *stepper) resetMove(m *Member) {
 	m.Began, m.HealthySince, m.Started, m.LastExit, m.StartDone, m.Stopped = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	m.HealthyPID, m.HealthyStarted = 0, time.Time{}
 	m.Exits, m.RestartsSeen, m.Retries, m.Busy = 0, 0, 0, 0
 	m.SoakBroke, m.CrashLoop, m.ExitDetail = false, false, ""
 }

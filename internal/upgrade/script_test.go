@@ -32,6 +32,8 @@ import (
 //	override predicate=P [member=M] | effect=ID
 //	outage on|off      the substrate stops (starts) answering
 //	kill member=M / heal member=M   trouble ferry did not cause
+//	ferry for=D kill|stop  ferry itself away for D: SIGKILL then a
+//	                   resume, or SIGSTOP then SIGCONT
 //	status             where everything stands
 func TestScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
@@ -128,6 +130,11 @@ func TestScripts(t *testing.T) {
 				m := w.members[args["member"]]
 				m.running, m.healthy, m.healthySince, m.started, m.detail = true, true, w.now, w.now, "ready"
 				return "ok"
+			case "ferry":
+				w.trace.Reset()
+				_, kill := args["kill"]
+				w.away(dur("for", time.Minute), kill)
+				return w.trace.String()
 			case "status":
 				return w.status()
 			}

@@ -117,6 +117,11 @@ type Upgrade struct {
 	// Outage is set while the substrate does not answer: nothing is
 	// admitted and no deadline runs until it does.
 	Outage *Outage `json:"outage,omitempty"`
+	// Alive is when an engine last stepped the record (saved at least
+	// every few seconds): from it to the watch of the next engine (or
+	// of the same one back from a stall), ferry could not check, and no
+	// deadline ran.
+	Alive time.Time `json:"alive,omitzero"`
 	// Bound accumulates the lower bound of the upgrade under its policy.
 	Bound Bound `json:"bound,omitzero"`
 
@@ -139,8 +144,12 @@ type Member struct {
 	// Began is when the member's move began (its admission): the
 	// healthy_deadline counts from here.
 	Began time.Time `json:"began,omitzero"`
-	// HealthySince is when the member became healthy on its target.
-	HealthySince time.Time `json:"healthy_since,omitzero"`
+	// HealthySince is when the member became healthy on its target;
+	// HealthyPID and HealthyStarted name the process that did: its
+	// soak goes on only on that process (ferry away meanwhile).
+	HealthySince   time.Time `json:"healthy_since,omitzero"`
+	HealthyPID     int       `json:"healthy_pid,omitempty"`
+	HealthyStarted time.Time `json:"healthy_started,omitzero"`
 	// LastTry is when the current step's action was last tried, and
 	// Tries how often; a failed action is retried after a backoff
 	// until the deadline. Acted is set once it succeeded; Acting is
@@ -339,6 +348,10 @@ type Observation struct {
 	// the engine that observed: an action recorded as acting but not
 	// in flight was lost with a process and may be taken again.
 	Acting map[int]bool
+	// Since is when the engine that observed began watching without a
+	// gap: its start, or its return from a stall (a SIGSTOP). Zero for
+	// an observation that is not an engine's watch.
+	Since time.Time
 }
 
 // MemberHealth is one member as observed.
@@ -352,14 +365,19 @@ type MemberHealth struct {
 	Detail       string
 	// Unknown: the substrate did not answer for it.
 	Unknown bool
-	// Started is when its current (or last) process started; Restarts
-	// counts the substrate's own restarts of it.
+	// Started is when its current (or last) process started, PID its
+	// id where the substrate has one; Restarts counts the substrate's
+	// own restarts of it.
 	Started  time.Time
+	PID      int
 	Restarts int
 	// Role: it holds its component's role (the leader) right now.
 	Role bool
-	// Seen is when the substrate was last asked about it.
-	Seen time.Time
+	// Seen is when the substrate was last asked about it; Checked when
+	// the verdict above was formed (the earlier of that and its
+	// check's start; zero if not checked at all).
+	Seen    time.Time
+	Checked time.Time
 }
 
 // Gate is a component's cluster check as observed.

@@ -54,6 +54,12 @@ type world struct {
 	lastObs     map[string]MemberHealth
 	lastObsAt   time.Time
 	outage      bool
+	// since is when the simulated engine's watch began (zero: not an
+	// engine's watch, as most scripts need); stale, when set, is what
+	// its first observation after ferry was away shows instead of the
+	// world (its observer's last results, or nothing checked yet).
+	since time.Time
+	stale map[string]MemberHealth
 
 	gates    map[string]*wgate
 	inflight []*wact
@@ -115,8 +121,10 @@ func (w *world) logf(format string, args ...any) {
 
 // observe is what the engine would see now.
 func (w *world) observe(acting map[int]bool) Observation {
-	obs := Observation{Members: map[string]MemberHealth{}, Gates: map[string]Gate{}, Acting: acting}
-	if w.statusEvery > 0 && w.lastObs != nil && w.now.Sub(w.lastObsAt) < w.statusEvery {
+	obs := Observation{Members: map[string]MemberHealth{}, Gates: map[string]Gate{}, Acting: acting, Since: w.since}
+	if w.stale != nil {
+		obs.Members, w.stale = w.stale, nil
+	} else if w.statusEvery > 0 && w.lastObs != nil && w.now.Sub(w.lastObsAt) < w.statusEvery {
 		obs.Members = w.lastObs
 	} else {
 		w.observeMembers(obs.Members)
@@ -139,7 +147,7 @@ func (w *world) observeMembers(obs map[string]MemberHealth) {
 			continue
 		}
 		mh := MemberHealth{Running: m.running, Version: m.version, Healthy: m.running && m.healthy, Started: m.started,
-			Restarts: m.restarts, Role: n == w.leader && m.running, Seen: w.now, Detail: m.detail}
+			Restarts: m.restarts, Role: n == w.leader && m.running, Seen: w.now, Checked: w.now, Detail: m.detail}
 		if mh.Healthy {
 			mh.HealthySince = m.healthySince
 		}
@@ -495,6 +503,44 @@ func (w *world) run(limit time.Duration, stop func() bool) {
 		}
 	}
 	w.logf("(still %s after %s)", w.u.State, limit)
+}
+
+// away takes ferry away for d: killed (its actions in flight are made
+// by the substrate but their outcomes are lost with it; the new
+// process has checked nothing yet) or stopped (its actions' outcomes
+// are folded in when it continues; its observer's last results are
+// what it sees first). The world goes on meanwhile.
+func (w *world) away(d time.Duration, kill bool) {
+	last := w.observe(nil).Members
+	end := w.now.Add(d)
+	var done []struct {
+		a   Action
+		err error
+	}
+	for w.now.Before(end) {
+		w.advance(end.Sub(w.now))
+		done = append(done, w.complete()...)
+	}
+	w.since = w.now
+	if kill {
+		w.stale = map[string]MemberHealth{}
+		w.observeMembers(w.stale)
+		for n, o := range w.stale {
+			if o.Running {
+				o.Healthy, o.HealthySince, o.Checked, o.Detail = false, time.Time{}, time.Time{}, "started, not checked yet"
+				w.stale[n] = o
+			}
+		}
+		w.logf("(world) ferry killed %s ago, started again", d)
+		return
+	}
+	w.stale = last
+	w.logf("(world) ferry stopped for %s, continued", d)
+	for _, r := range done {
+		before := w.u
+		w.u = Finished(w.u, r.a, r.err, w.took, w.now)
+		w.report(before, w.u)
+	}
 }
 
 // begin plans and starts an upgrade to version to.
