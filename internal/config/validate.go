@@ -589,7 +589,8 @@ func (v *validator) render(line int, path, s string, samples []TemplateData) []s
 		r, err := Render(s, d)
 		if err != nil {
 			reason := err.Error()
-			if d.Name != "" && len(samples) > 1 {
+			_, bound := errBound(err)
+			if d.Name != "" && (len(samples) > 1 || bound) {
 				reason += " (for member " + d.Name + ")"
 			}
 			v.add(line, path, "%s", reason)
