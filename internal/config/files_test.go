@@ -43,7 +43,7 @@ func TestRunFilesRules(t *testing.T) {
 		{"file content template", []edit{withFiles(`{path: a, content: "{{.Vars.raf}}"}`)},
 			[]string{`t.yaml:15: components[0].run.files[0].content: template: at <.Vars.raf>: map has no entry for key "raf"`}},
 		{"file content too large", []edit{withFiles(`{path: a, content: "{{range .Members}}` + strings.Repeat("x", 400<<10) + `{{end}}"}`)},
-			[]string{`t.yaml:15: components[0].run.files[0].content: template renders to more than 1048576 bytes`}},
+			[]string{`t.yaml:15: components[0].run.files[0].content: template renders to more than 1048576 bytes (for member kv-1)`}},
 		{"file unknown key", []edit{withFiles(`{path: a, owner: root}`)},
 			[]string{`t.yaml:15: components[0].run.files[0].owner: unknown key; known keys: path, mode, content`}},
 		{"files on kubernetes", []edit{{"cluster: t\n", "cluster: t\nsubstrate: kubernetes\n"}, withFiles(`{path: a, content: x}`)},

@@ -29,11 +29,11 @@ components:
 releases:
   - version: 1.0.0
     artifacts:
-      "*": {image: "registry.local/app:1.0.0", sha256: 0000000000000000000000000000000000000000000000000000000000000001}
+      "*": {image: "registry.local/app:1.0.0", sha256: "0000000000000000000000000000000000000000000000000000000000000001"}
   - version: 2.0.0
     upgrade_from: [1.0.0]
     artifacts:
-      "*": {image: "registry.local/app:2.0.0", sha256: 0000000000000000000000000000000000000000000000000000000000000002}
+      "*": {image: "registry.local/app:2.0.0", sha256: "0000000000000000000000000000000000000000000000000000000000000002"}
 `
 
 // trafficBase is a traffic spec added to kubeBase.

@@ -511,6 +511,18 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, own *owner,
 			d.badValue(line, path, "must be a string, not %s", describe(n))
 			return
 		}
+		switch n.ShortTag() {
+		case "!!int", "!!float", "!!bool", "!!timestamp":
+			// name: true, vars: {raft: 9101}: YAML read another type,
+			// and turning it into text silently guesses (0755 is 493
+			// to YAML, 1.10 is 1.1).
+			d.badValue(line, path, "must be a string, not %s: quote it (%q) if the text is meant", describe(n), n.Value)
+			return
+		}
+		if why := badText(n.Value); why != "" {
+			d.badValue(line, path, "%s", why)
+			return
+		}
 		v.SetString(n.Value)
 
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
@@ -632,6 +644,11 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, own *owner,
 			}
 			own.record(join(rel, kv.name), kv.key.Line)
 			d.decode(kv.val, v.FieldByIndex(f), join(path, kv.name), own, join(rel, kv.name), depth+1)
+			if info.names[kv.name] {
+				if why := badName(v.FieldByIndex(f).String()); why != "" {
+					d.badValue(kv.val.Line, join(path, kv.name), "%s", why)
+				}
+			}
 		}
 		if hasPos {
 			ps.setPos(p)
@@ -670,6 +687,10 @@ func (d *decoder) pairs(n *yaml.Node, path string, depth int) []pair {
 		}
 		if k.ShortTag() == "!!merge" {
 			merges = append(merges, n.Content[i+1])
+			continue
+		}
+		if why := badText(k.Value); why != "" {
+			d.problem(n.Content[i].Line, join(path, k.Value), "the key %s", why)
 			continue
 		}
 		if first, dup := seen[k.Value]; dup {
@@ -772,7 +793,35 @@ func (d *decoder) anyValue(n *yaml.Node, path string, depth int) any {
 		}
 		return f
 	}
+	if why := badText(n.Value); why != "" {
+		d.problem(line, path, "%s", why)
+		return nil
+	}
 	return n.Value
+}
+
+// badText says why s cannot be any string of a description, or "": a
+// NUL byte, which an argument, a variable of the environment, a
+// header or a path cannot hold (the agent or the kernel would refuse
+// it at run time, or cut the string there). One rule for every string
+// the decoder reads, so that no field is forgotten.
+func badText(s string) string {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return fmt.Sprintf("holds a NUL byte at byte %d of %d: no string of a description may hold one (an argument, an environment variable, a header or a path cannot)", i+1, len(s))
+	}
+	return ""
+}
+
+// badName says why s cannot be a name printed in messages, logs and on
+// terminals (a field tagged text:"name"), or "": a control character
+// there could clear the screen or set the terminal's title.
+func badName(s string) string {
+	for i, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return fmt.Sprintf("holds the control character %U at byte %d: a name is printed in messages, logs and on terminals, so it holds none", r, i+1)
+		}
+	}
+	return ""
 }
 
 // plainDigits reports whether n is an unquoted run of decimal digits
@@ -868,6 +917,9 @@ func typeName(t reflect.Type) string {
 type structInfo struct {
 	fields map[string][]int
 	known  []string
+	// names are the keys of fields tagged text:"name": names printed
+	// in messages, logs and on terminals, which badName checks.
+	names map[string]bool
 }
 
 var structInfos sync.Map // reflect.Type -> *structInfo
@@ -876,7 +928,7 @@ func structInfoOf(t reflect.Type) *structInfo {
 	if si, ok := structInfos.Load(t); ok {
 		return si.(*structInfo)
 	}
-	si := &structInfo{fields: map[string][]int{}}
+	si := &structInfo{fields: map[string][]int{}, names: map[string]bool{}}
 	var walk func(t reflect.Type, prefix []int)
 	walk = func(t reflect.Type, prefix []int) {
 		for i := range t.NumField() {
@@ -899,6 +951,9 @@ func structInfoOf(t reflect.Type) *structInfo {
 			}
 			si.fields[name] = idx
 			si.known = append(si.known, name)
+			if f.Tag.Get("text") == "name" {
+				si.names[name] = true
+			}
 		}
 	}
 	walk(t, nil)

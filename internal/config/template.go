@@ -117,13 +117,12 @@ func (c *Cluster) MemberFiles(comp *Component, d TemplateData) ([]memberfile.Fil
 // IsTemplate reports whether s is rendered as a template (it has "{{").
 func IsTemplate(s string) bool { return strings.Contains(s, "{{") }
 
-// maxRendered bounds what one template may render to.
-const maxRendered = 1 << 20
-
 // Render executes tmpl, a text/template, over d. A key missing from
 // Vars is an error (missingkey=error), and so is a field TemplateData
 // does not have, with the list of those it has. Strings without "{{"
-// are returned as they are.
+// are returned as they are. Every render is bounded (bound.go): what
+// it writes, the steps it takes, the bytes its functions make; one
+// that reaches a bound stops with a *BoundError naming it.
 func Render(tmpl string, d TemplateData) (string, error) {
 	return render(tmpl, d)
 }
@@ -157,14 +156,26 @@ func render(tmpl string, d any) (string, error) {
 	if !IsTemplate(tmpl) {
 		return tmpl, nil
 	}
-	t, err := parseTemplate(tmpl)
+	p, err := parseTemplate(tmpl)
 	if err != nil {
 		return "", err
+	}
+	t := p.t
+	if p.metered {
+		// A clone shares the parsed tree; its functions are this
+		// render's meter.
+		if t, err = t.Clone(); err != nil {
+			return "", err
+		}
+		t.Funcs((&meter{}).funcs())
 	}
 	var b limitedBuilder
 	if err := t.Execute(&b, d); err != nil {
 		if errors.Is(err, errTooLong) {
-			return "", fmt.Errorf("template renders to more than %d bytes", maxRendered)
+			return "", &BoundError{What: fmt.Sprintf("template renders to more than %d bytes", maxRendered)}
+		}
+		if be, ok := errBound(err); ok {
+			return "", &BoundError{What: "template " + be.What}
 		}
 		return "", explainExec(err)
 	}
@@ -172,21 +183,29 @@ func render(tmpl string, d any) (string, error) {
 }
 
 var (
-	templates   sync.Map // string -> *template.Template or error
+	templates   sync.Map // string -> *parsed or error
 	templatesN  int
 	templatesMu sync.Mutex
 )
 
+// parsed is a template parsed, bounded and metered (meterTree):
+// metered says whether its execution needs a meter's functions.
+type parsed struct {
+	t       *template.Template
+	metered bool
+}
+
 // parseTemplate parses once per distinct string (the cache is
 // dropped when it grows past a few thousand entries).
-func parseTemplate(s string) (*template.Template, error) {
+func parseTemplate(s string) (*parsed, error) {
 	if v, ok := templates.Load(s); ok {
-		if t, ok := v.(*template.Template); ok {
-			return t, nil
+		if p, ok := v.(*parsed); ok {
+			return p, nil
 		}
 		return nil, v.(error)
 	}
 	var v any
+	var p *parsed
 	t, err := template.New("t").Option("missingkey=error").Parse(s)
 	switch {
 	case err != nil:
@@ -200,10 +219,11 @@ func parseTemplate(s string) (*template.Template, error) {
 		v = err
 	default:
 		if berr := bounded(t); berr != nil {
-			t, err = nil, fmt.Errorf("not an allowed template: %w", berr)
+			err = fmt.Errorf("not an allowed template: %w", berr)
 			v = err
 		} else {
-			v = t
+			p = &parsed{t: t, metered: meterTree(t)}
+			v = p
 		}
 	}
 	templatesMu.Lock()
@@ -214,7 +234,7 @@ func parseTemplate(s string) (*template.Template, error) {
 	templatesN++
 	templatesMu.Unlock()
 	templates.Store(s, v)
-	return t, err
+	return p, err
 }
 
 var (

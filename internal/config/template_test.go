@@ -1,8 +1,12 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestDataForAndRender(t *testing.T) {
@@ -95,5 +99,133 @@ func TestTemplatesBounded(t *testing.T) {
 		if (err == nil) != tc.ok {
 			t.Errorf("%s: %v, want ok=%v", tc.tmpl, err, tc.ok)
 		}
+	}
+}
+
+// manyVars is n vars, v0 to v(n-1).
+func manyVars(n int) map[string]string {
+	vars := make(map[string]string, n)
+	for i := range n {
+		vars[fmt.Sprintf("v%d", i)] = "x"
+	}
+	return vars
+}
+
+// TestRenderBoundedWork: every render stops at its bounds, whoever
+// renders (Validate, plan, the engine and the probes call Render): ranges
+// over ranges (three over 400 vars ran for a minute), formatting that
+// makes megabytes it never writes, comparisons of long strings in a
+// loop. Each stops with a *BoundError naming its bound, within a second;
+// what a description does write stays possible.
+func TestRenderBoundedWork(t *testing.T) {
+	long := strings.Repeat("x", 200_000)
+	var members []MemberRef
+	for i := range 20_000 {
+		members = append(members, MemberRef{Name: fmt.Sprintf("m-%d", i), Address: "10.0.0.1:80", Vars: map[string]string{"raft": "10.0.0.1:90"}})
+	}
+	for _, tc := range []struct {
+		name, tmpl string
+		vars       map[string]string
+		bound      string // "" when it renders
+	}{
+		{"three ranges over 400 vars", `{{range .Vars}}{{range $.Vars}}{{range $.Vars}}{{end}}{{end}}{{end}}`, manyVars(400), "500000 steps"},
+		{"a break does not make it cheap", `{{range .Vars}}{{range $.Vars}}{{range $.Vars}}{{break}}{{end}}{{end}}{{end}}`, manyVars(3000), "500000 steps"},
+		{"printf of a megabyte per var", `{{range .Vars}}{{$x := printf "%0999999d" 1}}{{end}}`, manyVars(3000), "4194304 bytes"},
+		{"printf's width from an argument", `{{printf "%*d" 900000000 1}}`, nil, "4194304 bytes"},
+		{"a format that names its argument again", `{{$f := printf "%s" "%[1]s"}}{{range .Vars}}{{$f = printf "%s%s" $f $f}}{{end}}{{printf $f "x"}}`, manyVars(40), "4194304 bytes"},
+		{"print doubling a string", `{{$s := "xx"}}{{range .Vars}}{{$s = print $s $s}}{{end}}`, manyVars(64), "4194304 bytes"},
+		{"html of a long var in a loop", `{{range .Vars}}{{$x := html $.Vars.long}}{{end}}`, func() map[string]string { v := manyVars(30); v["long"] = long; return v }(), "4194304 bytes"},
+		{"comparing long strings in a loop", `{{range .Vars}}{{range $.Vars}}{{range $.Vars}}{{if eq . $.Vars.long}}{{end}}{{end}}{{end}}{{end}}`, func() map[string]string { v := manyVars(30); v["long"] = long; return v }(), "500000 steps"},
+		{"a range over a number in a variable", `{{$n := 100000000000}}{{range $n}}{{end}}`, nil, "500000 steps"},
+		{"the members of 20,000 in a loop of vars", `{{range .Vars}}{{range $.Members}}{{end}}{{end}}`, manyVars(100), "500000 steps"},
+		{"writing is bounded too", `{{range .Members}}{{$.Vars.long}}{{end}}`, map[string]string{"long": long}, "1048576 bytes"},
+		{"the peers of 20,000 members", `{{range $i, $m := .Members}}{{if $i}},{{end}}{{$m.Name}}={{$m.Vars.raft}}={{$m.Address}}{{end}}`, nil, ""},
+		{"a printf per member", `{{range .Members}}{{printf "%s:%d," .Name 80}}{{end}}`, nil, ""},
+		{"equality per member", `{{range .Members}}{{if eq .Name $.Name}}me{{end}}{{end}}`, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := TemplateData{Name: "m-7", Vars: tc.vars, Members: members}
+			var out string
+			var err error
+			start := time.Now()
+			within(t, 10*time.Second, func() { out, err = Render(tc.tmpl, d) })
+			took := time.Since(start)
+			t.Logf("%v, %d bytes, %v", took, len(out), err)
+			var be *BoundError
+			switch {
+			case tc.bound == "" && err != nil:
+				t.Fatalf("Render: %v", err)
+			case tc.bound != "" && (!errors.As(err, &be) || !strings.Contains(err.Error(), tc.bound)):
+				t.Fatalf("Render = %d bytes, %v; want a *BoundError at %s", len(out), err, tc.bound)
+			case tc.bound != "" && took > raceSlowdown*time.Second:
+				t.Fatalf("refused in %v, want under 1s", took)
+			}
+		})
+	}
+}
+
+// TestValidateRefusesRunawayTemplatesFast: the issue's two templates,
+// in a description, are refused by Parse within a second, with the
+// field, the member and the bound.
+func TestValidateRefusesRunawayTemplatesFast(t *testing.T) {
+	yamlVars := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, ", v%d: x", i)
+		}
+		return "{raft: 127.0.0.1:9101" + b.String() + "}"
+	}
+	for _, tc := range []struct {
+		tmpl string
+		vars int
+		want string
+	}{
+		{`{{range .Vars}}{{range $.Vars}}{{range $.Vars}}{{end}}{{end}}{{end}}`, 400,
+			"t.yaml:13: components[0].run.args[1]: template stopped at the bound of 500000 steps of one render"},
+		{`{{range .Vars}}{{$x := printf "%0999999d" 1}}{{end}}`, 3000,
+			"t.yaml:13: components[0].run.args[1]: template printf would make more than the 4194304 bytes the functions of one render may make"},
+	} {
+		src := base
+		src = strings.Replace(src, "vars: {raft: 127.0.0.1:9101}", "vars: "+yamlVars(tc.vars), 1)
+		src = strings.Replace(src, `args: [kv, "--raft={{.Vars.raft}}"]`, "args: [kv, '"+tc.tmpl+"']", 1)
+		var got []string
+		start := time.Now()
+		within(t, 10*time.Second, func() { got = problems(t, src) })
+		took := time.Since(start)
+		t.Logf("%v: %s", took, strings.Join(got, "\n"))
+		if len(got) != 1 || !strings.HasPrefix(got[0], tc.want) || !strings.HasSuffix(got[0], "(for member kv-1)") {
+			t.Errorf("problems:\n%s\nwant one starting %q, for member kv-1", strings.Join(got, "\n"), tc.want)
+		}
+		if took > raceSlowdown*time.Second {
+			t.Errorf("refused in %v, want under 1s", took)
+		}
+	}
+}
+
+// TestRenderConcurrent: one template, metered, rendered by many
+// goroutines at once (probes do): each render has its own meter.
+func TestRenderConcurrent(t *testing.T) {
+	d := TemplateData{Name: "m", Vars: manyVars(50)}
+	const tmpl = `{{range $k, $v := .Vars}}{{printf "%s=%s;" $k $v}}{{end}}`
+	want, err := Render(tmpl, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			for range 200 {
+				if got, err := Render(tmpl, d); err != nil || got != want {
+					errs <- fmt.Errorf("Render = %.40q, %v", got, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }

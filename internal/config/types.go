@@ -15,7 +15,7 @@ import (
 type Cluster struct {
 	// Name names the cluster in messages, the dashboard and the metrics.
 	Name      string `yaml:"cluster"`
-	Substrate string `yaml:"substrate"` // process (default) | kubernetes | ssh
+	Substrate string `yaml:"substrate"` // process (default) | kubernetes (ssh is planned, not in this build)
 	// Hosts are the machines members run on, each with its agent (process
 	// substrate).
 	Hosts []Host `yaml:"hosts"`
@@ -61,7 +61,7 @@ type Host struct {
 	TokenFile string `yaml:"token_file"`
 	// Domain is the host's failure domain (a zone, a rack): its members
 	// are in it unless they name their own.
-	Domain string `yaml:"domain"`
+	Domain string `yaml:"domain" text:"name"`
 	// TLS says how ferry trusts the agent's certificate; ferry then
 	// speaks HTTPS to it. Required for an agent beyond loopback: its
 	// token, which runs programs on the host, must not travel in clear.
@@ -158,7 +158,7 @@ type Adopt struct {
 // does (passing: it holds the role).
 type Role struct {
 	// Name names the role in messages: leader, primary, active.
-	Name string `yaml:"name"`
+	Name string `yaml:"name" text:"name"`
 	// Check passes on a member that holds the role.
 	Check *Check `yaml:"check"`
 }
@@ -268,7 +268,7 @@ type Prometheus struct {
 // request that uses them waits until one exists), .Seq and .Client.
 type TrafficRequest struct {
 	// Name names the request in the report.
-	Name   string `yaml:"name"`
+	Name   string `yaml:"name" text:"name"`
 	Method string `yaml:"method"` // default GET, POST with a body
 	// Path is appended to a target, a template over the traffic data.
 	Path string `yaml:"path"`
@@ -345,7 +345,7 @@ type Member struct {
 	// Vars are the member's own values for templates ({{.Vars.peer}}).
 	Vars map[string]string `yaml:"vars"`
 	// Domain is the member's failure domain (default: its host's).
-	Domain string `yaml:"domain"`
+	Domain string `yaml:"domain" text:"name"`
 	// Adopt, if set, replaces its component's adopt for this member.
 	Adopt *Adopt `yaml:"adopt"`
 	pos   positions
@@ -385,7 +385,8 @@ type Run struct {
 // member, like run.args, rendered by Cluster.MemberFiles.
 type RunFile struct {
 	// Path is relative to the member's directory (agent
-	// DIR/members/NAME/), clean, without "..".
+	// DIR/members/NAME/), clean, without "..", each element at most 237
+	// bytes (a file name's 255, less the agent's temporary suffix).
 	Path string `yaml:"path"`
 	// Mode is written in octal, "0640" (default 0600); neither setuid,
 	// setgid, sticky nor world-writable.
@@ -570,8 +571,9 @@ type Artifact struct {
 	// Path is a binary on the agents' hosts (process substrate); relative
 	// to the description's directory.
 	Path string `yaml:"path"`
-	// Image is a container image (Kubernetes), pinned by SHA256 as its
-	// digest.
+	// Image is a container image (Kubernetes), written without a digest
+	// (no @sha256:…): ferry pins it to SHA256. An artifact has a path or
+	// an image, not both.
 	Image string `yaml:"image"`
 	// SHA256 is the artifact's checksum, 64 hex digits, checked before it
 	// is used.

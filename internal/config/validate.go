@@ -19,8 +19,10 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/tlspin"
 )
 
-// Substrates ferry knows.
-var substrates = []string{"process", "kubernetes", "ssh"}
+// substrates are those this build has drivers for (internal/cli
+// builds one for each); ssh is planned, and refused here rather than
+// when a plan is made.
+var substrates = []string{"process", "kubernetes"}
 
 // Failure policies.
 var onFailures = []string{"rollback", "pause"}
@@ -114,8 +116,11 @@ func (v *validator) cluster() {
 	case len(c.Name) > maxNameLen || !printable(c.Name):
 		v.add(c.pos.at("cluster"), "cluster", "%q is not a cluster name: at most %d characters, none of them control characters", truncate(c.Name, 40), maxNameLen)
 	}
-	if !contains(substrates, c.Substrate) {
-		v.add(c.pos.at("substrate"), "substrate", "unknown substrate %q; known: %s", c.Substrate, strings.Join(substrates, ", "))
+	switch {
+	case c.Substrate == "ssh":
+		v.add(c.pos.at("substrate"), "substrate", "ssh is not in this build yet; this build has: %s", strings.Join(substrates, ", "))
+	case !contains(substrates, c.Substrate):
+		v.add(c.pos.at("substrate"), "substrate", "unknown substrate %q; this build has: %s", c.Substrate, strings.Join(substrates, ", "))
 	}
 	v.hosts()
 	v.components()
@@ -589,7 +594,8 @@ func (v *validator) render(line int, path, s string, samples []TemplateData) []s
 		r, err := Render(s, d)
 		if err != nil {
 			reason := err.Error()
-			if d.Name != "" && len(samples) > 1 {
+			_, bound := errBound(err)
+			if d.Name != "" && (len(samples) > 1 || bound) {
 				reason += " (for member " + d.Name + ")"
 			}
 			v.add(line, path, "%s", reason)
@@ -907,6 +913,8 @@ func (v *validator) artifacts(r *Release, path string, at func(string) int) {
 		switch {
 		case a.Path == "" && a.Image == "":
 			v.add(at(rel), p, "needs a path (a binary) or an image")
+		case a.Path != "" && a.Image != "":
+			v.add(at(rel+".image"), p, "has both a path and an image: an artifact is one of them (a binary for the process substrate, an image for kubernetes), and its sha256 is that one's")
 		case a.Path == "" && (c.Substrate == "process" || c.Substrate == "ssh"):
 			v.add(at(rel), p+".path", "must be set: the %s substrate runs binaries", c.Substrate)
 		case a.Image == "" && c.Substrate == "kubernetes":
@@ -917,6 +925,13 @@ func (v *validator) artifacts(r *Release, path string, at func(string) int) {
 			v.add(at(rel+".sha256"), p+".sha256", "must be set: the artifact's SHA-256, 64 hex digits, checked before it is used")
 		case !sha256RE.MatchString(a.SHA256):
 			v.add(at(rel+".sha256"), p+".sha256", "must be 64 hex digits (a SHA-256), not %d characters %q", len(a.SHA256), truncate(a.SHA256, 70))
+		}
+		if name, digest, pinned := strings.Cut(a.Image, "@"); pinned {
+			// ferry pins the image to sha256 itself (name@sha256:…): a
+			// digest written here too is either the same, said twice, or
+			// another, and the pull would fail at run time.
+			v.add(at(rel+".image"), p+".image", "%q is pinned by digest already (%s): write the image without it (%s) and its digest in sha256, which ferry pins it to",
+				truncate(a.Image, 100), truncate(digest, 80), truncate(name, 80))
 		}
 	}
 	var missing []string
@@ -1019,6 +1034,8 @@ func (v *validator) traffic() {
 		p, err := url.Parse(u)
 		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			v.add(at(index("targets", i)), index("traffic.targets", i), "%q is not an http(s) URL", truncate(u, 70))
+		} else if err := checkURLPort(truncate(u, 70), p); err != nil {
+			v.add(at(index("targets", i)), index("traffic.targets", i), "%v", err)
 		}
 	}
 	if len(t.Targets) > 0 && len(t.Requests) == 0 {
@@ -1067,6 +1084,8 @@ func (v *validator) traffic() {
 	if pr := t.Prometheus; pr != nil {
 		if p, err := url.Parse(pr.URL); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			v.add(at("prometheus.url"), "traffic.prometheus.url", "%q is not an http(s) URL", truncate(pr.URL, 70))
+		} else if err := checkURLPort(truncate(pr.URL, 70), p); err != nil {
+			v.add(at("prometheus.url"), "traffic.prometheus.url", "%v", err)
 		}
 		if strings.TrimSpace(pr.Latency) == "" && strings.TrimSpace(pr.Errors) == "" {
 			v.add(at("prometheus"), "traffic.prometheus", "needs a latency query, an errors query, or both")
@@ -1117,6 +1136,17 @@ func checkURL(s string) error {
 	}
 	if u.Host == "" {
 		return fmt.Errorf("%q has no host", s)
+	}
+	return checkURLPort(s, u)
+}
+
+// checkURLPort refuses a URL whose port is not from 1 to 65535 (Go's
+// URL parser takes any digits; the dial fails only at run time).
+func checkURLPort(s string, u *url.URL) error {
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q: the port must be a number from 1 to 65535, not %s", s, truncate(p, 20))
+		}
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ func TestValidateRules(t *testing.T) {
 		{"cluster name missing", []edit{{"cluster: t\n", "substrate: process\n"}},
 			[]string{"t.yaml:1: cluster: must be set: the name of the cluster"}},
 		{"substrate", []edit{{"cluster: t\n", "cluster: t\nsubstrate: vm\n"}},
-			[]string{"t.yaml:2: substrate: unknown substrate \"vm\"; known: process, kubernetes, ssh"}},
+			[]string{"t.yaml:2: substrate: unknown substrate \"vm\"; this build has: process, kubernetes"}},
 		// hosts
 		{"host name empty", []edit{{hostLine, hostLine + "  - {agent: 127.0.0.1:7102}\n"}},
 			[]string{"t.yaml:4: hosts[1].name: must be set"}},
@@ -120,7 +120,7 @@ func TestValidateRules(t *testing.T) {
 		// calls
 		{"call with nothing", []edit{{`cluster: {tcp: "{{.Any}}"}`, `cluster: {interval: 1s}`}},
 			[]string{"t.yaml:16: components[0].health.cluster: needs one of http, tcp or exec"}},
-		{"call with two", []edit{{`cluster: {tcp: "{{.Any}}"}`, `cluster: {tcp: "{{.Any}}", exec: [true]}`}},
+		{"call with two", []edit{{`cluster: {tcp: "{{.Any}}"}`, `cluster: {tcp: "{{.Any}}", exec: ["true"]}`}},
 			[]string{"t.yaml:16: components[0].health.cluster: has both tcp and exec: a call is exactly one of http, tcp or exec"}},
 		{"exec empty", []edit{{`{exec: [step-down, "{{.Name}}"]}`, `{exec: []}`}},
 			[]string{"t.yaml:18: components[0].hooks.pre_stop[0].exec: must not be empty: the program, then its arguments"}},

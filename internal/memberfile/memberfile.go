@@ -32,6 +32,10 @@ const (
 	MaxBytes = 1 << 20
 	// MaxPathLen bounds a path.
 	MaxPathLen = 4096
+	// MaxElemLen bounds each element of a path: a file system's 255
+	// bytes (NAME_MAX), less the 18 the agent adds to a file's name for
+	// the temporary file it writes first (".NAME.<12 hex>.tmp").
+	MaxElemLen = 255 - 18
 	// DefaultMode is the mode of a file that gives none: files often
 	// hold secrets.
 	DefaultMode fs.FileMode = 0o600
@@ -49,6 +53,8 @@ func CheckPath(p string) error {
 		return fmt.Errorf("path longer than %d bytes", MaxPathLen)
 	case strings.IndexByte(p, 0) >= 0:
 		return fmt.Errorf("path %q has a NUL byte", trunc(p))
+	case longElem(p) != "":
+		return fmt.Errorf("path %q has an element of %d bytes, more than %d (a file name is at most 255 bytes, and the agent writes each file first under its name and 18 more)", trunc(p), len(longElem(p)), MaxElemLen)
 	case filepath.IsAbs(p) || strings.HasPrefix(p, "/"):
 		return fmt.Errorf("path %q is absolute; want a path relative to the member's directory", trunc(p))
 	case slices.Contains(strings.Split(p, "/"), ".."):
@@ -114,4 +120,14 @@ func trunc(s string) string {
 		return s
 	}
 	return s[:80] + "..."
+}
+
+// longElem returns the first element of p longer than MaxElemLen, or "".
+func longElem(p string) string {
+	for _, e := range strings.Split(p, "/") {
+		if len(e) > MaxElemLen {
+			return e
+		}
+	}
+	return ""
 }

@@ -68,6 +68,11 @@ func TestCheckPath(t *testing.T) {
 		{"a/./b", "not clean"},
 		{"a\x00b", "NUL"},
 		{strings.Repeat("a", 4097), "longer"},
+		// A name the agent cannot write (255 bytes, less its temporary
+		// suffix), in the file's name or a directory's.
+		{"conf/" + strings.Repeat("n", MaxElemLen), ""},
+		{"conf/" + strings.Repeat("n", MaxElemLen+1), "element of 238 bytes"},
+		{strings.Repeat("d", 300) + "/app.conf", "element of 300 bytes"},
 	} {
 		err := CheckPath(c.path)
 		switch {
