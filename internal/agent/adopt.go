@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/safefile"
 )
 
 // Adoption: a member already running when ferry did not start it (by
@@ -52,18 +54,15 @@ func (s *Server) handleAdopt(w http.ResponseWriter, r *http.Request) {
 // over. A member whose process runs already (adopted or started by the
 // agent) is left as it is: adopting is idempotent, and it never
 // replaces a process the agent knows. Nothing found is 404.
+//
+// The process is looked for before the member's operation lock is
+// taken: a pid file on a hung filesystem or a slow name lookup holds
+// no lock that another request, for this member or another, waits on.
 func (s *Server) adoptRunning(ctx context.Context, name string, req AdoptRequest) (Status, error) {
 	m := s.getMember(name, true)
-	m.op.Lock()
-	defer m.op.Unlock()
-	m.mu.Lock()
-	if m.known && m.proc != nil {
-		st := m.statusLocked()
-		m.mu.Unlock()
+	if st, ok := m.runningStatus(); ok {
 		return st, nil
 	}
-	m.mu.Unlock()
-
 	var pid int
 	var how string
 	var err error
@@ -75,7 +74,17 @@ func (s *Server) adoptRunning(ctx context.Context, name string, req AdoptRequest
 		how = "listening on " + req.Listen
 	}
 	if err != nil {
+		var sfe *safefile.Error
+		if errors.As(err, &sfe) && !errors.Is(err, safefile.ErrTimeout) {
+			return Status{}, badRequest("member %s: cannot adopt: %v", name, err)
+		}
 		return Status{}, &apiError{http.StatusNotFound, CodeNotFound, fmt.Sprintf("member %s: no process to adopt: %v", name, err)}
+	}
+
+	m.op.Lock()
+	defer m.op.Unlock()
+	if st, ok := m.runningStatus(); ok {
+		return st, nil // adopted or started while the process was looked for
 	}
 	if pid <= 1 || pid == os.Getpid() {
 		return Status{}, badRequest("member %s: %s names process %d, which cannot be a member", name, how, pid)
@@ -136,20 +145,26 @@ func (s *Server) memberOfPID(pid int, self *member) string {
 	return ""
 }
 
-// maxPIDFile bounds what is read of a pid file.
-const maxPIDFile = 64
+// maxPIDFile bounds a pid file, and pidFileTimeout its read: a pid
+// file is a user's file like any other (a FIFO, a device or a hung
+// filesystem must not hold a request).
+const (
+	maxPIDFile     = 4096
+	pidFileTimeout = 2 * time.Second
+)
 
 // pidFromFile reads a pid file: a decimal process id, alone on its
-// first line.
+// first line. A file that is not regular, too large or not read within
+// pidFileTimeout is refused at once (*safefile.Error).
 func pidFromFile(path string) (int, error) {
-	f, err := os.Open(path)
+	b, err := safefile.Read(path, maxPIDFile, pidFileTimeout)
 	if err != nil {
+		if errors.As(err, new(*safefile.Error)) {
+			return 0, fmt.Errorf("pid file %w", err)
+		}
 		return 0, fmt.Errorf("pid file: %w", err)
 	}
-	defer f.Close()
-	b := make([]byte, maxPIDFile)
-	n, _ := f.Read(b)
-	line, _, _ := bytes.Cut(b[:n], []byte("\n"))
+	line, _, _ := bytes.Cut(b, []byte("\n"))
 	pid, err := strconv.Atoi(string(bytes.TrimSpace(line)))
 	if err != nil || pid <= 0 {
 		return 0, fmt.Errorf("pid file %s does not hold a process id", path)

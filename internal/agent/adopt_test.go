@@ -219,6 +219,8 @@ func TestAdoptRefusals(t *testing.T) {
 	}
 	garbage := filepath.Join(dir, "garbage.pid")
 	os.WriteFile(garbage, []byte("not a pid\n"), 0o644)
+	huge := filepath.Join(dir, "huge.pid")
+	os.WriteFile(huge, []byte("1"+strings.Repeat(" ", maxPIDFile)), 0o644)
 	for _, tc := range []struct {
 		name string
 		body any
@@ -227,6 +229,8 @@ func TestAdoptRefusals(t *testing.T) {
 	}{
 		{"no pid file", AdoptRequest{PIDFile: filepath.Join(dir, "none.pid")}, 404, "no process to adopt: pid file: open"},
 		{"not a pid", AdoptRequest{PIDFile: garbage}, 404, "does not hold a process id"},
+		{"a directory as pid file", AdoptRequest{PIDFile: dir}, 400, dir + ": a directory, not a regular file"},
+		{"a pid file too large", AdoptRequest{PIDFile: huge}, 400, "more than the 4 KiB allowed"},
 		{"nothing listens", AdoptRequest{Listen: closedAddr(t)}, 404, "nothing listens on"},
 		{"another member's process", AdoptRequest{PIDFile: pidFile}, 400, "which is member m1"},
 		{"neither", AdoptRequest{}, 400, "one of pid_file and listen is required"},
@@ -258,4 +262,73 @@ func closedAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// TestAdoptFIFOPIDFile: a FIFO named as pid file is refused at once
+// with what it is (it used to block the adoption forever, and with it
+// every later PUT of that member), while another member's slow stop
+// is under way: neither member's requests wait on the other's.
+func TestAdoptFIFOPIDFile(t *testing.T) {
+	tag := testTag(t)
+	a := startAgent(t, t.TempDir())
+	fifo := filepath.Join(t.TempDir(), "m.pid")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Runs before the agent closes: a reader left blocked on the FIFO
+	// (the bug) is released, so that the test fails instead of hanging.
+	t.Cleanup(func() {
+		if fd, err := syscall.Open(fifo, syscall.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			syscall.Close(fd)
+		}
+	})
+
+	// Member slow: ignores SIGTERM, so its stop takes its whole 4 s.
+	sp := spec(progs(t).V1, tag, "-ignore-term")
+	st := a.put("slow", sp)
+	waitReady(t, filepath.Join(a.dir, "members", "slow"), st.PID)
+	stopped := make(chan error, 1)
+	go func() {
+		code, body, err := a.try("POST", "/v1/members/slow/stop", StopRequest{TimeoutMS: 4000}, time.Minute)
+		if err == nil && code != 200 {
+			err = fmt.Errorf("stop: %d %s", code, body)
+		}
+		stopped <- err
+	}()
+	// The stop has begun once the agent has signalled the member.
+	if msg := agenttest.WaitFor(10*time.Second, func() (bool, string) {
+		return strings.Contains(a.log.String(), `msg="stopping member" member=slow`), "no stop logged"
+	}); msg != "" {
+		t.Fatal(msg)
+	}
+
+	t0 := time.Now()
+	code, body, err := a.try("POST", "/v1/members/m1/adopt", AdoptRequest{PIDFile: fifo}, 2*time.Second)
+	if err != nil {
+		t.Fatalf("adopt with a FIFO as pid file: no answer within 2 s: %v", err)
+	}
+	if e := decodeError(t, body); code != 400 || !strings.Contains(e.Message, fifo+": a named pipe (FIFO), not a regular file") {
+		t.Errorf("adopt with a FIFO: %d %s, want 400 naming the file and what it is", code, body)
+	}
+	t.Logf("a FIFO as pid file answered in %v", time.Since(t0))
+
+	// Member m1 is free: a PUT starts it, within a bound.
+	code, body, err = a.try("PUT", "/v1/members/m1", spec(progs(t).V1, tag), 10*time.Second)
+	if err != nil || code != 200 {
+		t.Fatalf("PUT m1 after the refused adoption: %d %s %v", code, body, err)
+	}
+	// The list and member slow's own status answer during its stop.
+	for _, path := range []string{"/v1/members", "/v1/members/slow", "/v1/members/m1"} {
+		if code, body, err := a.try("GET", path, nil, 2*time.Second); err != nil || code != 200 {
+			t.Errorf("GET %s during another member's stop: %d %s %v", path, code, body, err)
+		}
+	}
+	select {
+	case err := <-stopped:
+		t.Errorf("member slow's stop ended (%v) before the other requests were made: the test proves nothing; rerun", err)
+	default:
+	}
+	if err := <-stopped; err != nil {
+		t.Error(err)
+	}
 }

@@ -141,7 +141,9 @@
 //
 // POST .../adopt {pid_file | listen, stop_timeout_ms, stop_signal}
 // takes over a member's process that no agent started (systemd, a
-// script): found by its pid file (an absolute path) or by the address
+// script): found by its pid file (an absolute path to a regular file
+// of at most 4 KiB, read within 2s: a FIFO, a device or a directory is
+// refused at once, 400, naming it) or by the address
 // it listens on (its LISTEN socket in /proc/net/tcp or tcp6, then the
 // process holding that socket in /proc/PID/fd; among workers sharing
 // it, the one whose parent does not). pid 1, the agent and another
@@ -156,7 +158,9 @@
 // driver asks only for members its agent does not know.
 //
 // Operations on one member are serialized; operations on different
-// members run concurrently.
+// members run concurrently. An adoption looks for its process before it
+// takes the member's lock, so that a slow pid file or name lookup holds
+// up no other request.
 //
 // Status.pid is the process while the member runs and 0 when it does
 // not (ferry's templates may use it as .PID); exit_code is set only after a normal exit of a child of this

@@ -374,3 +374,33 @@ func waitGone(t *testing.T, pid int) {
 func processAlive(pid int) bool {
 	return syscall.Kill(pid, 0) == nil && agenttest.Alive(pid)
 }
+
+// try is call for any goroutine, within timeout: no answer in time is
+// an error, not a failed test.
+func (a *testAgent) try(method, path string, body any, timeout time.Duration) (int, []byte, error) {
+	var r io.Reader
+	if body != nil {
+		if sp, ok := body.(MemberSpec); ok && method == "PUT" {
+			a.uploadFor(sp.SHA256)
+		}
+		j, err := json.Marshal(body)
+		if err != nil {
+			return 0, nil, err
+		}
+		r = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, a.hs.URL+path, r)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	c := *a.hs.Client()
+	c.Timeout = timeout
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, err
+}

@@ -72,6 +72,17 @@ func (m *member) status() (Status, bool) {
 	return m.statusLocked(), true
 }
 
+// runningStatus is the member's status if a process of it runs (its
+// own or adopted).
+func (m *member) runningStatus() (Status, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.known || m.proc == nil {
+		return Status{}, false
+	}
+	return m.statusLocked(), true
+}
+
 func (m *member) statusLocked() Status {
 	st := m.rec.status()
 	if m.rec.RestartPending && !m.nextRestart.IsZero() {

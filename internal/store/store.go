@@ -100,23 +100,90 @@ func OpenReadOnly(dir string) (*Store, error) {
 	if _, err := os.Stat(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, s.readError(err)
 	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
 // Path is the store's file.
 func (s *Store) Path() string { return s.path }
 
+// open opens the store's file for one operation, after check: a
+// damaged file is refused before bbolt sees it. A missing file is
+// created whole (create) when opened for writing.
 func (s *Store) open(readOnly bool) (*bolt.DB, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if !readOnly {
+		if err := s.create(); err != nil {
+			return nil, err
+		}
+	}
 	db, err := bolt.Open(s.path, 0o600, &bolt.Options{Timeout: s.timeout, ReadOnly: readOnly})
 	switch {
 	case err == nil:
 		return db, nil
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, s.lockedError()
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrChecksum):
+		return nil, s.damaged("bbolt: " + err.Error())
 	case readOnly:
 		return nil, s.readError(err)
 	}
 	return nil, s.writeError(err)
+}
+
+// create makes the store's file, with its buckets, if it does not
+// exist: built beside it and linked into place whole, so that no crash
+// ever leaves an empty or partial file there (an empty store file is
+// always damage, never a store being created).
+func (s *Store) create() error {
+	if _, err := os.Lstat(s.path); !errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	tmp, err := os.CreateTemp(s.dir, ".ferry.db.new-*")
+	if err != nil {
+		return s.writeError(err)
+	}
+	tmp.Close()
+	defer os.Remove(tmp.Name())
+	os.Remove(tmp.Name()) // bbolt initializes a file it creates
+	db, err := bolt.Open(tmp.Name(), 0o600, &bolt.Options{Timeout: s.timeout})
+	if err != nil {
+		return s.writeError(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketUpgrades, bucketEvents, bucketMeta} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		// Link, not rename: a store another process created meanwhile
+		// is kept (EEXIST).
+		if err = os.Link(tmp.Name(), s.path); errors.Is(err, fs.ErrExist) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return s.writeError(err)
+	}
+	syncDir(s.dir)
+	return nil
+}
+
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
 }
 
 // writeError explains a failure to write the data directory: which
@@ -156,7 +223,13 @@ func (s *Store) readError(err error) error {
 		"(run as the user that runs the upgrade, or give this one read access)", s.dir, os.Getuid(), err, filepath.Base(s.path))
 }
 
-func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+func (s *Store) update(fn func(tx *bolt.Tx) error) error { return s.write(fn, false) }
+
+// updateRecord is update for a transaction that writes an upgrade's
+// record: the backup is written from it once it is committed (backup).
+func (s *Store) updateRecord(fn func(tx *bolt.Tx) error) error { return s.write(fn, true) }
+
+func (s *Store) write(fn func(tx *bolt.Tx) error, backUp bool) (err error) {
 	if s.readOnly {
 		return ErrReadOnly
 	}
@@ -164,7 +237,16 @@ func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			db.Close()
+			err = s.panicked(v)
+		}
+	}()
 	err = db.Update(fn)
+	if err == nil && backUp {
+		s.backup(db)
+	}
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}
@@ -174,11 +256,20 @@ func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 	return err
 }
 
+// panicked turns a panic of bbolt on pages it cannot make sense of (a
+// file damaged inside, its meta pages intact) into a damage error.
+func (s *Store) panicked(v any) error {
+	return s.damaged(fmt.Sprintf("bbolt could not read it: %v", v))
+}
+
 // view runs fn in a read transaction. A read-only store whose file
 // does not exist (nothing was ever written) runs fn with a nil
 // transaction, which the readers take for an empty store.
-func (s *Store) view(fn func(tx *bolt.Tx) error) error {
+func (s *Store) view(fn func(tx *bolt.Tx) error) (err error) {
 	if s.readOnly {
+		if err := s.check(); err != nil {
+			return err
+		}
 		if _, err := os.Stat(s.path); errors.Is(err, fs.ErrNotExist) {
 			return fn(nil)
 		}
@@ -187,9 +278,13 @@ func (s *Store) view(fn func(tx *bolt.Tx) error) error {
 	if err != nil {
 		return err
 	}
-	err = db.View(fn)
-	db.Close()
-	return err
+	defer db.Close()
+	defer func() {
+		if v := recover(); v != nil {
+			err = s.panicked(v)
+		}
+	}()
+	return db.View(fn)
 }
 
 // bucket is tx's bucket name, nil when tx is nil (an empty read-only
@@ -204,7 +299,7 @@ func bucket(tx *bolt.Tx, name []byte) *bolt.Bucket {
 // Create saves a new upgrade and makes it the current one; it refuses
 // with ErrActive while the current upgrade has not ended.
 func (s *Store) Create(u upgrade.Upgrade) error {
-	return s.update(func(tx *bolt.Tx) error {
+	return s.updateRecord(func(tx *bolt.Tx) error {
 		if cur, ok, err := current(tx); err != nil {
 			return err
 		} else if ok && !cur.State.Terminal() {
@@ -219,7 +314,7 @@ func (s *Store) Create(u upgrade.Upgrade) error {
 
 // Save writes the upgrade record (which must exist).
 func (s *Store) Save(u upgrade.Upgrade) error {
-	return s.update(func(tx *bolt.Tx) error {
+	return s.updateRecord(func(tx *bolt.Tx) error {
 		if tx.Bucket(bucketUpgrades).Get([]byte(u.ID)) == nil {
 			return fmt.Errorf("%w: upgrade %s", ErrNotFound, u.ID)
 		}
@@ -230,7 +325,7 @@ func (s *Store) Save(u upgrade.Upgrade) error {
 // SaveWithEvents writes the record and appends events in one
 // transaction: the record and what it says happened never disagree.
 func (s *Store) SaveWithEvents(u upgrade.Upgrade, evs []Event) ([]Event, error) {
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.updateRecord(func(tx *bolt.Tx) error {
 		if err := put(tx, u); err != nil {
 			return err
 		}
@@ -273,7 +368,7 @@ func (s *Store) Override(id string, o upgrade.Override, check func(u upgrade.Upg
 // the record as stored.
 func (s *Store) operate(id string, check func(u upgrade.Upgrade) error, change func(u *upgrade.Upgrade) Event) (upgrade.Upgrade, error) {
 	var u upgrade.Upgrade
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.updateRecord(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketUpgrades).Get([]byte(id))
 		if b == nil {
 			return fmt.Errorf("%w: upgrade %s", ErrNotFound, id)
@@ -451,7 +546,7 @@ func seqKey(n uint64) []byte {
 // there is none, ErrActive while it has not ended.
 func (s *Store) ClearCurrent() (upgrade.Upgrade, error) {
 	var u upgrade.Upgrade
-	err := s.update(func(tx *bolt.Tx) error {
+	err := s.updateRecord(func(tx *bolt.Tx) error {
 		cur, ok, err := current(tx)
 		if err != nil {
 			return err
