@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,4 +230,48 @@ func TestRestartedMemberKeepsItsData(t *testing.T) {
 	for i := range total {
 		c.Get(key(i), val(i))
 	}
+}
+
+// TestOldReleaseAfterFinalizeIsNotReady: once the cluster is pinned to
+// format 2 (ferry's finalize), a member restarted as a 1.x build answers
+// every read 503, so its /ready must say it cannot serve, and why: a
+// health check that takes it for healthy sends clients to it (issue 22,
+// defect 1). Restarted as a build that knows format 2, it is ready again.
+func TestOldReleaseAfterFinalizeIsNotReady(t *testing.T) {
+	c := sampletest.StartKV(t, 3)
+	f := follower(c, c.WaitLeader())
+	c.Put("a", "1")
+	sampletest.WaitFor(t, 10*time.Second, "compat level 2", func() bool {
+		code, _ := sampletest.Do(http.MethodPost, c.URL(f)+"/admin/compat?level=2", nil)
+		return code == http.StatusOK
+	})
+	sampletest.WaitFor(t, 5*time.Second, "the follower at compat 2", func() bool {
+		_, body := sampletest.Do(http.MethodGet, c.URL(f)+"/admin/format", nil)
+		return decode[struct{ Compat int }](t, body).Compat == 2
+	})
+
+	c.Stop(f)
+	c.RestartAt(f, "1.0.0")
+	var code int
+	var body string
+	sampletest.WaitFor(t, 10*time.Second, "the 1.0.0 member saying why it is not ready", func() bool {
+		code, body = sampletest.Do(http.MethodGet, c.URL(f)+"/ready", nil)
+		if code == http.StatusOK {
+			t.Fatalf("1.0.0 member after finalize: /ready %d %s", code, body)
+		}
+		return strings.Contains(body, "cluster format 2 is newer than this release (1.0.0) understands")
+	})
+	if st := decode[kv.ReadyStatus](t, body); code != http.StatusServiceUnavailable || st.Ready {
+		t.Errorf("1.0.0 member after finalize: /ready %d %+v", code, st)
+	}
+	if code, body := sampletest.Do(http.MethodGet, c.URL(f)+"/kv/a?stale=1", nil); code != http.StatusServiceUnavailable {
+		t.Errorf("1.0.0 member after finalize reads a: %d %s", code, body)
+	}
+
+	c.Stop(f)
+	c.Restart(f)
+	sampletest.WaitFor(t, 10*time.Second, "the member ready again on a release that knows format 2", func() bool {
+		code, _ := sampletest.Do(http.MethodGet, c.URL(f)+"/ready", nil)
+		return code == http.StatusOK
+	})
 }

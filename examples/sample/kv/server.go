@@ -428,9 +428,11 @@ type ReadyStatus struct {
 }
 
 // Ready reports whether this member can serve: it knows a leader, a
-// follower has heard from it recently, and the member has applied the
-// log up to the commit index it knows (for a follower, the leader's
-// commit index as last sent, see transport). That last condition is
+// follower has heard from it recently, the member has applied the log
+// up to the commit index it knows (for a follower, the leader's commit
+// index as last sent, see transport), and its release reads the format
+// the cluster is pinned to (a 1.x member after finalize answers every
+// read and write 503, so it is not ready). Having applied the log is
 // what tells an upgrade that a restarted member has caught up, so that
 // restarting the next one cannot leave the leader without a majority
 // of up-to-date followers. Applying lags committing by a moment under
@@ -488,6 +490,12 @@ func (s *Server) Ready(ctx context.Context) ReadyStatus {
 			return notReady(reason)
 		case <-time.After(5 * time.Millisecond):
 		}
+	}
+	// Checked once caught up: the compat level is in the log it applies.
+	if s.fsm.status(s.cfg.Version).Compat >= 2 && !s.fsm.v2 {
+		// Every read and write would answer 503: a member that cannot
+		// serve its cluster's format must not be taken for healthy.
+		return notReady(fmt.Sprintf("cluster format 2 is newer than this release (%s) understands", s.cfg.Version))
 	}
 	st.Ready = true
 	return st

@@ -148,17 +148,17 @@ func StartKV(t testing.TB, n int) *KVCluster {
 		}
 	})
 	for i := range n {
-		c.start(i, raftLns[i], httpLns[i])
+		c.start(i, raftLns[i], httpLns[i], "test")
 	}
 	c.WaitLeader()
 	c.WaitReady()
 	return c
 }
 
-func (c *KVCluster) start(i int, raftLn, httpLn net.Listener) {
+func (c *KVCluster) start(i int, raftLn, httpLn net.Listener, version string) {
 	c.t.Helper()
 	srv, err := kv.New(kv.Config{
-		ID: c.Peers[i].ID, Peers: c.Peers, DataDir: c.dirs[i], Version: "test", Logger: c.log,
+		ID: c.Peers[i].ID, Peers: c.Peers, DataDir: c.dirs[i], Version: version, Logger: c.log,
 		RaftListener: raftLn, HTTPListener: httpLn, SnapshotThreshold: c.SnapshotThreshold,
 	})
 	if err != nil {
@@ -188,6 +188,13 @@ func (c *KVCluster) Stop(i int) {
 // directory.
 func (c *KVCluster) Restart(i int) {
 	c.t.Helper()
+	c.RestartAt(i, "test")
+}
+
+// RestartAt is Restart as a build of release version (1.x knows format
+// 1 only; "test" is the newest code).
+func (c *KVCluster) RestartAt(i int, version string) {
+	c.t.Helper()
 	if c.servers[i] != nil {
 		c.t.Fatalf("%s is running", c.Peers[i].ID)
 	}
@@ -200,7 +207,7 @@ func (c *KVCluster) Restart(i int) {
 		_ = rl.Close()
 		c.t.Fatalf("relisten http %s: %v", c.Peers[i].ID, err)
 	}
-	c.start(i, rl, hl)
+	c.start(i, rl, hl, version)
 }
 
 // Server returns member i, nil while it is stopped.
