@@ -75,7 +75,7 @@ func (s *Server) postRelease(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req ImportRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := decode(r, &req); err != nil {
 		return err
 	}
 	switch {
@@ -141,7 +141,11 @@ func (s *Server) postRelease(w http.ResponseWriter, r *http.Request) error {
 	if err := s.saveImported(rel); err != nil {
 		return err
 	}
-	s.catalogMu.Lock()
+	// The swap waits for the requests in flight only (each bounded);
+	// none that comes after waits on it.
+	if err := s.catalogMu.Lock(s.ctx); err != nil {
+		return errf(http.StatusServiceUnavailable, CodeImportAbandoned, "the server stops: release %s is kept in %s and joins the catalog at the next start", rel.Version, ImportedFile)
+	}
 	s.cfg.Cluster.Releases = next.Releases
 	s.catalogMu.Unlock()
 	s.log.Info("server: release imported", "version", rel.Version)
