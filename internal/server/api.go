@@ -23,6 +23,9 @@ type route struct {
 	// own: the handler takes the catalog lock itself (the import), or
 	// needs none and may run long (the event stream, an upload).
 	own bool
+	// body: what the route does with a request body (bodyNone,
+	// bodyJSON: received by wrap, bounded; bodyStream: the handler's).
+	body bodyKind
 }
 
 // Routes lists the API's endpoints as "METHOD /path" (path templates
@@ -42,18 +45,18 @@ func (s *Server) buildRoutes() http.Handler {
 		{Method: "GET", Pattern: "/v1/health", handle: s.getHealth},
 		{Method: "GET", Pattern: "/v1/releases", handle: s.getReleases},
 		{Method: "GET", Pattern: "/v1/releases/{version}", handle: s.getRelease},
-		{Method: "POST", Pattern: "/v1/releases", handle: s.postRelease, own: true},
-		{Method: "PUT", Pattern: "/v1/artifacts/{sha256}", handle: s.putArtifact, own: true},
+		{Method: "POST", Pattern: "/v1/releases", handle: s.postRelease, own: true, body: bodyJSON},
+		{Method: "PUT", Pattern: "/v1/artifacts/{sha256}", handle: s.putArtifact, own: true, body: bodyStream},
 		{Method: "GET", Pattern: "/v1/upgrade", handle: s.getUpgrade},
-		{Method: "POST", Pattern: "/v1/upgrade", handle: s.postUpgrade},
-		{Method: "PATCH", Pattern: "/v1/upgrade", handle: s.patchUpgrade},
+		{Method: "POST", Pattern: "/v1/upgrade", handle: s.postUpgrade, body: bodyJSON},
+		{Method: "PATCH", Pattern: "/v1/upgrade", handle: s.patchUpgrade, body: bodyJSON},
 		{Method: "DELETE", Pattern: "/v1/upgrade", handle: s.deleteUpgrade},
-		{Method: "POST", Pattern: "/v1/upgrade/overrides", handle: s.postOverride},
+		{Method: "POST", Pattern: "/v1/upgrade/overrides", handle: s.postOverride, body: bodyJSON},
 		{Method: "GET", Pattern: "/v1/upgrade/report", handle: s.getReport},
 		{Method: "GET", Pattern: "/v1/upgrades/{id}/bundle", handle: s.getBundle, own: true},
 		{Method: "GET", Pattern: "/v1/traffic", handle: s.getTraffic},
-		{Method: "POST", Pattern: "/v1/cluster/up", handle: s.postClusterUp},
-		{Method: "POST", Pattern: "/v1/cluster/down", handle: s.postClusterDown},
+		{Method: "POST", Pattern: "/v1/cluster/up", handle: s.postClusterUp, body: bodyJSON},
+		{Method: "POST", Pattern: "/v1/cluster/down", handle: s.postClusterDown, body: bodyJSON},
 		{Method: "GET", Pattern: "/v1/members", handle: s.getMembers},
 		{Method: "GET", Pattern: "/v1/versions", handle: s.getVersions},
 		{Method: "GET", Pattern: "/v1/events", handle: s.getEvents},
@@ -85,16 +88,24 @@ func (s *Server) buildRoutes() http.Handler {
 		writeError(w, errf(http.StatusNotFound, CodeNotFound, "no such endpoint: %s %s (the API is described in api/openapi.yaml)", r.Method, r.URL.Path))
 	}))
 	s.dashboardRoutes(mux)
-	return mux
+	return closeUnread(mux)
 }
 
-// wrap adds authentication, the error body and the request metrics.
+// wrap adds authentication (before any byte of a body is read), the
+// reception of a JSON body (before any lock is taken), the error body
+// and the request metrics.
 func (s *Server) wrap(rt route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() { s.metrics.request(rt.Method+" "+rt.Pattern, rec.status) }()
 		if !rt.Public {
 			if err := s.authorized(r); err != nil {
+				writeError(rec, err)
+				return
+			}
+		}
+		if rt.body == bodyJSON {
+			if err := readBody(rec, r, s.cfg.BodyTimeout); err != nil {
 				writeError(rec, err)
 				return
 			}
@@ -269,7 +280,7 @@ func (s *Server) postUpgrade(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req StartRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := decode(r, &req); err != nil {
 		return err
 	}
 	switch {
@@ -375,7 +386,7 @@ func (s *Server) patchUpgrade(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req ActionRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := decode(r, &req); err != nil {
 		return err
 	}
 	kind := upgrade.IntentKind(req.Action)
@@ -446,7 +457,7 @@ func (s *Server) postOverride(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req OverrideRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := decode(r, &req); err != nil {
 		return err
 	}
 	by := req.By

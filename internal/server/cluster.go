@@ -28,7 +28,7 @@ func (s *Server) postClusterUp(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req ClusterUpRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := decode(r, &req); err != nil {
 		return err
 	}
 	switch {
@@ -51,7 +51,7 @@ func (s *Server) postClusterDown(w http.ResponseWriter, r *http.Request) error {
 	if r.ContentLength != 0 {
 		// An empty object, or no body at all.
 		var req struct{}
-		if err := decode(w, r, &req); err != nil {
+		if err := decode(r, &req); err != nil {
 			return err
 		}
 	}

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -30,6 +28,7 @@ const (
 	CodeAbortRefused      = "abort_refused"       // 409: rolling back already, or finalized
 	CodeFinalizeRefused   = "finalize_refused"    // 409
 	CodeBodyTooLarge      = "body_too_large"      // 413
+	CodeBodyTimeout       = "body_timeout"        // 408: a body not received within its endpoint's time bound
 	CodeUnsupportedMedia  = "unsupported_media_type"
 	CodePreflightFailed   = "preflight_failed"  // 422: the cluster is not fit, nothing changed
 	CodeObserveFailed     = "observe_failed"    // 503: the cluster could not be observed
@@ -63,9 +62,6 @@ func badRequest(format string, args ...any) *apiError {
 	return errf(http.StatusBadRequest, CodeBadRequest, format, args...)
 }
 
-// maxBody limits every request body: the API's bodies are a few bytes.
-const maxBody = 64 << 10
-
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -84,55 +80,6 @@ func writeError(w http.ResponseWriter, err error) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="ferry"`)
 	}
 	writeJSON(w, ae.Status, ae)
-}
-
-// decode reads the request's JSON body into v: one object, known
-// fields only, at most maxBody bytes. Its errors name what was wrong.
-func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	if ct := r.Header.Get("Content-Type"); ct != "" {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || mt != "application/json" {
-			return errf(http.StatusUnsupportedMediaType, CodeUnsupportedMedia, "Content-Type %q: the API takes application/json", ct)
-		}
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return decodeError(err)
-	}
-	var extra json.RawMessage
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return decodeError(err)
-		}
-		return badRequest("the body holds more than one JSON value (or data after its object)")
-	}
-	return nil
-}
-
-func decodeError(err error) error {
-	var mbe *http.MaxBytesError
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &mbe):
-		return errf(http.StatusRequestEntityTooLarge, CodeBodyTooLarge, "the body is larger than %d bytes", mbe.Limit)
-	case errors.Is(err, io.EOF):
-		return badRequest("the body is empty: a JSON object is required")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return badRequest("the body is not complete JSON")
-	case errors.As(err, &se):
-		return badRequest("the body is not valid JSON (at byte %d): %v", se.Offset, err)
-	case errors.As(err, &te):
-		if te.Field == "" {
-			return badRequest("the body must be a JSON object, not %s", te.Value)
-		}
-		return badRequest("field %q must be %s, not %s", te.Field, te.Type.Kind(), te.Value)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return badRequest("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
-	}
-	return badRequest("the body could not be read: %v", err)
 }
 
 // query checks that r's query has only the allowed parameters, each at

@@ -1,11 +1,9 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
@@ -28,7 +26,7 @@ releases:
 
 // FuzzRequestBodies feeds the JSON bodies the API decodes (POST
 // /v1/upgrade's StartRequest, PATCH /v1/upgrade's ActionRequest, POST
-// /v1/releases' ImportRequest) to decode, as the handlers do: every
+// /v1/releases' ImportRequest) to decodeJSON, as the handlers do: every
 // refusal is a 400, 413 or 415 with a code and a message, what is
 // accepted survives a round trip, and an imported release is checked
 // against the catalog as postRelease checks it (Validate, then the
@@ -47,6 +45,11 @@ func FuzzRequestBodies(f *testing.F) {
 		{2, `{"version":"2.0.0","upgrade_from":["2.0.0"],"artifacts":{"db":{"path":"rel/x","sha256":"00"}}}`},
 		{2, `{"version":"1.0.0","artifacts":{}}`}, {2, `{"version":"` + strings.Repeat("9", 30) + `.0.0","artifacts":{"*":{}}}`},
 		{2, "{\"version\":\"\xff\"}"},
+		// Keys given twice: refused, at any depth, struct fields
+		// regardless of case (the decoder would keep the last one).
+		{0, `{"to":"2.0.0","to":"1.0.0"}`}, {0, `{"to":"2.0.0","TO":"1.0.0"}`}, {1, `{"action":"pause","Action":"abort"}`},
+		{2, `{"version":"2.1.0","artifacts":{"*":{"path":"/a","path":"/b","sha256":"` + strings.Repeat("a", 64) + `"}}}`},
+		{2, `{"version":"2.1.0","artifacts":{"app":{"image":"r/a:2"},"app":{"image":"r/b:2"}}}`},
 	} {
 		f.Add(s.kind, []byte(s.body))
 	}
@@ -64,9 +67,7 @@ func FuzzRequestBodies(f *testing.F) {
 		default:
 			v = &ImportRequest{}
 		}
-		r := httptest.NewRequest(http.MethodPost, "/v1/upgrade", bytes.NewReader(body))
-		r.Header.Set("Content-Type", "application/json")
-		if err := decode(httptest.NewRecorder(), r, v); err != nil {
+		if err := decodeJSON(body, v); err != nil {
 			var ae *apiError
 			if !errors.As(err, &ae) || ae.Code == "" || ae.Message == "" ||
 				(ae.Status != http.StatusBadRequest && ae.Status != http.StatusRequestEntityTooLarge && ae.Status != http.StatusUnsupportedMediaType) {
@@ -80,8 +81,7 @@ func FuzzRequestBodies(f *testing.F) {
 			t.Fatal(err)
 		}
 		again := reflect.New(reflect.TypeOf(v).Elem()).Interface()
-		r = httptest.NewRequest(http.MethodPost, "/v1/upgrade", bytes.NewReader(b))
-		if err := decode(httptest.NewRecorder(), r, again); err != nil {
+		if err := decodeJSON(b, again); err != nil {
 			t.Fatalf("re-decoding %s: %v", b, err)
 		}
 		ir, ok := v.(*ImportRequest)

@@ -216,3 +216,43 @@ func TestUploadArtifact(t *testing.T) {
 
 	c.do("POST", "/v1/releases", importBody("2.1.0", up.Path, sum)).expect(t, "the import of the upload", 201)
 }
+
+// TestUploadWithRelativeDataDir: with a data directory given relative
+// to the working directory ('ferry server --data-dir ferry'), the
+// upload answers the absolute path an import takes, and an import may
+// name the upload by its sha256 alone. (The upload answered
+// "ferry/artifacts/<sha>", which the import refused: "must be
+// absolute".)
+func TestUploadWithRelativeDataDir(t *testing.T) {
+	o := offlineCluster(t)
+	wd := t.TempDir()
+	t.Chdir(wd)
+	o.dataDir = "ferry"
+	c := serve(t, newTestServer(t, o))
+	body := []byte("#!/bin/sh\necho 2.1.0 uploaded\n")
+	h := sha256.Sum256(body)
+	sum := hex.EncodeToString(h[:])
+
+	var up ArtifactUpload
+	c.do("PUT", "/v1/artifacts/"+sum, body, "Content-Type", "application/octet-stream").expect(t, "the upload", 201).json(t, &up)
+	if want := filepath.Join(wd, "ferry", ArtifactsDir, sum); up.Path != want {
+		t.Fatalf("the upload answers path %q, want %q", up.Path, want)
+	}
+	var rel ImportRequest
+	c.do("POST", "/v1/releases", importBody("2.1.0", up.Path, sum)).expect(t, "the import of the path the upload answered", 201).json(t, &rel)
+	if p := rel.Artifacts["*"].Path; p != up.Path {
+		t.Errorf("the import keeps path %q, want %q", p, up.Path)
+	}
+	byRef := map[string]any{"version": "2.2.0", "upgrade_from": []string{"2.1.x"},
+		"artifacts": map[string]any{"*": map[string]string{"sha256": strings.ToUpper(sum)}}}
+	c.do("POST", "/v1/releases", byRef).expect(t, "the import of the upload by its sha256 alone", 201).json(t, &rel)
+	if p := rel.Artifacts["*"].Path; p != up.Path {
+		t.Errorf("the import by sha256 keeps path %q, want the upload's %q", p, up.Path)
+	}
+	other := strings.Repeat("b", 64)
+	byRef = map[string]any{"version": "2.3.0", "artifacts": map[string]any{"*": map[string]string{"sha256": other}}}
+	r := c.do("POST", "/v1/releases", byRef).expect(t, "an import by a sha256 never uploaded", 422, CodeArtifactRefused)
+	if !strings.Contains(string(r.body), "PUT /v1/artifacts/"+other) {
+		t.Errorf("the refusal does not say how to upload it: %s", r.body)
+	}
+}

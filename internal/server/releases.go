@@ -75,7 +75,7 @@ func (s *Server) postRelease(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	var req ImportRequest
-	if err := decode(w, r, &req); err != nil {
+	if err := decode(r, &req); err != nil {
 		return err
 	}
 	switch {
@@ -92,9 +92,15 @@ func (s *Server) postRelease(w http.ResponseWriter, r *http.Request) error {
 		case !sha256RE.MatchString(a.SHA256):
 			return badRequest(`artifacts[%q].sha256: must be 64 hex digits (a SHA-256), checked before the release is used`, name)
 		case a.Path == "" && a.Image == "":
-			return badRequest(`artifacts[%q]: needs a path (a binary) or an image`, name)
+			// The sha256 alone names an upload (PUT /v1/artifacts/{sha256}).
+			a.Path = s.uploadPath(a.SHA256)
+			if _, err := os.Lstat(a.Path); errors.Is(err, fs.ErrNotExist) {
+				return errf(http.StatusUnprocessableEntity, CodeArtifactRefused, `artifacts[%q]: no path or image, and no artifact with sha256 %s was uploaded: PUT /v1/artifacts/%s first, or give a path or an image: nothing imported`,
+					name, strings.ToLower(a.SHA256), strings.ToLower(a.SHA256))
+			}
+			req.Artifacts[name] = a
 		case a.Path != "" && !filepath.IsAbs(a.Path):
-			return badRequest(`artifacts[%q].path: %q must be absolute (it is read on the server's machine)`, name, a.Path)
+			return badRequest(`artifacts[%q].path: %q must be absolute (it is read on the server's machine), or left out to name the upload of its sha256`, name, a.Path)
 		}
 	}
 	rel := req.release()
@@ -141,7 +147,11 @@ func (s *Server) postRelease(w http.ResponseWriter, r *http.Request) error {
 	if err := s.saveImported(rel); err != nil {
 		return err
 	}
-	s.catalogMu.Lock()
+	// The swap waits for the requests in flight only (each bounded);
+	// none that comes after waits on it.
+	if err := s.catalogMu.Lock(s.ctx); err != nil {
+		return errf(http.StatusServiceUnavailable, CodeImportAbandoned, "the server stops: release %s is kept in %s and joins the catalog at the next start", rel.Version, ImportedFile)
+	}
 	s.cfg.Cluster.Releases = next.Releases
 	s.catalogMu.Unlock()
 	s.log.Info("server: release imported", "version", rel.Version)
@@ -337,8 +347,16 @@ func (s *Server) requestContext(r *http.Request, limit time.Duration) (context.C
 	return ctx, func() { stop(); cancel() }
 }
 
+// uploadPath is where the upload of the artifact with sum is kept:
+// absolute, under the artifact store (the first root, made absolute
+// when the data directory was given relative), as an import takes it.
+func (s *Server) uploadPath(sum string) string {
+	return filepath.Join(s.roots[0].given, strings.ToLower(sum))
+}
+
 // ArtifactUpload answers PUT /v1/artifacts/{sha256}: the artifact as
-// kept, and the path an import names it by.
+// kept, and the absolute path an import names it by (or it names it by
+// its sha256 alone).
 type ArtifactUpload struct {
 	SHA256 string `json:"sha256"`
 	Size   int64  `json:"size"`
@@ -382,7 +400,7 @@ func (s *Server) putArtifact(w http.ResponseWriter, r *http.Request) error {
 	stop := context.AfterFunc(ctx, func() { _ = rc.SetReadDeadline(time.Now()) })
 	defer stop()
 
-	dir := filepath.Join(filepath.Dir(s.cfg.Store.Path()), ArtifactsDir)
+	dir := s.roots[0].given
 	tmp, err := os.CreateTemp(dir, ".upload-*")
 	if err != nil {
 		return err
@@ -413,7 +431,7 @@ func (s *Server) putArtifact(w http.ResponseWriter, r *http.Request) error {
 		s.log.Warn("server: upload refused: its sha256 differs from the path's", "want", want, "got", sum, "size", n)
 		return errf(http.StatusUnprocessableEntity, CodeChecksumMismatch, "the body's sha256 differs from %s, the one in the path: nothing kept", want)
 	}
-	dst := filepath.Join(dir, want)
+	dst := s.uploadPath(want)
 	status := http.StatusCreated
 	if fi, err := os.Lstat(dst); err == nil && fi.Mode().IsRegular() && fi.Size() == n {
 		status = http.StatusOK // the same bytes (same sum) are there

@@ -54,7 +54,7 @@ func TestImportRelease(t *testing.T) {
 	c.do("POST", "/v1/releases", imp("2.1", art, sum)).expect(t, "a bad version", 400, CodeBadRequest)
 	c.do("POST", "/v1/releases", imp("2.1.0", art, "abc")).expect(t, "a short sha256", 400, CodeBadRequest)
 	c.do("POST", "/v1/releases", map[string]any{"version": "2.1.0", "artifacts": map[string]any{"*": map[string]string{"sha256": sum}}}).
-		expect(t, "neither path nor image", 400, CodeBadRequest)
+		expect(t, "neither path nor image, and no upload of the sum", 422, CodeArtifactRefused)
 	c.do("POST", "/v1/releases", `{"version": "2.1.0", "extra": 1}`).expect(t, "an unknown field", 400, CodeBadRequest)
 	c.do("POST", "/v1/releases", imp("2.1.0", filepath.Join(root, "none"), sum)).expect(t, "a missing file", 422, CodeArtifactRefused)
 

@@ -50,6 +50,9 @@ type Config struct {
 	// ImportTimeout bounds the check of an import's artifacts and the
 	// reception of an upload (default DefaultImportTimeout).
 	ImportTimeout time.Duration
+	// BodyTimeout bounds the reception of a JSON request body (default
+	// DefaultBodyTimeout): a client that stalls gets 408 then.
+	BodyTimeout time.Duration
 }
 
 // Defaults of the imports' bounds.
@@ -83,6 +86,9 @@ func (c *Config) defaults() error {
 	if c.ImportTimeout <= 0 {
 		c.ImportTimeout = DefaultImportTimeout
 	}
+	if c.BodyTimeout <= 0 {
+		c.BodyTimeout = DefaultBodyTimeout
+	}
 	return nil
 }
 
@@ -97,11 +103,15 @@ type Server struct {
 	hub     *hub
 
 	// drive runs upgrades (one goroutine at a time); view serves the
-	// API's observations and preflights, under viewMu (an engine's
-	// checksum cache is not safe for concurrent preflights).
+	// API's observations, under viewMu; check its preflights, under
+	// checkMu (an engine's checksum cache is not safe for concurrent
+	// preflights), so that a view never waits on a preflight, which may
+	// hash artifacts for seconds.
 	drive *engine.Engine
 	view  *engine.Engine
+	check *engine.Engine
 
+	checkMu sync.Mutex
 	viewMu  sync.Mutex
 	snap    engine.Snapshot
 	snapAt  time.Time
@@ -130,7 +140,7 @@ type Server struct {
 
 	// catalogMu: API handlers read the catalog under it; an import
 	// (releases.go) writes it.
-	catalogMu sync.RWMutex
+	catalogMu catalogLock
 	// roots are the directories imports may read artifacts from.
 	roots []artifactRoot
 
@@ -165,6 +175,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.view, err = engine.New(engine.Config{Cluster: cfg.Cluster, Driver: cfg.Driver, Store: cfg.Store})
+	if err != nil {
+		return nil, err
+	}
+	s.check, err = engine.New(engine.Config{Cluster: cfg.Cluster, Driver: cfg.Driver, Store: cfg.Store})
 	if err != nil {
 		return nil, err
 	}
@@ -484,9 +498,9 @@ func (s *Server) observe(ctx context.Context) (engine.Snapshot, error) {
 
 // preflight runs the engine's preflight for the API.
 func (s *Server) preflight(ctx context.Context, to string) engine.Preflight {
-	s.viewMu.Lock()
-	defer s.viewMu.Unlock()
-	pf := s.view.RunPreflight(ctx, to)
+	s.checkMu.Lock()
+	defer s.checkMu.Unlock()
+	pf := s.check.RunPreflight(ctx, to)
 	s.metrics.setPreflight(pf)
 	return pf
 }
