@@ -339,6 +339,10 @@ type Observation struct {
 	// the engine that observed: an action recorded as acting but not
 	// in flight was lost with a process and may be taken again.
 	Acting map[int]bool
+	// Judging: the engine judges each batch as it ends (the traffic
+	// verdict, Impacted), so a Step stops at a batch's end and the
+	// next batch is sized from the judged outcome.
+	Judging bool
 }
 
 // MemberHealth is one member as observed.
