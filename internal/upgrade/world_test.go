@@ -64,6 +64,9 @@ type world struct {
 	// judge, when set, judges each forward batch as it ends, as the
 	// engine's traffic verdict does: "" for no impact, else why.
 	judge func(b Batch) string
+	// coarse: the substrate's times are whole seconds (Kubernetes'
+	// conditions and start times), truncated as its API does.
+	coarse bool
 }
 
 type wmember struct {
@@ -145,6 +148,9 @@ func (w *world) observeMembers(obs map[string]MemberHealth) {
 			Restarts: m.restarts, Role: n == w.leader && m.running, Seen: w.now, Detail: m.detail}
 		if mh.Healthy {
 			mh.HealthySince = m.healthySince
+		}
+		if w.coarse {
+			mh.Started, mh.HealthySince = mh.Started.Truncate(time.Second), mh.HealthySince.Truncate(time.Second)
 		}
 		obs[n] = mh
 	}
