@@ -153,6 +153,7 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 		e.mu.Lock()
 		e.lastSnap = snap
 		e.mu.Unlock()
+		snap.Obs.Judging = e.cfg.Judge != nil
 		snap.Obs.Acting = make(map[int]bool, len(l.inflight))
 		for seq := range l.inflight {
 			snap.Obs.Acting[seq] = true
@@ -160,12 +161,14 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 		evs := e.healthEvents(snap, l.health, l.roles)
 		d := upgrade.Step(e.c, l.u, snap.Obs, now)
 		if e.cfg.Judge != nil {
-			for _, b := range batchesEnded(l.u, d.Upgrade) {
+			for _, i := range batchesEnded(l.u, d.Upgrade) {
+				b := d.Upgrade.Batches[i]
 				ev := store.Event{Kind: "impact", Component: b.Component, Message: b.Name() + ": no impact on the clients"}
 				if why := e.cfg.Judge(b.Began, now); why != "" {
 					ev.Message = b.Name() + " hurt the clients: " + why
-					if nu, changed := upgrade.Impacted(e.c, d.Upgrade, why, now); changed {
-						d.Upgrade, d.Actions = nu, nil
+					var stop bool
+					if d.Upgrade, stop = upgrade.Impacted(e.c, d.Upgrade, i, why, now); stop {
+						d.Actions = nil
 					}
 				}
 				evs = append(evs, ev)
@@ -362,10 +365,10 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// batchesEnded returns the forward batches that ended between records
-// a and b.
-func batchesEnded(a, b upgrade.Upgrade) []upgrade.Batch {
-	var out []upgrade.Batch
+// batchesEnded returns the indexes in b.Batches of the forward batches
+// that ended between records a and b.
+func batchesEnded(a, b upgrade.Upgrade) []int {
+	var out []int
 	for i, bb := range b.Batches {
 		if bb.Rollback || bb.Ended.IsZero() || bb.Outcome.Size == 0 { // a batch a rollback cut short is not judged
 			continue
@@ -373,7 +376,7 @@ func batchesEnded(a, b upgrade.Upgrade) []upgrade.Batch {
 		if i < len(a.Batches) && !a.Batches[i].Ended.IsZero() {
 			continue
 		}
-		out = append(out, bb)
+		out = append(out, i)
 	}
 	return out
 }

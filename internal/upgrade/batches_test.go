@@ -46,6 +46,24 @@ func TestBatches(t *testing.T) {
 			at:    func(w *world) bool { return len(w.u.Batches) >= 4 },
 			then:  func(w *world) { w.faults["hook:pre_stop"] = "fail-once" },
 			sizes: []int{1, 2, 4, 8, 4, 1}},
+		{name: "halves after a batch that hurt the clients",
+			desc: describe("api", "{type: canary, max_batch: 4, max_unavailable: 4}", 8, "", host),
+			// The traffic verdict judges the second batch impacted
+			// (policy on_impact: continue): the third is 1, not 4.
+			setup: func(w *world) {
+				w.judge = func(b Batch) string {
+					if b.Number == 2 {
+						return "p99 93ms against 10.7ms"
+					}
+					return ""
+				}
+			},
+			sizes: []int{1, 2, 1, 2, 2},
+			check: func(t *testing.T, w *world) {
+				if o := w.u.Batches[1].Outcome; !o.Strained || o.Clean || !strings.Contains(o.Why, "hurt the clients") {
+					t.Errorf("the impacted batch's outcome %+v, want strained because it hurt the clients", o)
+				}
+			}},
 		{name: "one-at-a-time stays at one",
 			desc:  describe("kv", "{type: one-at-a-time}", 5, "", host),
 			sizes: []int{1, 1, 1, 1, 1}},

@@ -366,6 +366,12 @@ func (s *stepper) run() {
 			s.wake(s.now)
 			return
 		}
+		if s.obs.Judging && after.ended > before.ended && !s.u.RollingBack() {
+			// A batch ended: the engine judges it before the next
+			// is sized from it.
+			s.wake(s.now)
+			return
+		}
 	}
 }
 
@@ -644,16 +650,26 @@ func sortedNames[V any](m map[string]V) []string {
 	return names
 }
 
-// Impacted applies policy on_impact to record u, whose last batch was
-// judged to have hurt the clients (why): with pause or rollback the
-// upgrade fails as a failed step would under that policy, and the
-// decision's actions are to be dropped; with continue nothing changes.
-func Impacted(c *config.Cluster, u Upgrade, why string, now time.Time) (Upgrade, bool) {
+// Impacted records that batch i of record u was judged to have hurt
+// the clients (why): the batch counts as strained, so that the adaptive
+// canary halves the next one instead of doubling it. Policy on_impact
+// then acts on it: with pause or rollback the upgrade fails as a failed
+// step would under that policy and stop is true (the decision's actions
+// are to be dropped); with continue the upgrade goes on.
+func Impacted(c *config.Cluster, u Upgrade, i int, why string, now time.Time) (_ Upgrade, stop bool) {
+	s := stepper{c: c, u: u.clone(), now: now, probe: map[string]bool{}}
+	if i >= 0 && i < len(s.u.Batches) {
+		o := &s.u.Batches[i].Outcome
+		strain := "it hurt the clients (" + why + ")"
+		if o.Strained && o.Why != "" {
+			strain = o.Why + ", " + strain
+		}
+		o.Strained, o.Clean, o.Why = true, false, strain
+	}
 	p := c.Policy.OnImpact
 	if p != "pause" && p != "rollback" || u.RollingBack() || u.State.Terminal() || !u.Ending.IsZero() {
-		return u, false
+		return s.u, false
 	}
-	s := stepper{c: c, u: u.clone(), now: now, probe: map[string]bool{}}
 	s.failBy(p, "impact: "+why)
 	s.u.Waiting = strings.Join(append(s.notes, s.waiting...), "; ")
 	s.u.Updated = now

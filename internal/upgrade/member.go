@@ -165,10 +165,17 @@ func (s *stepper) leave(comp *config.Component, m *Member, o MemberHealth) {
 	case StepStarting:
 		// Healthy since its move began at the earliest: health from
 		// before says nothing of a member that may be on its way down (a
-		// stop cancelled by an abort, a lame duck still serving).
+		// stop cancelled by an abort, a lame duck still serving). Nor
+		// before its stop began or its start returned, on ferry's clock:
+		// the substrate's times may be coarser (Kubernetes' are whole
+		// seconds) or another host's, and taken as they are they made a
+		// negative time down and a soak shorter than the lower bound
+		// counts (a pace below ×1).
 		m.HealthySince = o.HealthySince
-		if m.HealthySince.Before(m.Began) {
-			m.HealthySince = m.Began
+		for _, t := range []time.Time{m.Began, m.Stopped, m.StartDone} {
+			if m.HealthySince.Before(t) {
+				m.HealthySince = t
+			}
 		}
 		if m.HealthySince.IsZero() || m.HealthySince.After(s.now) {
 			m.HealthySince = s.now

@@ -352,6 +352,10 @@ type Observation struct {
 	// gap: its start, or its return from a stall (a SIGSTOP). Zero for
 	// an observation that is not an engine's watch.
 	Since time.Time
+	// Judging: the engine judges each batch as it ends (the traffic
+	// verdict, Impacted), so a Step stops at a batch's end and the
+	// next batch is sized from the judged outcome.
+	Judging bool
 }
 
 // MemberHealth is one member as observed.

@@ -67,6 +67,12 @@ type world struct {
 
 	trace    strings.Builder
 	lastWait string
+	// judge, when set, judges each forward batch as it ends, as the
+	// engine's traffic verdict does: "" for no impact, else why.
+	judge func(b Batch) string
+	// coarse: the substrate's times are whole seconds (Kubernetes'
+	// conditions and start times), truncated as its API does.
+	coarse bool
 }
 
 type wmember struct {
@@ -150,6 +156,9 @@ func (w *world) observeMembers(obs map[string]MemberHealth) {
 			Restarts: m.restarts, Role: n == w.leader && m.running, Seen: w.now, Checked: w.now, Detail: m.detail}
 		if mh.Healthy {
 			mh.HealthySince = m.healthySince
+		}
+		if w.coarse {
+			mh.Started, mh.HealthySince = mh.Started.Truncate(time.Second), mh.HealthySince.Truncate(time.Second)
 		}
 		obs[n] = mh
 	}
@@ -384,7 +393,21 @@ func (w *world) step() Decision {
 		acting[x.a.Seq] = true
 	}
 	obs := w.observe(acting)
+	obs.Judging = w.judge != nil
 	d := Step(w.c, w.u, obs, w.now)
+	if w.judge != nil {
+		for i, b := range d.Upgrade.Batches {
+			if b.Rollback || b.Ended.IsZero() || i < len(w.u.Batches) && !w.u.Batches[i].Ended.IsZero() {
+				continue
+			}
+			if why := w.judge(b); why != "" {
+				var stop bool
+				if d.Upgrade, stop = Impacted(w.c, d.Upgrade, i, why, w.now); stop {
+					d.Actions = nil
+				}
+			}
+		}
+	}
 	w.report(w.u, d.Upgrade)
 	for _, seq := range d.Cancel {
 		for i, x := range w.inflight {
