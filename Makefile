@@ -40,11 +40,13 @@ bench-kube:
 	bash scripts/kube-testenv.sh build
 	FERRY_KUBE=1 $(GO) test ./internal/kubebench/ -run '^$$' -bench DaemonSet -benchtime 1x -timeout 30m -v
 
-# A longer fault-injection run: ferry killed with SIGKILL at 100 random
-# moments of upgrades back and forth (CI runs 20). FERRY_KILL_SEED=N
-# replays a run.
+# A longer fault-injection run: ferry killed with SIGKILL in storms
+# (each process lives 0.3 to 4s) for at least 100 kills of upgrades back
+# and forth (CI runs 20), then away past a member's deadline: SIGKILLed
+# for 40s, and SIGSTOPped for 40s (FERRY_KILL_AWAY pairs). Every
+# upgrade must complete. FERRY_KILL_SEED=N replays a run.
 faults:
-	FERRY_KILL_POINTS=$${FERRY_KILL_POINTS:-100} $(GO) test -count=1 -timeout 60m -run TestKillNineResumes -v ./internal/e2e/
+	FERRY_KILL_POINTS=$${FERRY_KILL_POINTS:-100} FERRY_KILL_AWAY=$${FERRY_KILL_AWAY:-1} $(GO) test -count=1 -timeout 60m -run TestKillNineResumes -v ./internal/e2e/
 
 # Every fuzz target (the description and traffic parsers, templates,
 # versions, the API's and the agent's request bodies, JSON path
