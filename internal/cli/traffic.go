@@ -87,10 +87,10 @@ an upgrade will be compared with.`,
 				sum.All.Total, sum.Duration, float64(sum.All.Total)/sum.Duration, sum.All.Failed, sum.All.P50MS, sum.All.P99MS)
 			for _, op := range slices.Sorted(maps.Keys(sum.ByRequest)) {
 				st := sum.ByRequest[op]
-				fmt.Fprintf(g.stdout, "  %-12s %6d requests, %d failed, p50 %.1f ms, p99 %.1f ms\n", op, st.Total, st.Failed, st.P50MS, st.P99MS)
+				fmt.Fprintf(g.stdout, "  %-12s %6d requests, %d failed, p50 %.1f ms, p99 %.1f ms\n", termText(op), st.Total, st.Failed, st.P50MS, st.P99MS)
 			}
 			for _, e := range sum.Errors {
-				fmt.Fprintf(g.stdout, "  failed: %s\n", e)
+				fmt.Fprintf(g.stdout, "  failed: %s\n", termText(e))
 			}
 			if sum.All.Failed > 0 {
 				return &exitError{code: 4, err: fmt.Errorf("%d of %d requests failed", sum.All.Failed, sum.All.Total)}

@@ -30,6 +30,11 @@ func FuzzParse(f *testing.F) {
 		"", "---\n", "- a\n", "cluster: x\n", "a: &a [*a]\n", "policy: &a {<<: *a}\n",
 		"cluster: x\ncomponents: [{name: a, members: [{name: m, host: h, address: 'a:1'}]}]\n",
 		"cluster: !!binary aGVsbG8=\n", "{cluster: [x, {y: z}]}", "\xff\xfe", "cluster: \"\\u0000\"\n",
+		// Issue #22: NUL in keys and values, other types where text is
+		// wanted, control characters in names, ports out of range.
+		"cluster: x\nhosts: [{name: h, agent: \"a:1\", domain: \"z\\e[2J\", token_file: \"t\\0\"}]\n",
+		"cluster: true\ncomponents: [{name: 1, members: [{name: m, vars: {\"a\\0\": 9101}}]}]\n",
+		"cluster: 2026-01-01\nsubstrate: ssh\ntraffic: {targets: [\"http://a:99999\"], requests: [{name: \"\\u009b\", path: /}]}\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -149,6 +154,12 @@ func FuzzRender(f *testing.F) {
 		"{{.Vars.raft}}", "{{.Key}}={{.Value}}", "/v1/kv/{{.Written}}", "{{printf \"%0900000d\" 1}}{{.Seq}}",
 		"{{range 9}}{{end}}", "{{range .Members}}{{range $.Members}}{{end}}{{end}}", `{{define "a"}}{{template "a"}}{{end}}`,
 		"{{index .Vars \"x\"}}", "{{slice .Name 1 2}}", "{{len .Members}}", "{{.Client | printf \"%d\"}}", "{{",
+		// The bounds of issue #22: ranges over ranges, formatting that
+		// makes more than it writes, comparisons, the metered builtins.
+		"{{range .Vars}}{{range $.Vars}}{{range $.Vars}}{{end}}{{end}}{{end}}", "{{range .Vars}}{{$x := printf \"%0999999d\" 1}}{{end}}",
+		"{{printf \"%*d\" 1000000000 1}}", "{{printf \"%[2]*[1]d|%.*f\" 3 -4000000 5 1.5}}", "{{$s := .Key}}{{$s = print $s $s $s}}{{html $s}}{{js $s}}{{urlquery $s}}{{println $s}}",
+		"{{if eq .Name \"a\" \"b\"}}{{else if lt .Seq 3}}{{end}}", "{{range $i, $m := .Members}}{{if ne $i 0}},{{end}}{{$m.Name}}{{break}}{{end}}",
+		"{{$n := 100000000000}}{{range $n}}{{end}}", "{{.Name | eq \"m\"}}", "{{ferry_range_ 1 .Vars}}",
 	} {
 		f.Add(s)
 	}

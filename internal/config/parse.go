@@ -899,6 +899,8 @@ func describe(n *yaml.Node) string {
 		return "the integer " + v
 	case "!!float":
 		return "the number " + v
+	case "!!timestamp":
+		return "the date " + v
 	case "!!str":
 		return "the string " + strconv.Quote(v)
 	}

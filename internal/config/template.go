@@ -242,10 +242,20 @@ var (
 	execRE    = regexp.MustCompile(`^template: t:\d+:\d+: executing "t" at (<[^>]*>): `)
 )
 
+// meteringRE finds what meterTree added to a template, left out of
+// the node an error names.
+var meteringRE = regexp.MustCompile(fnRange + ` \d+ |\(` + fnSize + ` `)
+
 // explainExec rewrites text/template's execution errors: an unknown
-// field is named with the fields there are.
+// field is named with the fields there are, and the node is written as
+// in the description (without the metering).
 func explainExec(err error) error {
-	msg := err.Error()
+	msg := meteringRE.ReplaceAllStringFunc(err.Error(), func(m string) string {
+		if strings.HasPrefix(m, "(") {
+			return "("
+		}
+		return ""
+	})
 	if m := noFieldRE.FindStringSubmatch(msg); m != nil {
 		var fields []string
 		switch {

@@ -57,6 +57,8 @@ func TestRenderErrors(t *testing.T) {
 		{"{{nofunc .Name}}", `not a valid template: function "nofunc" not defined`},
 		{`{{printf "%*d" 1000000 1}}{{printf "%*d" 1000000 1}}`, "template renders to more than 1048576 bytes"},
 		{`{{define "a"}}{{template "a"}}{{end}}{{template "a"}}`, "are not for descriptions"},
+		// The metering of comparisons is not shown in the node named.
+		{"{{if eq .Name 1}}{{end}}", "template: at <eq (.Name) (1)>: error calling eq: incompatible types"},
 	} {
 		got, err := Render(tc.tmpl, d)
 		switch {
