@@ -160,6 +160,9 @@ func TestUpgradeThroughAPI(t *testing.T) {
 		}
 		return u.State == upgrade.StateCompleted
 	})
+	if by := current(t, cb).DrivenBy; by != DrivenByServer {
+		t.Errorf("once completed: driven by %q, want %s (what drove it)", by, DrivenByServer)
+	}
 	waitFor(t, 5*time.Second, "the stream's completed event", func() bool { return strB.has("state", "→ completed") })
 	if evs, _, _ := strB.snapshot(); evs[0].Kind != "state" || !strings.Contains(evs[0].Message, "created") {
 		t.Errorf("the stream of the current upgrade began with %+v, want its creation", evs[0])

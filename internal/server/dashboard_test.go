@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -132,6 +133,7 @@ func TestDashboardDrivesAnUpgrade(t *testing.T) {
 		t.Fatal("the token is not in sessionStorage")
 	}
 	waitJS(t, ctx, 10*time.Second, "2.0.0 offered to upgrade to", `document.getElementById("start-to").value === "2.0.0"`)
+	waitJS(t, ctx, 10*time.Second, "Start enabled, Pause and Resume not, with no upgrade", buttons(true, false, false))
 	waitJS(t, ctx, 10*time.Second, "the event stream connected", `document.getElementById("conn").classList.contains("live")`)
 
 	// With the description's traffic: the chart draws it live.
@@ -139,6 +141,8 @@ func TestDashboardDrivesAnUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitJS(t, ctx, 30*time.Second, "an upgrading state", `document.getElementById("state").textContent.startsWith("upgrading-")`)
+	waitJS(t, ctx, 10*time.Second, "Pause enabled, Resume and Start not, while it upgrades",
+		`document.getElementById("state").textContent.startsWith("upgrading-") && `+buttons(false, true, false))
 	// The changes made outside the members and not undone yet are
 	// listed: the upgrade's own flag is set for its whole duration.
 	waitJS(t, ctx, 10*time.Second, "the upgrade's flag listed among the effects not undone yet",
@@ -169,7 +173,7 @@ func TestDashboardDrivesAnUpgrade(t *testing.T) {
 	if u := current(t, c).Upgrade; u.State != upgrade.StatePaused || u.Intent.Kind != "pause" {
 		t.Fatalf("the API says %s, intent %+v", u.State, u.Intent)
 	}
-	waitJS(t, ctx, 10*time.Second, "the resume button enabled", `!document.getElementById("btn-resume").disabled`)
+	waitJS(t, ctx, 10*time.Second, "Resume enabled, Pause and Start not, while paused", buttons(false, false, true))
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#btn-resume"))); err != nil {
 		t.Fatal(err)
 	}
@@ -180,8 +184,21 @@ func TestDashboardDrivesAnUpgrade(t *testing.T) {
 		`(() => { const t = document.getElementById("events").textContent; return t.includes("pause requested") && t.includes("resume requested") && t.includes("→ completed"); })()`)
 	waitJS(t, ctx, 10*time.Second, "versions: kv ×3 and api ×4 on 2.0.0",
 		`document.getElementById("versions").textContent.includes("kv: 2.0.0 ×3") && document.getElementById("versions").textContent.includes("api: 2.0.0 ×4")`)
+	// Once it ended: who drove it, and Start refused with the reason
+	// (2.0.0 runs; no release in the catalog is reachable from it).
+	waitJS(t, ctx, 10*time.Second, "driven by: server once completed", `document.getElementById("driven").textContent === "driven by: server"`)
+	waitJS(t, ctx, 10*time.Second, "Start, Pause and Resume disabled once completed, with no release to pick", buttons(false, false, false)+
+		` && document.getElementById("start-to").options.length === 0 && document.getElementById("start-why").textContent.startsWith("no release to upgrade to")`+
+		` && document.getElementById("btn-start").title.startsWith("no release to upgrade to")`)
 	screenshot(t, ctx, "dashboard-completed.png")
 	if u := current(t, c).Upgrade; u.State != upgrade.StateCompleted {
 		t.Fatalf("the API says %s: %s", u.State, u.Reason)
 	}
+}
+
+// buttons is a JavaScript condition: Start, Pause and Resume enabled
+// as given, and no other way.
+func buttons(start, pause, resume bool) string {
+	return fmt.Sprintf(`(() => { const on = (id) => !document.getElementById(id).disabled;
+	  return on("btn-start") === %t && on("btn-pause") === %t && on("btn-resume") === %t; })()`, start, pause, resume)
 }

@@ -137,6 +137,9 @@ type Server struct {
 	lastNote string // why the server does not drive the current upgrade
 	cur      *upgrade.Upgrade
 	lastSeq  uint64
+	// drove is who drove each upgrade this server saw run, by id
+	// (DrivenByServer or DrivenByOther): what the API says once it ended.
+	drove map[string]string
 
 	// catalogMu: API handlers read the catalog under it; an import
 	// (releases.go) writes it.
@@ -167,7 +170,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, token: bearer.NewChecker(cfg.Token),
-		hub: newHub(), kick: make(chan struct{}, 1), blocked: map[string]string{}, roots: roots}
+		hub: newHub(), kick: make(chan struct{}, 1), blocked: map[string]string{}, drove: map[string]string{}, roots: roots}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.drive, err = engine.New(engine.Config{Cluster: cfg.Cluster, Driver: cfg.Driver, Store: cfg.Store, Logger: cfg.Logger,
 		OnEvent: func(store.Event) { s.signal() }, Judge: s.judge})
@@ -319,7 +322,7 @@ func (s *Server) reconcile() {
 const (
 	DrivenByServer = "server"        // this server's engine
 	DrivenByOther  = "other-process" // another ferry process holds the engine lock
-	DrivenByNone   = "none"          // nobody: it ended, or the server may not (cluster lock)
+	DrivenByNone   = "none"          // nobody: the server may not (cluster lock), or it ended unseen by this server
 )
 
 var errBusy = errors.New("server: an upgrade is being driven by this server")
@@ -398,6 +401,11 @@ func (s *Server) ensureDriving() (string, error) {
 		s.release()
 		if errors.Is(err, store.ErrLocked) {
 			s.note("another ferry process drives the upgrade: " + err.Error())
+			s.mu.Lock()
+			if s.cur != nil && !s.cur.State.Terminal() {
+				s.drove[s.cur.ID] = DrivenByOther
+			}
+			s.mu.Unlock()
 			return DrivenByOther, nil
 		}
 		return DrivenByNone, err
@@ -422,6 +430,7 @@ func (s *Server) run(unlock func()) {
 	if cur, ok, err := s.cfg.Store.Current(); err == nil && ok {
 		s.mu.Lock()
 		s.driving = cur.ID
+		s.drove[cur.ID] = DrivenByServer
 		s.mu.Unlock()
 	}
 	s.note("driving the current upgrade")
@@ -457,19 +466,26 @@ func (s *Server) run(unlock func()) {
 	}()
 }
 
-// drivenBy says who drives the current upgrade u.
+// drivenBy says who drives the current upgrade u or, once it ended,
+// who drove it as this server saw it (none when it did not see it run).
 func (s *Server) drivenBy(u upgrade.Upgrade) string {
 	s.mu.Lock()
 	busy := s.busy && !s.importing
+	drove := s.drove[u.ID]
 	s.mu.Unlock()
 	switch {
 	case busy:
 		return DrivenByServer
+	case u.State.Terminal() && drove != "":
+		return drove
 	case u.State.Terminal():
 		return DrivenByNone
 	}
 	unlock, err := s.cfg.Store.LockEngine()
 	if err != nil {
+		s.mu.Lock()
+		s.drove[u.ID] = DrivenByOther
+		s.mu.Unlock()
 		return DrivenByOther
 	}
 	unlock()

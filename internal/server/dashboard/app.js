@@ -74,19 +74,48 @@ function renderUpgrade(st) {
   state.textContent = u ? u.state : "no upgrade";
   state.className = "state " + (u ? u.state : "");
   $("release").textContent = u ? `${u.id}: ${u.from} → ${u.to}` + (u.final ? ` (towards ${u.final})` : "") : "";
-  $("driven").textContent = st ? `driven by: ${st.driven_by}` : "";
+  $("driven").textContent = st ? drivenText(st) : "";
   $("waiting").textContent = u && u.waiting ? "waiting: " + u.waiting : "";
   $("reason").textContent = u && u.reason ? "reason: " + u.reason : "";
   renderTrouble(u);
   const ended = !u || ["completed", "failed", "rolled-back"].includes(u.state);
-  $("btn-pause").disabled = ended || u.state === "paused" || u.pausing;
-  $("btn-resume").disabled = ended;
+  // Pause applies to an upgrade that goes on, resume to one paused or
+  // pausing: never both at once.
+  const held = !ended && (u.state === "paused" || !!u.pausing);
+  $("btn-pause").disabled = ended || held;
+  $("btn-resume").disabled = !held;
   $("btn-abort").disabled = ended || !!u.rollback || !!u.finalized;
   $("btn-finalize").hidden = !u || u.state !== "awaiting-finalize";
   $("btn-clear").hidden = !u || !ended;
-  $("btn-start").disabled = !ended;
   if (ended) $("btn-abort-confirm").hidden = true;
+  renderStart();
   renderPlan(u);
+}
+
+// drivenText says who drives the upgrade, or, once it ended, who drove
+// it (as the server saw it).
+function drivenText(st) {
+  const u = st.upgrade;
+  const ended = ["completed", "failed", "rolled-back"].includes(u.state);
+  if (!ended) return `driven by: ${st.driven_by}`;
+  if (st.driven_by === "none") return "driven by: not known (it ended before this server started)";
+  return `driven by: ${st.driven_by}`;
+}
+
+let releasesLoaded = false;
+
+// renderStart enables Start only when it can start something, and says
+// why not otherwise.
+function renderStart() {
+  const ended = !current || ["completed", "failed", "rolled-back"].includes(current.state);
+  let why = "";
+  if (!ended) why = "an upgrade is in progress";
+  else if (!releasesLoaded) why = "reading the catalog…";
+  else if ($("start-to").options.length === 0) why = "no release to upgrade to: none in the catalog is reachable from what runs";
+  $("btn-start").disabled = why !== "";
+  $("btn-start").title = why;
+  $("start-to").disabled = $("start-to").options.length === 0;
+  $("start-why").textContent = ended ? why : "";
 }
 
 function renderPlan(u) {
@@ -244,6 +273,8 @@ async function refreshReleases() {
     const keep = sel.value;
     sel.replaceChildren(...data.releases.filter((r) => r.state === "available").map((r) => el("option", "", r.version)));
     if ([...sel.options].some((o) => o.value === keep)) sel.value = keep;
+    releasesLoaded = true;
+    renderStart();
   } catch (e) {
     if (e.status !== 401) say("releases: " + e.message, true);
   }
