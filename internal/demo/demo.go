@@ -406,6 +406,11 @@ func Serve(ctx context.Context, o Options) error {
 	say("  export FERRY_FILE=%s FERRY_DATA_DIR=%s", cl.File, cl.DataDir)
 	say("  ferry members; ferry releases list; ferry health --to %s; ferry plan --to %s", o.To, o.To)
 	say("  ferry upgrade start --to %s    (then: ferry upgrade status | pause | resume | abort)", o.To)
+	// No server runs here: one would hold the store that the commands
+	// above open. The operator starts it, and then goes through it.
+	say("for the dashboard, a ferry server over the same description (with the variables above):")
+	say("  ferry server --listen 127.0.0.1:7400")
+	say("  then open http://127.0.0.1:7400/dashboard/#token=$(cat %s), and give the commands --addr 127.0.0.1:7400", filepath.Join(cl.DataDir, "api-token"))
 	say("Ctrl-C stops the cluster.")
 	<-ctx.Done()
 	return nil
