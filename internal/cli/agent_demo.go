@@ -132,7 +132,10 @@ func printDemo(g *globals, r *demo.Report, report string) {
 	} else {
 		fmt.Fprintf(w, "driven by\tan engine in this process (--direct)\n")
 	}
-	fmt.Fprintf(w, "requests during upgrade\t%d sent, %d failed, p50 %.1fms, p99 %.1fms, max %.1fms\n", r.Requests.Total, r.Requests.Failed, r.Requests.P50MS, r.Requests.P99MS, r.Requests.MaxMS)
+	fmt.Fprintf(w, "requests during upgrade\t%d sent (%.0f/s of %.0f/s asked), %d failed, p50 %.1fms, p99 %.1fms, max %.1fms\n", r.Requests.Total, r.Achieved.Rate, r.Rate, r.Requests.Failed, r.Requests.P50MS, r.Requests.P99MS, r.Requests.MaxMS)
+	if r.Short != "" {
+		fmt.Fprintf(w, "RATE SHORT\t%s\n", r.Short)
+	}
 	fmt.Fprintf(w, "baseline (before)\t%d sent, %d failed, p50 %.1fms, p99 %.1fms\n", r.Baseline.Total, r.Baseline.Failed, r.Baseline.P50MS, r.Baseline.P99MS)
 	fmt.Fprintf(w, "acknowledged writes\t%d, %d read back, %d lost\n", r.Writes.Acknowledged, r.Writes.Verified, r.Writes.Lost)
 	fmt.Fprintf(w, "engine overhead per step\tp50 %.2fms, max %.2fms over %d steps\n", r.Overhead.P50MS, r.Overhead.MaxMS, r.Overhead.Steps)

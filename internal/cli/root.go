@@ -178,14 +178,16 @@ func (g *globals) printJSON(v any) error {
 	return enc.Encode(v)
 }
 
-// load reads and validates the description named by -f.
+// load reads and validates the description named by -f. A description
+// that cannot be read or is invalid exits 2 in every command, as the
+// README's exit codes promise, not only in validate.
 func (g *globals) load() (*config.Cluster, error) {
 	if err := g.checkOutput(); err != nil {
 		return nil, err
 	}
 	c, err := config.Load(g.file)
 	if err != nil {
-		return nil, err
+		return nil, &exitError{code: 2, err: err}
 	}
 	// Releases imported through a server on this data directory
 	// (POST /v1/releases) are in the catalog here too.

@@ -68,8 +68,10 @@ an upgrade will be compared with.`,
 			began := time.Now()
 			rec := traffic.Run(ctx, traffic.FromSpec(t))
 			samples := rec.Samples()
-			sum := trafficSummary{Duration: time.Since(began).Seconds(), All: traffic.Summarize(samples, began, time.Now().Add(time.Second)),
-				ByRequest: map[string]traffic.Stats{}}
+			took := time.Since(began)
+			sum := trafficSummary{Duration: took.Seconds(), All: traffic.Summarize(samples, began, time.Now().Add(time.Second)),
+				ByRequest: map[string]traffic.Stats{}, Rate: t.Rate}
+			sum.Achieved = traffic.AchievedRate(sum.All.Total, took, t.Rate)
 			byOp := map[string][]traffic.Sample{}
 			for _, s := range samples {
 				byOp[s.Op] = append(byOp[s.Op], s)
@@ -84,7 +86,10 @@ an upgrade will be compared with.`,
 				return g.printJSON(sum)
 			}
 			fmt.Fprintf(g.stdout, "%d requests in %.1fs (%.0f/s), %d failed, p50 %.1f ms, p99 %.1f ms\n",
-				sum.All.Total, sum.Duration, float64(sum.All.Total)/sum.Duration, sum.All.Failed, sum.All.P50MS, sum.All.P99MS)
+				sum.All.Total, sum.Duration, sum.Achieved.Rate, sum.All.Failed, sum.All.P50MS, sum.All.P99MS)
+			if sum.Short != "" {
+				fmt.Fprintf(g.stdout, "rate short: %s\n", sum.Short)
+			}
 			for _, op := range slices.Sorted(maps.Keys(sum.ByRequest)) {
 				st := sum.ByRequest[op]
 				fmt.Fprintf(g.stdout, "  %-12s %6d requests, %d failed, p50 %.1f ms, p99 %.1f ms\n", termText(op), st.Total, st.Failed, st.P50MS, st.P99MS)
@@ -107,7 +112,9 @@ type trafficSummary struct {
 	Duration  float64                  `json:"duration_s"`
 	All       traffic.Stats            `json:"requests"`
 	ByRequest map[string]traffic.Stats `json:"by_request"`
-	Errors    []string                 `json:"errors,omitempty"`
+	Rate      float64                  `json:"rate"`
+	traffic.Achieved
+	Errors []string `json:"errors,omitempty"`
 }
 
 // proofRun is the traffic of one 'upgrade start --traffic'.
@@ -181,6 +188,9 @@ func yesNo(b bool) string {
 
 func printProof(g *globals, r proof.Report, jsonPath, htmlPath, csvPath string) {
 	fmt.Fprintf(g.stdout, "\nzero downtime: %s   zero impact: %s\n", yesNo(r.ZeroDowntime), yesNo(r.ZeroImpact))
+	if r.Traffic != nil && r.Traffic.Short != "" {
+		fmt.Fprintf(g.stdout, "rate short: %s\n", r.Traffic.Short)
+	}
 	if tr := r.Traffic; tr != nil {
 		fmt.Fprintf(g.stdout, "traffic: baseline %d requests p99 %.1f ms; during the upgrade %d requests, %d failed, p99 %.1f ms\n",
 			tr.Baseline.Total, tr.Baseline.P99MS, tr.Requests.Total, tr.Requests.Failed, tr.Requests.P99MS)

@@ -79,13 +79,17 @@ type Report struct {
 	Reason    string        `json:"reason,omitempty"`
 	Requests  traffic.Stats `json:"requests"` // during the upgrade
 	Baseline  traffic.Stats `json:"baseline"` // before the first member was touched
-	Writes    Writes        `json:"writes"`
-	Members   []Member      `json:"members"`
-	DurationS float64       `json:"duration_s"` // the upgrade, start to end
-	TotalS    float64       `json:"total_s"`    // the whole demo
-	Overhead  Overhead      `json:"engine_overhead"`
-	Events    int           `json:"events"`
-	Seed      uint64        `json:"seed"`
+	// Rate is the clients' target (requests per second); Achieved what
+	// they sent during the upgrade, and whether it fell short.
+	Rate float64 `json:"rate"`
+	traffic.Achieved
+	Writes    Writes   `json:"writes"`
+	Members   []Member `json:"members"`
+	DurationS float64  `json:"duration_s"` // the upgrade, start to end
+	TotalS    float64  `json:"total_s"`    // the whole demo
+	Overhead  Overhead `json:"engine_overhead"`
+	Events    int      `json:"events"`
+	Seed      uint64   `json:"seed"`
 	// Windows is what clients saw in each state and batch of the
 	// upgrade (seconds from the upgrade's start).
 	Windows []WindowStats `json:"windows"`
@@ -245,6 +249,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	samples := rec.Samples()
 	rep.Requests = traffic.Summarize(samples, upStart, upEnd)
 	rep.Baseline = traffic.Summarize(samples, baseStart, upStart)
+	rep.Rate, rep.Achieved = o.Rate, traffic.AchievedRate(rep.Requests.Total, upEnd.Sub(upStart), o.Rate)
 	rep.Writes = verify(lbURL, rec.Acked())
 	snap, err := eng.Observe(ctx)
 	if err != nil {
@@ -401,6 +406,11 @@ func Serve(ctx context.Context, o Options) error {
 	say("  export FERRY_FILE=%s FERRY_DATA_DIR=%s", cl.File, cl.DataDir)
 	say("  ferry members; ferry releases list; ferry health --to %s; ferry plan --to %s", o.To, o.To)
 	say("  ferry upgrade start --to %s    (then: ferry upgrade status | pause | resume | abort)", o.To)
+	// No server runs here: one would hold the store that the commands
+	// above open. The operator starts it, and then goes through it.
+	say("for the dashboard, a ferry server over the same description (with the variables above):")
+	say("  ferry server --listen 127.0.0.1:7400")
+	say("  then open http://127.0.0.1:7400/dashboard/#token=$(cat %s), and give the commands --addr 127.0.0.1:7400", filepath.Join(cl.DataDir, "api-token"))
 	say("Ctrl-C stops the cluster.")
 	<-ctx.Done()
 	return nil

@@ -68,15 +68,68 @@ const (
 )
 
 type band struct {
-	X, W  float64
-	Name  string
-	Fill  string
-	Label bool
+	X, W float64
+	Name string
+	Fill string
+	// Text is the label drawn at the band's top, at LabelY: its name
+	// where that fits, else its number in the legend, else nothing
+	// (its name is then in the legend and in its tooltip).
+	Text   string
+	LabelY float64
+}
+
+// keyed is a band whose name did not fit above it: the legend names it.
+type keyed struct {
+	Key, Name string
+	From, To  float64 // seconds from the page's start
+}
+
+const (
+	// labelRows is how many rows of labels the bands may stagger into;
+	// charW is a generous width of one character at font-size 10.
+	labelRows = 3
+	charW     = 6.2
+	labelGap  = 4.0
+)
+
+// placeLabels labels the batch bands so that no label overlaps another
+// (with many short batches the names ran into each other, and each
+// band painted over its neighbour's): a band as wide as its name gets
+// it; a narrower one gets a number, staggered over labelRows rows, that
+// the legend explains (or, with no room even for that, only the legend
+// line).
+func placeLabels(bands []band, seconds func(x float64) float64) []keyed {
+	var ends [labelRows]float64
+	var legend []keyed
+	place := func(b *band, text string) bool {
+		w := float64(len([]rune(text))) * charW
+		for r := range ends {
+			if b.X >= ends[r] {
+				b.Text, b.LabelY = text, 12+12*float64(r)
+				ends[r] = b.X + w + labelGap
+				return true
+			}
+		}
+		return false
+	}
+	for i := range bands {
+		b := &bands[i]
+		if float64(len([]rune(b.Name)))*charW <= b.W && place(b, b.Name) {
+			continue
+		}
+		key := fmt.Sprint(len(legend) + 1)
+		if !place(b, key) {
+			key = ""
+		}
+		legend = append(legend, keyed{Key: key, Name: b.Name, From: seconds(b.X), To: seconds(b.X + b.W)})
+	}
+	return legend
 }
 
 type chart struct {
 	P50, P99 string // polyline points
 	Bands    []band
+	Legend   []keyed
 	Errors   []struct{ X, Y float64 }
 	YTicks   []struct {
 		Y     float64
@@ -116,15 +169,13 @@ func buildChart(p Page) chart {
 	i := 0
 	for _, w := range p.Windows {
 		from, to := w.From.Sub(p.Start).Seconds(), w.To.Sub(p.Start).Seconds()
-		b := band{X: x(from), W: math.Max(1, x(to)-x(from)), Name: w.Name}
-		if w.Kind == timeline.KindBatch {
-			b.Fill, b.Label = fills[i%len(fills)], true
-			i++
-		} else {
+		if w.Kind != timeline.KindBatch {
 			continue
 		}
-		c.Bands = append(c.Bands, b)
+		c.Bands = append(c.Bands, band{X: x(from), W: math.Max(1, x(to)-x(from)), Name: w.Name, Fill: fills[i%len(fills)]})
+		i++
 	}
+	c.Legend = placeLabels(c.Bands, func(px float64) float64 { return (px - padL) / (chartW - padL - 10) * secs })
 	for k := 0; k <= 4; k++ {
 		ms := maxY * float64(k) / 4
 		c.YTicks = append(c.YTicks, struct {
@@ -163,15 +214,16 @@ zero impact: <b class="{{yesno .P.Verdict.ZeroImpact}}">{{yesno .P.Verdict.ZeroI
 Baseline: {{.P.Verdict.Baseline.Total}} requests, p50 {{printf "%.1f" .P.Verdict.Baseline.P50MS}} ms, p99 {{printf "%.1f" .P.Verdict.Baseline.P99MS}} ms.</p>
 <svg id="latency-chart" xmlns="http://www.w3.org/2000/svg" width="{{.C.W}}" height="{{.C.H}}" viewBox="0 0 {{.C.W}} {{.C.H}}" role="img" aria-label="latency per second">
 {{range .C.Bands}}<rect x="{{printf "%.1f" .X}}" y="0" width="{{printf "%.1f" .W}}" height="{{$.C.H}}" fill="{{.Fill}}"><title>{{.Name}}</title></rect>
-<text x="{{printf "%.1f" .X}}" y="12" font-size="10" fill="#5f6368">{{.Name}}</text>
-{{end}}{{range .C.YTicks}}<line x1="{{$.C.PadL}}" x2="{{$.C.W}}" y1="{{printf "%.1f" .Y}}" y2="{{printf "%.1f" .Y}}" stroke="#e0e0e0"/><text x="4" y="{{printf "%.1f" .Y}}" font-size="10">{{.Label}}</text>
+{{end}}{{range .C.Bands}}{{if .Text}}<text x="{{printf "%.1f" .X}}" y="{{.LabelY}}" font-size="10" fill="#5f6368">{{.Text}}</text>
+{{end}}{{end}}{{range .C.YTicks}}<line x1="{{$.C.PadL}}" x2="{{$.C.W}}" y1="{{printf "%.1f" .Y}}" y2="{{printf "%.1f" .Y}}" stroke="#e0e0e0"/><text x="4" y="{{printf "%.1f" .Y}}" font-size="10">{{.Label}}</text>
 {{end}}{{range .C.XTicks}}<text x="{{printf "%.1f" .X}}" y="{{$.C.H}}" font-size="10">{{.Label}}</text>
 {{end}}<polyline class="p50" fill="none" stroke="#1a73e8" stroke-width="1.5" points="{{.C.P50}}"/>
 <polyline class="p99" fill="none" stroke="#d93025" stroke-width="1.5" points="{{.C.P99}}"/>
 {{range .C.Errors}}<circle cx="{{printf "%.1f" .X}}" cy="{{printf "%.1f" .Y}}" r="4" fill="#000"><title>failed requests</title></circle>
 {{end}}</svg>
 <p class="legend"><span style="color:#1a73e8">━ p50 per second</span><span style="color:#d93025">━ p99 per second</span><span>● a second with failed requests</span><span>bands: the batches</span></p>
-<h2>Windows</h2>
+{{if .C.Legend}}<p class="legend">Batches too narrow for their name:{{range .C.Legend}} <span>{{if .Key}}<b>{{.Key}}</b> {{end}}{{.Name}} ({{printf "%.1f" .From}}–{{printf "%.1f" .To}} s)</span>{{end}}</p>
+{{end}}<h2>Windows</h2>
 <table><tr><th>window</th><th>requests</th><th>failed</th><th>p50 ms</th><th>p99 ms</th><th>p99 / baseline</th><th>p-value</th><th>zero impact</th><th>why</th></tr>
 {{range .P.Verdict.Windows}}<tr><td>{{.Name}}</td><td>{{.Requests}}</td><td>{{.Failed}}</td><td>{{printf "%.1f" .P50MS}}</td><td>{{printf "%.1f" .P99MS}}</td><td>{{printf "%.2f" .P99Ratio}}</td><td>{{printf "%.2g" .PValue}}</td><td class="{{.ZeroImpact}}">{{.ZeroImpact}}</td><td style="text-align:left">{{.Reason}}</td></tr>
 {{end}}</table>

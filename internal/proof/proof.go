@@ -186,15 +186,18 @@ type Report struct {
 
 // TrafficReport is the driven traffic's part of a report.
 type TrafficReport struct {
-	Targets     []string       `json:"targets"`
-	Rate        float64        `json:"rate"`
-	Concurrency int            `json:"concurrency"`
-	Seed        uint64         `json:"seed"`
-	Baseline    traffic.Stats  `json:"baseline"`
-	Requests    traffic.Stats  `json:"requests"` // during the upgrade
-	Windows     []Window       `json:"windows"`
-	Verdict     impact.Verdict `json:"verdict"`
-	Writes      *Writes        `json:"writes,omitempty"`
+	Targets     []string      `json:"targets"`
+	Rate        float64       `json:"rate"`
+	Concurrency int           `json:"concurrency"`
+	Seed        uint64        `json:"seed"`
+	Baseline    traffic.Stats `json:"baseline"`
+	Requests    traffic.Stats `json:"requests"` // during the upgrade
+	// Achieved is the rate sent during the upgrade, and whether it fell
+	// short of Rate.
+	traffic.Achieved
+	Windows []Window       `json:"windows"`
+	Verdict impact.Verdict `json:"verdict"`
+	Writes  *Writes        `json:"writes,omitempty"`
 }
 
 // SignalReport is a metrics signal's part of a report.
@@ -243,6 +246,7 @@ func (s *Session) Report(ctx context.Context, u upgrade.Upgrade, evs []store.Eve
 		}
 		tr := &TrafficReport{Targets: s.spec.Targets, Rate: s.spec.Rate, Concurrency: s.spec.Concurrency, Seed: s.spec.Seed,
 			Baseline: traffic.Summarize(src.samples, s.began, start), Requests: traffic.Summarize(src.samples, start, end), Verdict: v}
+		tr.Achieved = traffic.AchievedRate(tr.Requests.Total, end.Sub(start), s.spec.Rate)
 		for _, w := range windows {
 			tr.Windows = append(tr.Windows, Window{Name: w.Name, Kind: string(w.Kind), FromS: w.From.Sub(start).Seconds(),
 				ToS: w.To.Sub(start).Seconds(), Requests: traffic.Summarize(src.samples, w.From, w.To)})

@@ -361,6 +361,33 @@ type Stats struct {
 	MaxMS  float64 `json:"max_ms"`
 }
 
+// MinAchieved is the share of its target rate below which a load is
+// said to have fallen short: on a loaded machine the clients cannot send
+// what was asked, and the verdicts then judge a lighter load than the
+// one described.
+const MinAchieved = 0.9
+
+// Achieved is the rate a load reached against its target.
+type Achieved struct {
+	// Rate is requests per second over the span measured.
+	Rate float64 `json:"achieved_rate"`
+	// Short says so when Rate is below MinAchieved of the target.
+	Short string `json:"rate_short,omitempty"`
+}
+
+// AchievedRate is the rate of total requests over d against target
+// (requests per second; 0: no target, nothing is short of it).
+func AchievedRate(total int, d time.Duration, target float64) Achieved {
+	if d <= 0 {
+		return Achieved{}
+	}
+	a := Achieved{Rate: float64(total) / d.Seconds()}
+	if target > 0 && a.Rate < MinAchieved*target {
+		a.Short = fmt.Sprintf("%.0f requests/s sent of the %.0f/s asked (%.0f%%): the machine could not keep up, and the verdict judges a lighter load", a.Rate, target, 100*a.Rate/target)
+	}
+	return a
+}
+
 // Summarize computes Stats over the samples that started in [from, to).
 func Summarize(samples []Sample, from, to time.Time) Stats {
 	var lat []float64
