@@ -132,3 +132,35 @@ func TestFerryAwayLongerThanTheDeadline(t *testing.T) {
 	expectAllOn(t, cl, "1.0.0")
 	everyStopSeen(t, cl, u)
 }
+
+// TestHookFailureNamed gives kv a pre_stop hook whose endpoint refuses
+// the connection: the first kv member is never stopped, and the
+// upgrade's reason names the hook list, its call and its error, not the
+// health of a member that ran healthy all along.
+func TestHookFailureNamed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: starts a real cluster")
+	}
+	cl := startCluster(t, demo.ClusterOptions{Soak: time.Second, Deadline: 4 * time.Second, GateDeadline: 30 * time.Second}, "1.0.1")
+	desc := readFile(t, cl.File)
+	refused := strings.Replace(desc, `http://{{.Address}}/admin/step-down`, `http://127.0.0.1:9/admin/step-down`, 1)
+	if refused == desc {
+		t.Fatal("the description has no kv pre_stop hook to point elsewhere")
+	}
+	writeFile(t, cl.File, refused)
+	out, code := ferry(t, cl, "upgrade", "start", "--to", "1.0.1", "-q")
+	u, _ := status(t, cl)
+	t.Logf("exit %d, %s: %s", code, u.State, u.Reason)
+	if code == 0 || !u.RollingBack() {
+		t.Fatalf("exit %d, ended %s, want a rollback\n%s", code, u.State, out)
+	}
+	for _, want := range []string{"pre_stop hooks of kv-", "did not succeed within healthy_deadline", "POST http://127.0.0.1:9/admin/step-down", "connection refused"} {
+		if !strings.Contains(u.Reason, want) {
+			t.Errorf("reason %q does not say %q", u.Reason, want)
+		}
+	}
+	if strings.Contains(u.Reason, "not healthy") {
+		t.Errorf("reason %q blames the member's health", u.Reason)
+	}
+	expectAllOn(t, cl, "1.0.0")
+}

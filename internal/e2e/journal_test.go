@@ -266,6 +266,8 @@ func TestSlowGateDoesNotLengthenDowntime(t *testing.T) {
 		out, _ := ferry(t, cl, "events")
 		t.Fatalf("downtimes of %d and %d members, want 7; events:\n%s", len(dq), len(ds), out)
 	}
+	everyStopSeen(t, cl, quick)
+	everyStopSeen(t, cl, slow)
 	for m, d := range ds {
 		if d > worstQuick+time.Second {
 			t.Errorf("%s was down %s with the slow gate, against at most %s with the quick one", m, d, worstQuick)

@@ -449,7 +449,9 @@ func refusalText(rs []strategy.Refusal) string {
 // Members never touched are left alone, and their record says so.
 func (s *stepper) rollback(reason string) {
 	u := &s.u
-	rb := plan.Plan{From: []string{u.To}, To: u.From}
+	// No phase at all when nothing was touched yet: an empty list, not
+	// none (the API promises an array).
+	rb := plan.Plan{From: []string{u.To}, To: u.From, Phases: []plan.Phase{}}
 	last := min(u.Phase, len(u.Plan.Phases)-1)
 	inRollback := map[string]bool{}
 	for i := last; i >= 0; i-- {
