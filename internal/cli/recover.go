@@ -44,6 +44,9 @@ Without --yes it prints what it would do and exits 1, changing nothing.`,
 
 // recoverStore is 'ferry upgrade recover'.
 func (g *globals) recoverStore(cmd *cobra.Command, yes bool) error {
+	if g.remote() {
+		return errors.New("recover works on a data directory, not through a server: run it on the server's host, with the server stopped, with --data-dir")
+	}
 	c, err := g.load()
 	if err != nil {
 		return err
