@@ -124,7 +124,7 @@ of the previous release could not read what the new one then writes.`,
 		},
 	}
 	finalize.Flags().BoolVarP(&quiet, "quiet", "q", false, "no live view; print the outcome only")
-	cmd.AddCommand(start, status, pause, resume, abort, finalize, overrideCmd(g))
+	cmd.AddCommand(start, status, pause, resume, abort, finalize, overrideCmd(g), recoverCmd(g))
 	return cmd
 }
 

@@ -169,7 +169,7 @@ func inspect(path string) (problem string, err error) {
 		}
 	}
 	for _, off := range offsets {
-		if n, err := f.ReadAt(head, off); n == len(head) || (err == io.EOF && n == len(head)) {
+		if n, _ := f.ReadAt(head, off); n == len(head) {
 			if m, ok := parseMeta(head); ok {
 				metas = append(metas, m)
 				break

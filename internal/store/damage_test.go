@@ -165,7 +165,6 @@ func TestBackupFollowsRecords(t *testing.T) {
 	if _, err := RestoreBackup(dir, time.Now()); err == nil {
 		t.Errorf("a restore over a store that is not damaged was made")
 	}
-	good, _ := os.ReadFile(s.Path())
 	if err := os.Truncate(s.Path(), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +188,6 @@ func TestBackupFollowsRecords(t *testing.T) {
 	if evs, err := s.Events("", 0, 0); err != nil || len(evs) != 2 {
 		t.Errorf("events after the restore: %d, %v", len(evs), err)
 	}
-	_ = good
 }
 
 // TestMissingStoreWithBackup: a store file gone while its backup is
@@ -266,6 +264,7 @@ func BenchmarkSaveWithEventsBackedUp(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	fi, _ := os.Stat(s.BackupPath())
-	b.ReportMetric(float64(fi.Size()), "backup-bytes")
+	if fi, err := os.Stat(s.BackupPath()); err == nil {
+		b.ReportMetric(float64(fi.Size()), "backup-bytes")
+	}
 }

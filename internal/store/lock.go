@@ -128,3 +128,9 @@ func procCommand(pid int) string {
 	}
 	return c
 }
+
+// LockEngineDir takes the engine lock of the data directory dir without
+// opening its store, which may be damaged (recovery holds it).
+func LockEngineDir(dir string) (func(), error) {
+	return (&Store{dir: dir, path: filepath.Join(dir, "ferry.db")}).LockEngine()
+}

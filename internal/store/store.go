@@ -167,9 +167,13 @@ func (s *Store) create() error {
 	}
 	if err == nil {
 		// Link, not rename: a store another process created meanwhile
-		// is kept (EEXIST).
-		if err = os.Link(tmp.Name(), s.path); errors.Is(err, fs.ErrExist) {
+		// is kept (EEXIST). A filesystem without hard links gets a
+		// rename (two first writes at once could then race).
+		switch err = os.Link(tmp.Name(), s.path); {
+		case errors.Is(err, fs.ErrExist):
 			err = nil
+		case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.ENOTSUP), errors.Is(err, syscall.EXDEV):
+			err = os.Rename(tmp.Name(), s.path)
 		}
 	}
 	if err != nil {
@@ -267,10 +271,10 @@ func (s *Store) panicked(v any) error {
 // transaction, which the readers take for an empty store.
 func (s *Store) view(fn func(tx *bolt.Tx) error) (err error) {
 	if s.readOnly {
-		if err := s.check(); err != nil {
-			return err
-		}
 		if _, err := os.Stat(s.path); errors.Is(err, fs.ErrNotExist) {
+			if err := s.check(); err != nil {
+				return err // missing, while its backup says it was written
+			}
 			return fn(nil)
 		}
 	}
