@@ -87,3 +87,30 @@ func TestClusterUpDown(t *testing.T) {
 	}
 	t.Logf("cluster up after down: %.1fs", rep.DurationS)
 }
+
+// TestUpgradeToWhatRuns: an upgrade to the release every member runs
+// has nothing to do: it is said (exit 0), through the data directory
+// and through a server (POST /v1/upgrade), and no upgrade is recorded,
+// so no hook or migration ran and no finalize is on record (issue 22,
+// defect 5).
+func TestUpgradeToWhatRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: starts a real cluster")
+	}
+	cl := startCluster(t, demo.ClusterOptions{}, "2.0.0")
+	addr := startServer(t, cl)
+	for _, via := range [][]string{nil, {"--addr", addr}} {
+		out, code := ferry(t, cl, append(via, "upgrade", "start", "--to", "1.0.0")...)
+		if code != 0 || !strings.Contains(out, "nothing to do: every member runs 1.0.0 already") {
+			t.Errorf("upgrade start --to 1.0.0 %v on 1.0.0: exit %d, want 0 and nothing to do\n%s", via, code, out)
+		}
+		var res engine.NothingToDo
+		jsonOut(t, cl, &res, append(via, "upgrade", "start", "--to", "1.0.0")...)
+		if !res.NothingToDo || res.To != "1.0.0" {
+			t.Errorf("upgrade start -o json %v: %+v", via, res)
+		}
+	}
+	if out, code := ferry(t, cl, "upgrade", "status"); code == 0 || !strings.Contains(out, "no upgrade yet") {
+		t.Errorf("after upgrades to what runs, status: exit %d, want none recorded\n%s", code, out)
+	}
+}
