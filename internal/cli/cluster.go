@@ -26,8 +26,9 @@ passes, within the component's deadline; then the component's cluster gate
 must be green within its gate_deadline. Members already running VERSION
 (started by ferry, or adopted) are left alone, so running it again is safe.
 
-Refused, nothing started: while an upgrade runs (exit 3); when a member runs
-another release (moving it is 'ferry upgrade start'); when an artifact of
+Refused, nothing started: while an upgrade runs (exit 3); at a release the
+catalog does not allow from the one an upgrade last finalized (no going back);
+when a member runs another release (moving it is 'ferry upgrade start'); when an artifact of
 VERSION is missing or has the wrong sha256. A member not healthy in time exits 1
 with its last check's answer. The agents must be running ('ferry agent').`,
 		Args: cobra.NoArgs,

@@ -196,6 +196,9 @@ func (g *globals) remoteStart(ctx context.Context, to string, withTraffic, quiet
 		return err
 	}
 	u, err := c.Start(ctx, to, withTraffic)
+	if errors.Is(err, client.ErrNothingToDo) {
+		return g.nothingToDo(to, err.Error())
+	}
 	if err != nil {
 		return remoteErr(err)
 	}

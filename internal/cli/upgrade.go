@@ -189,6 +189,9 @@ func (g *globals) runUpgrade(ctx context.Context, to string, quiet bool, pr *pro
 			if errors.Is(err, engine.ErrPreflight) {
 				return &exitError{code: 5, err: err}
 			}
+			if errors.Is(err, engine.ErrNothingToDo) {
+				return g.nothingToDo(to, err.Error())
+			}
 			return err
 		}
 		if !quiet && !g.json() {
@@ -227,6 +230,16 @@ func (g *globals) runUpgrade(ctx context.Context, to string, quiet bool, pr *pro
 	if u.State != upgrade.StateCompleted && !slices.Contains(ok, u.State) {
 		return &exitError{code: 4, err: fmt.Errorf("upgrade %s ended %s: %s", u.ID, u.State, u.Reason)}
 	}
+	return nil
+}
+
+// nothingToDo says that an upgrade to version to would move nothing, and
+// exits 0: the cluster is where the operator asked it to be.
+func (g *globals) nothingToDo(to, msg string) error {
+	if g.json() {
+		return g.printJSON(engine.NothingToDo{NothingToDo: true, To: to, Message: msg})
+	}
+	fmt.Fprintln(g.stdout, msg)
 	return nil
 }
 

@@ -35,11 +35,28 @@ func (c *Client) Start(ctx context.Context, to string, traffic bool) (upgrade.Up
 		body["traffic"] = true
 	}
 	var st struct {
-		Upgrade upgrade.Upgrade `json:"upgrade"`
+		Upgrade     upgrade.Upgrade `json:"upgrade"`
+		NothingToDo bool            `json:"nothing_to_do"`
+		Message     string          `json:"message"`
 	}
-	err := c.Do(ctx, http.MethodPost, "/v1/upgrade", body, &st)
-	return st.Upgrade, err
+	if err := c.Do(ctx, http.MethodPost, "/v1/upgrade", body, &st); err != nil {
+		return upgrade.Upgrade{}, err
+	}
+	if st.NothingToDo {
+		return upgrade.Upgrade{}, nothingToDo(st.Message)
+	}
+	return st.Upgrade, nil
 }
+
+// ErrNothingToDo is Start's error when the server started no upgrade
+// because every member runs the target already; its text is the
+// server's.
+var ErrNothingToDo = errors.New("nothing to do")
+
+type nothingToDo string
+
+func (e nothingToDo) Error() string { return string(e) }
+func (e nothingToDo) Unwrap() error { return ErrNothingToDo }
 
 // Follow streams the events of upgrade id (of any upgrade, if id is
 // empty) after sequence number after to onEvent until the current

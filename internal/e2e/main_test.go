@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"syscall"
 	"testing"
@@ -422,4 +423,22 @@ func failedRequests(rec *traffic.Recorder) int {
 		}
 	}
 	return n
+}
+
+// startServer starts 'ferry server' on a free loopback port over the
+// cluster and returns its address once it listens.
+func startServer(t *testing.T, cl *demo.Cluster) string {
+	t.Helper()
+	srv := startFerry(t, cl, "server", "--listen", "127.0.0.1:0")
+	re := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
+	var addr string
+	waitFor(t, 30*time.Second, "the server listening", func() bool {
+		srv.alive(t)
+		if m := re.FindStringSubmatch(srv.out.String()); m != nil {
+			addr = m[1]
+			return true
+		}
+		return false
+	})
+	return addr
 }

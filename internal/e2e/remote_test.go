@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -20,17 +19,7 @@ import (
 // under traffic clients see no failure.
 func TestCLIThroughServer(t *testing.T) {
 	cl := startCluster(t, demo.ClusterOptions{}, "2.0.0")
-	srv := startFerry(t, cl, "server", "--listen", "127.0.0.1:0")
-	var addr string
-	re := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
-	waitFor(t, 30*time.Second, "the server listening", func() bool {
-		srv.alive(t)
-		if m := re.FindStringSubmatch(srv.out.String()); m != nil {
-			addr = m[1]
-			return true
-		}
-		return false
-	})
+	addr := startServer(t, cl)
 	remote := func(args ...string) (string, int) {
 		return ferry(t, cl, append([]string{"--addr", addr}, args...)...)
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/config"
 	"github.com/ferry-upgrade/ferry/internal/driver"
+	"github.com/ferry-upgrade/ferry/internal/plan"
 	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
 // Cluster up and down: every member of the description started at one
@@ -36,6 +39,10 @@ var (
 	// ErrArtifact: an artifact of the release is missing or not what
 	// its sha256 says; Up started nothing.
 	ErrArtifact = errors.New("artifact not usable")
+	// ErrPinned: the catalog does not allow the release from the one
+	// the cluster was last finalized at (its data may be in a format
+	// the release cannot read); Up started nothing.
+	ErrPinned = errors.New("release not allowed from the finalized pin")
 )
 
 // ClusterMember is what Up or Down did with one member.
@@ -87,6 +94,41 @@ func (e *Engine) refuseDuringUpgrade(what string) error {
 	return nil
 }
 
+// finalizedStore is a store that keeps the upgrades that ended, as the
+// embedded one does: the last finalized says what the cluster's data
+// may have become.
+type finalizedStore interface {
+	LastFinalized() (upgrade.Upgrade, bool, error)
+}
+
+// refuseBelowPin refuses release version when the catalog does not
+// allow it from the release the cluster was last finalized at: after a
+// finalize there is no going back, and a cluster stopped and started
+// again is no way around it.
+func (e *Engine) refuseBelowPin(version string) error {
+	fs, ok := e.cfg.Store.(finalizedStore)
+	if !ok {
+		return nil
+	}
+	u, ok, err := fs.LastFinalized()
+	if err != nil || !ok {
+		return err
+	}
+	pin := cmp.Or(u.Pin, u.To)
+	if plan.Allowed(e.c, pin, version) {
+		return nil
+	}
+	why := fmt.Sprintf("release %s upgrades from [%s]", version, strings.Join(e.c.Release(version).UpgradeFrom, ", "))
+	if config.CompareVersions(version, pin) < 0 {
+		why = fmt.Sprintf("release %s is not in the catalog", pin)
+		if r := e.c.Release(pin); r != nil {
+			why = fmt.Sprintf("release %s goes down to [%s] only (its downgrade_to)", pin, strings.Join(r.DowngradeTo, ", "))
+		}
+	}
+	return fmt.Errorf("%w: cluster up at %s refused, nothing was started: upgrade %s finalized %s at %s (no going back: the cluster's data may be in a format %s cannot read), and the catalog does not allow %s from %s: %s; bring it up at %s",
+		ErrPinned, version, u.ID, pin, u.Finalized.UTC().Format(time.RFC3339), version, version, pin, why, pin)
+}
+
 // Up starts every member of the description at release version, in
 // the plan's order (components by order), and waits for each to be
 // healthy (and its component's cluster gate green) within its
@@ -94,9 +136,10 @@ func (e *Engine) refuseDuringUpgrade(what string) error {
 // component that bootstraps together (one-at-a-time, or with a role)
 // are started together and then waited for; the others one at a time.
 // Members that run version already (started by ferry or adopted) are
-// left alone. It refuses, changing nothing, while an upgrade runs, when
-// a member runs another release (that is an upgrade), and when an
-// artifact is missing or has the wrong checksum.
+// left alone. It refuses, changing nothing, while an upgrade runs, at a
+// release the catalog does not allow from the one last finalized
+// (ErrPinned), when a member runs another release (that is an upgrade),
+// and when an artifact is missing or has the wrong checksum.
 func (e *Engine) Up(ctx context.Context, version string, progress Progress) (ClusterReport, error) {
 	began := time.Now()
 	rep := ClusterReport{Operation: "up", Version: version}
@@ -113,6 +156,9 @@ func (e *Engine) Up(ctx context.Context, version string, progress Progress) (Clu
 	}
 	if e.c.Release(version) == nil {
 		return rep, fmt.Errorf("release %s is not in the catalog; known: %s", version, strings.Join(e.releaseNames(), ", "))
+	}
+	if err := e.refuseBelowPin(version); err != nil {
+		return rep, err
 	}
 	for _, comp := range e.c.ComponentsInOrder() {
 		a, err := e.artifact(comp.Name, version)

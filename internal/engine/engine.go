@@ -214,6 +214,9 @@ func (e *Engine) Begin(ctx context.Context, to string) (upgrade.Upgrade, error) 
 		return upgrade.Upgrade{}, &PreflightError{Preflight: pf}
 	}
 	p, snap := *pf.Plan, pf.snap
+	if err := nothingToDo(p); err != nil {
+		return upgrade.Upgrade{}, err
+	}
 	now := e.cfg.Now()
 	u := upgrade.New(newID(now), p, snap.Versions(), nil, now)
 	u.Description = e.c.Digest
@@ -229,6 +232,30 @@ func (e *Engine) Begin(ctx context.Context, to string) (upgrade.Upgrade, error) 
 	}
 	e.emit(now, u, store.Event{Kind: "state", Message: msg})
 	return u, nil
+}
+
+// ErrNothingToDo is returned by Begin when every member runs the target
+// already: an upgrade would move no member yet run the hooks and the
+// release's migrations, and record a finalize, so none is recorded.
+var ErrNothingToDo = errors.New("nothing to do")
+
+// NothingToDo is the answer to a start that found nothing to do: what
+// 'ferry upgrade start -o json' prints and what POST /v1/upgrade
+// answers (200, no upgrade recorded).
+type NothingToDo struct {
+	NothingToDo bool   `json:"nothing_to_do"`
+	To          string `json:"to"`
+	Message     string `json:"message"`
+}
+
+// nothingToDo refuses plan p when it moves no member.
+func nothingToDo(p plan.Plan) error {
+	for _, ph := range p.Phases {
+		if len(ph.Members()) > 0 {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: every member runs %s already; no upgrade was started, no hook or migration run", ErrNothingToDo, p.To)
 }
 
 func newID(now time.Time) string {

@@ -94,6 +94,9 @@ type System struct {
 	// free port; loadArgs gives the load tool its endpoints.
 	ports    []string
 	loadArgs func(p map[string]string) []string
+	// loadReady, when set, waits until the system can take the load
+	// tool's first request (NATS: JetStream's meta group complete).
+	loadReady func(ctx context.Context, p map[string]string) error
 	// members are the members' names and the placeholders of the
 	// addresses their version report answers on.
 	members [][2]string
@@ -122,8 +125,84 @@ func NATS(env Env) *System {
 		loadArgs: func(p map[string]string) []string {
 			return []string{"-servers", "nats://" + p["N1_CLIENT"] + ",nats://" + p["N2_CLIENT"] + ",nats://" + p["N3_CLIENT"]}
 		},
+		loadReady: func(ctx context.Context, p map[string]string) error {
+			return jetStreamReady(ctx, p["N1_HTTP"], p["N2_HTTP"], p["N3_HTTP"])
+		},
 		members:     [][2]string{{"n1", "N1_HTTP"}, {"n2", "N2_HTTP"}, {"n3", "N3_HTTP"}},
 		versionPath: "/varz", versionField: "version"}
+}
+
+// jszMeta is the part of NATS's GET /jsz that says how its JetStream
+// meta group stands; replicas are listed by the meta leader only.
+type jszMeta struct {
+	Meta *struct {
+		Leader   string `json:"leader"`
+		Size     int    `json:"cluster_size"`
+		Replicas []struct {
+			Name    string `json:"name"`
+			Current bool   `json:"current"`
+			Offline bool   `json:"offline"`
+		} `json:"replicas"`
+	} `json:"meta_cluster"`
+}
+
+// jetStreamReady waits until every server (its monitoring address)
+// names the same JetStream meta leader and that leader sees each other
+// server online and current: before that, creating a replicated stream
+// fails ("no suitable peers for placement"), longer on a loaded machine
+// than the load tool waits. The servers' /healthz does not say it.
+func jetStreamReady(ctx context.Context, monitors ...string) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	last := "no answer yet"
+	err := waitUntil(ctx, 2*time.Minute, "JetStream's meta leader sees every server current", func() (bool, error) {
+		metas := map[string]jszMeta{}
+		leader := ""
+		for _, m := range monitors {
+			var j jszMeta
+			resp, err := client.Get("http://" + m + "/jsz")
+			if err != nil {
+				last = err.Error()
+				return false, nil
+			}
+			err = json.NewDecoder(resp.Body).Decode(&j)
+			resp.Body.Close()
+			switch {
+			case err != nil:
+				last = fmt.Sprintf("%s/jsz: %v", m, err)
+				return false, nil
+			case j.Meta == nil || j.Meta.Leader == "":
+				last = m + ": no meta leader"
+				return false, nil
+			case leader != "" && j.Meta.Leader != leader:
+				last = fmt.Sprintf("meta leaders %s and %s", leader, j.Meta.Leader)
+				return false, nil
+			}
+			leader = j.Meta.Leader
+			metas[m] = j
+		}
+		for _, j := range metas {
+			if j.Meta.Replicas == nil {
+				continue // not the leader
+			}
+			if len(j.Meta.Replicas) != j.Meta.Size-1 {
+				last = fmt.Sprintf("meta leader %s sees %d other servers of %d", leader, len(j.Meta.Replicas), j.Meta.Size)
+				return false, nil
+			}
+			for _, r := range j.Meta.Replicas {
+				if r.Offline || !r.Current {
+					last = fmt.Sprintf("meta leader %s: %s offline %v, current %v", leader, r.Name, r.Offline, r.Current)
+					return false, nil
+				}
+			}
+			return true, nil
+		}
+		last = "meta leader " + leader + " lists no server"
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w (last: %s)", err, last)
+	}
+	return nil
 }
 
 // SampleHAProxy is ferry's sample cluster (kv, api) behind HAProxy,
@@ -543,6 +622,11 @@ type Load struct {
 // StartLoad starts the load tool at rate requests per second and
 // returns once its first write was acknowledged.
 func (c *Cluster) StartLoad(ctx context.Context, rate int) (*Load, error) {
+	if c.Sys.loadReady != nil {
+		if err := c.Sys.loadReady(ctx, c.Ports); err != nil {
+			return nil, err
+		}
+	}
 	ready := filepath.Join(c.Dir, fmt.Sprintf("load-ready-%d", time.Now().UnixNano()))
 	args := append(c.Sys.loadArgs(c.Ports), "-rate", strconv.Itoa(rate), "-ready", ready)
 	l := &Load{cmd: exec.Command(c.Sys.Load, args...), done: make(chan error, 1)}

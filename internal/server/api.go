@@ -331,6 +331,9 @@ func (s *Server) postUpgrade(w http.ResponseWriter, r *http.Request) error {
 		switch {
 		case errors.Is(err, store.ErrActive):
 			return errf(http.StatusConflict, CodeUpgradeInProgress, "%v", err)
+		case errors.Is(err, engine.ErrNothingToDo):
+			writeJSON(w, http.StatusOK, engine.NothingToDo{NothingToDo: true, To: req.To, Message: err.Error()})
+			return nil
 		case errors.As(err, &pe):
 			e := errf(http.StatusUnprocessableEntity, CodePreflightFailed, "the cluster is not fit to upgrade to %s, nothing was changed: %s", req.To, failedChecks(pe.Preflight))
 			e.Checks = pe.Preflight.Checks

@@ -16,6 +16,7 @@ const (
 	CodeNotHealthy     = "not_healthy"      // 503: members started but not healthy within their deadline
 	CodeNotProcess     = "not_process"      // 422: up and down are for the process substrate
 	CodeArtifact       = "artifact_invalid" // 422: up, and an artifact is missing or has the wrong sha256
+	CodePinned         = "pinned"           // 422: up at a release the catalog does not allow from the one last finalized; nothing started
 )
 
 // ClusterUpRequest is the body of POST /v1/cluster/up.
@@ -93,6 +94,8 @@ func (s *Server) clusterOp(w http.ResponseWriter, r *http.Request, op func(conte
 			return errf(http.StatusConflict, CodeUpgradeInProgress, "%v", err)
 		case errors.Is(err, engine.ErrVersionsDiffer):
 			return errf(http.StatusUnprocessableEntity, CodeVersionsDiffer, "%v", err)
+		case errors.Is(err, engine.ErrPinned):
+			return errf(http.StatusUnprocessableEntity, CodePinned, "%v", err)
 		case errors.Is(err, engine.ErrArtifact):
 			return errf(http.StatusUnprocessableEntity, CodeArtifact, "%v", err)
 		case errors.Is(err, engine.ErrNotProcess):

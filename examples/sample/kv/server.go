@@ -419,12 +419,13 @@ func (s *Server) transferFuture() raft.Future {
 	return s.raft.LeadershipTransferToServer(raft.ServerID(p.ID), raft.ServerAddress(p.RaftAddr))
 }
 
-// ReadyStatus is the body of GET /ready.
+// ReadyStatus is the body of GET /ready. The reason comes second, so
+// that a health check that quotes the start of the body says why.
 type ReadyStatus struct {
 	Ready  bool   `json:"ready"`
+	Reason string `json:"reason,omitempty"`
 	State  string `json:"state"`
 	Leader string `json:"leader"`
-	Reason string `json:"reason,omitempty"`
 }
 
 // Ready reports whether this member can serve: it knows a leader, a
