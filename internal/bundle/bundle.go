@@ -31,6 +31,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -385,7 +386,7 @@ func Write(ctx context.Context, out io.Writer, cfg Config) (*Manifest, error) {
 	if err := collectViews(lctx, w, cfg, u); err != nil {
 		return nil, err
 	}
-	if err := collectReports(w, cfg, u.ID); err != nil {
+	if err := collectReports(w, cfg, u.ID, judged(evs)); err != nil {
 		return nil, err
 	}
 
@@ -707,7 +708,16 @@ func collectViews(ctx context.Context, w *writer, cfg Config, u upgrade.Upgrade)
 	return w.addJSON("cluster/health.json", "the preflight's checks now ('ferry health')", health)
 }
 
-func collectReports(w *writer, cfg Config, id string) error {
+// judged reports whether the upgrade ran with traffic: its batches were
+// judged (events of kind impact), so it has an impact report somewhere.
+func judged(evs []store.Event) bool {
+	return slices.ContainsFunc(evs, func(ev store.Event) bool { return ev.Kind == "impact" })
+}
+
+// collectReports adds the upgrade's impact report: the data directory's,
+// else the server's. An upgrade that ran with traffic (withTraffic) and
+// whose report is in neither is said to lack it, not passed over.
+func collectReports(w *writer, cfg Config, id string, withTraffic bool) error {
 	found := false
 	if cfg.DataDir != "" {
 		for _, ext := range []string{".json", ".html", ".samples.csv"} {
@@ -726,8 +736,12 @@ func collectReports(w *writer, cfg Config, id string) error {
 			}
 		}
 	}
-	if !found && cfg.Report != nil {
+	switch {
+	case !found && cfg.Report != nil:
 		return w.add("reports/"+id+".json", "the impact report, as the server holds it", []byte(w.scrub.text(string(cfg.Report))))
+	case !found && withTraffic:
+		w.missing("the impact report (reports/"+id+".json)", fmt.Errorf("the upgrade ran with traffic but its report is not in %s: an upgrade a server drove has it there (GET /v1/upgrade/report, or 'ferry --addr ADDR bundle')",
+			filepath.Join(cfg.DataDir, "reports")))
 	}
 	return nil
 }

@@ -241,3 +241,37 @@ func TestWriteBadDays(t *testing.T) {
 		t.Errorf("a path as an upgrade id: %v", err)
 	}
 }
+
+// TestWriteReportOfTrafficUpgrade: an upgrade whose batches were judged
+// (it ran with traffic) but whose report is not in DATA-DIR/reports, as
+// when a server drove it, has the report missing said in the manifest
+// and the summary (a local bundle left it out and said nothing was), and
+// has the server's when one is given.
+func TestWriteReportOfTrafficUpgrade(t *testing.T) {
+	st, u := testStore(t)
+	if _, err := st.Append(store.Event{Time: time.Now(), Upgrade: u.ID, Kind: "impact", Component: "a", Message: "a batch 1 hurt the clients: p99 ×3"}); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Dir(st.Path())
+	var buf bytes.Buffer
+	man, err := Write(context.Background(), &buf, Config{Store: st, DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := files(t, buf.Bytes())
+	if text := fmt.Sprint(man.NotCollected); !strings.Contains(text, "the impact report (reports/upg-1.json)") || !strings.Contains(text, "GET /v1/upgrade/report") {
+		t.Errorf("not collected: %s; want the impact report named, and where it is", text)
+	}
+	if !strings.Contains(fs["summary.txt"], "the impact report") {
+		t.Errorf("summary.txt does not say the impact report is missing:\n%s", fs["summary.txt"])
+	}
+
+	buf.Reset()
+	man, err = Write(context.Background(), &buf, Config{Store: st, DataDir: dataDir, Report: []byte(`{"upgrade_id": "upg-1"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fs := files(t, buf.Bytes()); fs["reports/upg-1.json"] == "" || strings.Contains(fmt.Sprint(man.NotCollected), "impact report") {
+		t.Errorf("with the server's report: reports/upg-1.json %q, not collected %+v", fs["reports/upg-1.json"], man.NotCollected)
+	}
+}

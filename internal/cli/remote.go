@@ -2,18 +2,24 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/bearer"
 	"github.com/ferry-upgrade/ferry/internal/client"
 	"github.com/ferry-upgrade/ferry/internal/engine"
+	"github.com/ferry-upgrade/ferry/internal/proof"
+	"github.com/ferry-upgrade/ferry/internal/safefile"
 	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
@@ -189,8 +195,10 @@ func (g *globals) remoteStatus(ctx context.Context) error {
 
 // remoteStart asks the server to start an upgrade and follows it to its
 // end. Interrupting the CLI stops the following, not the upgrade: the
-// server drives it.
-func (g *globals) remoteStart(ctx context.Context, to string, withTraffic, quiet bool) error {
+// server drives it. With traffic, the server's impact report is then
+// fetched, its verdict printed and the report written to report (by
+// default DATA-DIR/reports/ID.json, where 'ferry bundle' finds it).
+func (g *globals) remoteStart(ctx context.Context, to string, withTraffic, quiet bool, report string) error {
 	c, err := g.client()
 	if err != nil {
 		return err
@@ -205,7 +213,68 @@ func (g *globals) remoteStart(ctx context.Context, to string, withTraffic, quiet
 	if !quiet && !g.json() {
 		fmt.Fprintf(g.stdout, "upgrade %s: %s → %s (driven by the server at %s)\n", u.ID, u.From, u.To, g.addr)
 	}
-	return g.followToEnd(ctx, c, u.ID, quiet)
+	err = g.followToEnd(ctx, c, u.ID, quiet)
+	if withTraffic && ctx.Err() == nil {
+		if rerr := g.remoteReport(ctx, c, u.ID, report); rerr != nil {
+			fmt.Fprintf(g.stderr, "ferry: the impact report of upgrade %s: %v\n", u.ID, rerr)
+			if err == nil {
+				err = rerr
+			}
+		}
+	}
+	return err
+}
+
+// reportWait bounds the wait for a server's impact report once its
+// upgrade has ended: the traffic runs on for its "after" and every
+// acknowledged write is read back first.
+const reportWait = 2 * time.Minute
+
+// remoteReport waits for the server's impact report of upgrade id (GET
+// /v1/upgrade/report), writes it to path (default
+// DATA-DIR/reports/ID.json) and prints its verdict.
+func (g *globals) remoteReport(ctx context.Context, c *client.Client, id, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, reportWait)
+	defer cancel()
+	var raw json.RawMessage
+	for {
+		err := c.Do(ctx, http.MethodGet, "/v1/upgrade/report", nil, &raw)
+		var ce *client.Error
+		if err == nil || !errors.As(err, &ce) || ce.Status != http.StatusNotFound || !strings.Contains(ce.Message, "not ended yet") {
+			if err != nil {
+				return err
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not ready within %s: %w", reportWait, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	var r proof.Report
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fmt.Errorf("the server's answer: %w", err)
+	}
+	if r.UpgradeID != id {
+		return fmt.Errorf("the server's report is of upgrade %s, not %s", r.UpgradeID, id)
+	}
+	if path == "" {
+		path = filepath.Join(g.dataDir, "reports", id+".json")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	if err := safefile.WriteAtomic(path, 0o640, func(w io.Writer) error {
+		_, err := w.Write(append(raw, '\n'))
+		return err
+	}); err != nil {
+		return err
+	}
+	if !g.json() {
+		printProof(g, r, path, "", "")
+	}
+	return nil
 }
 
 // followToEnd prints the events of upgrade id until it ends, then its

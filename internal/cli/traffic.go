@@ -206,5 +206,9 @@ func printProof(g *globals, r proof.Report, jsonPath, htmlPath, csvPath string) 
 		fmt.Fprintf(g.stdout, "prometheus: %d samples, zero downtime %s, zero impact %s %s\n", pr.Samples,
 			yesNo(pr.Verdict.ZeroDowntime), yesNo(pr.Verdict.ZeroImpact), pr.Error)
 	}
+	if htmlPath == "" {
+		fmt.Fprintf(g.stdout, "report: %s (the HTML page and every request are the server's: GET /v1/upgrade/report, the dashboard)\n", jsonPath)
+		return
+	}
 	fmt.Fprintf(g.stdout, "report: %s, %s; every request: %s\n", jsonPath, htmlPath, csvPath)
 }

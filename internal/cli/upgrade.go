@@ -31,7 +31,7 @@ func upgradeCmd(g *globals) *cobra.Command {
 				return errors.New("--to VERSION is required")
 			}
 			if g.remote() {
-				return g.remoteStart(cmd.Context(), to, cmd.Flags().Changed("traffic"), quiet)
+				return g.remoteStart(cmd.Context(), to, cmd.Flags().Changed("traffic"), quiet, report)
 			}
 			var pr *proofRun
 			if cmd.Flags().Changed("traffic") {

@@ -2,14 +2,18 @@ package e2e
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/demo"
 	"github.com/ferry-upgrade/ferry/internal/engine"
+	"github.com/ferry-upgrade/ferry/internal/proof"
 )
 
 // TestCLIThroughServer runs the operator's commands against a running
@@ -78,5 +82,51 @@ func TestCLIThroughServer(t *testing.T) {
 	out, code = ferry(t, cl, "--addr", addr, "--token-file", wrong, "versions")
 	if code == 0 || !strings.Contains(out, "401") {
 		t.Errorf("a wrong token: exit %d\n%s", code, out)
+	}
+}
+
+// TestTrafficThroughServer: 'ferry --addr ... upgrade start --traffic'
+// prints the server's verdict and writes its report under the data
+// directory, where a local 'ferry bundle' finds it. Before, it printed
+// no verdict and wrote nothing, and the bundle left the report out
+// while saying nothing was.
+func TestTrafficThroughServer(t *testing.T) {
+	cl := startCluster(t, demo.ClusterOptions{}, "2.0.0")
+	srv := startFerry(t, cl, "server", "--listen", "127.0.0.1:0")
+	var addr string
+	re := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
+	waitFor(t, 30*time.Second, "the server listening", func() bool {
+		srv.alive(t)
+		if m := re.FindStringSubmatch(srv.out.String()); m != nil {
+			addr = m[1]
+			return true
+		}
+		return false
+	})
+	out, code := ferry(t, cl, "--addr", addr, "upgrade", "start", "--to", "2.0.0", "--traffic")
+	t.Logf("ferry --addr upgrade start --traffic:\n%s", tail(out, 20))
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	id := regexp.MustCompile(`upgrade (upg-[0-9a-z-]+):`).FindStringSubmatch(out)
+	if id == nil {
+		t.Fatal("no upgrade id in the output")
+	}
+	report := filepath.Join(cl.DataDir, "reports", id[1]+".json")
+	for _, want := range []string{"zero downtime: yes", "report: " + report} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	var r proof.Report
+	if err := json.Unmarshal([]byte(readFile(t, report)), &r); err != nil || r.UpgradeID != id[1] || r.Traffic == nil || r.Traffic.Requests.Total == 0 {
+		t.Fatalf("the report written: %v, %+v", err, r)
+	}
+	path := filepath.Join(t.TempDir(), "b.tar.gz")
+	if out, code := ferry(t, cl, "bundle", id[1], "-o", path); code != 0 {
+		t.Fatalf("ferry bundle: exit %d\n%s", code, out)
+	}
+	if files := readBundle(t, path); !strings.Contains(files["reports/"+id[1]+".json"], `"upgrade_id"`) {
+		t.Errorf("the local bundle lacks the report: %v", slices.Collect(maps.Keys(files)))
 	}
 }

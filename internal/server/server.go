@@ -155,6 +155,10 @@ type Server struct {
 	sessionUp   string // the upgrade it runs around ("" while its baseline runs)
 	sessionLive bool   // its traffic runs; batches are judged against it
 	report      *proof.Report
+	// reporting: the session of an ended upgrade runs its "after" and
+	// reads its writes back; its report comes next (GET
+	// /v1/upgrade/report answered 404 "no report" meanwhile).
+	reporting bool
 }
 
 // New builds a server; Start begins its background work.

@@ -115,7 +115,7 @@ func (s *Server) stopSession(sess *proof.Session, u *upgrade.Upgrade) {
 	s.trafficMu.Lock()
 	live := sess != nil && sess == s.session && s.sessionLive
 	if live {
-		s.sessionLive = false
+		s.sessionLive, s.reporting = false, u != nil
 	}
 	s.trafficMu.Unlock()
 	if !live {
@@ -126,6 +126,11 @@ func (s *Server) stopSession(sess *proof.Session, u *upgrade.Upgrade) {
 	if u == nil {
 		return
 	}
+	defer func() {
+		s.trafficMu.Lock()
+		s.reporting = false
+		s.trafficMu.Unlock()
+	}()
 	evs, err := s.cfg.Store.Events(u.ID, 0, 0)
 	if err != nil {
 		s.log.Error("server: the upgrade's events, for its report", "err", err)
@@ -182,7 +187,7 @@ func (s *Server) getReport(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.trafficMu.Lock()
-	rep, live := s.report, s.sessionLive
+	rep, live := s.report, s.sessionLive || s.reporting
 	s.trafficMu.Unlock()
 	if rep == nil {
 		msg := "no report: start an upgrade with \"traffic\": true"
