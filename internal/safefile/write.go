@@ -35,11 +35,17 @@ func WriteAtomic(path string, mode fs.FileMode, write func(io.Writer) error) err
 		os.Remove(tmp)
 		return err
 	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
+	SyncDir(filepath.Dir(path))
+	return nil
+}
+
+// SyncDir syncs directory dir, so that a file created, renamed or
+// removed in it stays so after a crash; best effort.
+func SyncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
 		_ = d.Sync()
 		d.Close()
 	}
-	return nil
 }
 
 // WriteFileAtomic is WriteAtomic of b.

@@ -278,7 +278,7 @@ func MoveAside(dir string, now time.Time) (aside string, err error) {
 			return aside, s.writeError(err)
 		}
 	}
-	syncDir(s.dir)
+	safefile.SyncDir(s.dir)
 	return aside, nil
 }
 
@@ -291,6 +291,6 @@ func (s *Store) moveAside(now time.Time) (string, error) {
 	} else if err != nil {
 		return "", s.writeError(err)
 	}
-	syncDir(s.dir)
+	safefile.SyncDir(s.dir)
 	return aside, nil
 }

@@ -32,6 +32,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/ferry-upgrade/ferry/internal/safefile"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
@@ -179,15 +180,8 @@ func (s *Store) create() error {
 	if err != nil {
 		return s.writeError(err)
 	}
-	syncDir(s.dir)
+	safefile.SyncDir(s.dir)
 	return nil
-}
-
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
 }
 
 // writeError explains a failure to write the data directory: which
