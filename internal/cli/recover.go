@@ -20,9 +20,10 @@ func recoverCmd(g *globals) *cobra.Command {
 		Long: `Recover from a store file that exists but cannot be read (empty, truncated,
 overwritten): every other command refuses it and writes nothing over it.
 
-ferry keeps a backup of the store, DATA-DIR/ferry.db.bak, written after every
-write of an upgrade's record and before ferry acts on it: it holds every change
-ferry made outside the members (a member out of the load balancer, a flag set).
+ferry keeps a backup of the store's records (not its events), DATA-DIR/ferry.db.bak,
+written with every write of an upgrade's record that changes it (not with a
+heartbeat) and before ferry acts on it: it holds every change ferry made
+outside the members (a member out of the load balancer, a flag set).
 recover restores it, keeping the damaged file beside it (ferry.db.damaged-TIME);
 then 'ferry upgrade resume' goes on from there, or 'ferry upgrade abort' rolls
 back: either first undoes what the record owes.

@@ -1,11 +1,11 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -48,8 +48,9 @@ func (e *DamagedError) Error() string {
 		"it runs the undo of every hook of the description (members back in the load balancer, flags unset)"
 }
 
-// BackupPath is where the store keeps the copy of itself taken after
-// every write of an upgrade's record.
+// BackupPath is where the store keeps what a recovery needs of itself
+// (its records, not its events), written with every write of an
+// upgrade's record that changes it (backup).
 func (s *Store) BackupPath() string { return s.path + ".bak" }
 
 // damaged returns a *DamagedError for the store's file, with the
@@ -189,23 +190,88 @@ func inspect(path string) (problem string, err error) {
 	return "", nil
 }
 
-// backup writes a copy of the store, as db holds it now (after a
-// commit), to BackupPath: whole, synced and renamed into place, so that
-// the backup is always one complete store. It is taken after every
-// write of a record and before that write returns, so that the backup
-// holds every effect the engine goes on to make. A backup that cannot
-// be written is removed rather than left behind its store (restoring
-// it would forget effects); the store's own write still stands.
-func (s *Store) backup(db *bolt.DB) {
-	err := db.View(func(tx *bolt.Tx) error {
-		return safefile.WriteAtomic(s.BackupPath(), 0o600, func(w io.Writer) error {
-			_, err := tx.WriteTo(w)
-			return err
-		})
-	})
-	if err != nil {
+// backup writes to BackupPath what a recovery needs of the store as
+// tx holds it (the write of a record, before it commits): the meta
+// bucket (which upgrade is current) and every upgrade's record (the
+// journal of effects, the state; LastFinalized reads the past ones),
+// not the events, which are the bulk of a long-lived store and which no
+// recovery reads (the events bucket is there, empty, its sequence
+// carried on). So its cost does not grow with the store's history. It
+// is a bbolt file of its own, built beside the backup, synced and
+// renamed into place, so that the backup is always one complete store.
+// It is written before the record's write commits, hence before the
+// write returns and before the engine acts on it, so that it holds
+// every effect the engine goes on to make (if the commit then fails,
+// the backup is ahead of the store, which restores nothing while it is
+// readable). updateRecord writes it only when the record changed for a
+// recovery (put), or when there is no usable backup. A backup that
+// cannot be written is removed rather than left behind its store
+// (restoring it would forget effects); the store's own write still
+// stands.
+func (s *Store) backup(tx *bolt.Tx) {
+	if err := s.writeBackup(tx); err != nil {
 		os.Remove(s.BackupPath())
 	}
+}
+
+func (s *Store) writeBackup(src *bolt.Tx) error {
+	f, err := os.CreateTemp(s.dir, "."+filepath.Base(s.BackupPath())+".*.tmp")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	f.Close()
+	defer os.Remove(tmp) // once renamed, a no-op
+	// bbolt initializes the empty file (synced); its commits are not
+	// synced: the file is, once, when whole.
+	db, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: s.timeout, NoSync: true})
+	if err != nil {
+		return err
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketMeta, bucketUpgrades, bucketEvents} {
+			dst, err := tx.CreateBucket(name)
+			if err != nil {
+				return err
+			}
+			from := src.Bucket(name)
+			if from == nil {
+				continue
+			}
+			if err := dst.SetSequence(from.Sequence()); err != nil {
+				return err
+			}
+			if bytes.Equal(name, bucketEvents) {
+				continue
+			}
+			dst.FillPercent = 1 // keys come in order
+			if err := from.ForEach(func(k, v []byte) error { return dst.Put(k, v) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		err = db.Sync()
+	}
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, s.BackupPath())
+	}
+	if err != nil {
+		return err
+	}
+	safefile.SyncDir(s.dir)
+	return nil
+}
+
+// backupUsable reports whether BackupPath is a bbolt file a restore
+// would take (inspect: its two meta pages, not its content).
+func (s *Store) backupUsable() bool {
+	_, err := inspect(s.BackupPath())
+	return err == nil
 }
 
 // Diagnose returns the *DamagedError of the store in dir, or nil when

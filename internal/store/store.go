@@ -19,6 +19,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -221,13 +222,28 @@ func (s *Store) readError(err error) error {
 		"(run as the user that runs the upgrade, or give this one read access)", s.dir, os.Getuid(), err, filepath.Base(s.path))
 }
 
-func (s *Store) update(fn func(tx *bolt.Tx) error) error { return s.write(fn, false) }
+func (s *Store) update(fn func(tx *bolt.Tx) error) error { return s.write(fn) }
 
 // updateRecord is update for a transaction that writes an upgrade's
-// record: the backup is written from it once it is committed (backup).
-func (s *Store) updateRecord(fn func(tx *bolt.Tx) error) error { return s.write(fn, true) }
+// record: fn says whether it changed what a recovery needs (changed,
+// see put), and if so, or if the backup is missing or not usable, the
+// backup is rewritten from the transaction, before it commits (backup).
+// A save that only moves the record's times (the engine's heartbeat)
+// rewrites nothing.
+func (s *Store) updateRecord(fn func(tx *bolt.Tx) (changed bool, err error)) error {
+	return s.write(func(tx *bolt.Tx) error {
+		changed, err := fn(tx)
+		if err != nil {
+			return err
+		}
+		if changed || !s.backupUsable() {
+			s.backup(tx)
+		}
+		return nil
+	})
+}
 
-func (s *Store) write(fn func(tx *bolt.Tx) error, backUp bool) (err error) {
+func (s *Store) write(fn func(tx *bolt.Tx) error) (err error) {
 	if s.readOnly {
 		return ErrReadOnly
 	}
@@ -242,9 +258,6 @@ func (s *Store) write(fn func(tx *bolt.Tx) error, backUp bool) (err error) {
 		}
 	}()
 	err = db.Update(fn)
-	if err == nil && backUp {
-		s.backup(db)
-	}
 	if cerr := db.Close(); err == nil {
 		err = cerr
 	}
@@ -297,24 +310,24 @@ func bucket(tx *bolt.Tx, name []byte) *bolt.Bucket {
 // Create saves a new upgrade and makes it the current one; it refuses
 // with ErrActive while the current upgrade has not ended.
 func (s *Store) Create(u upgrade.Upgrade) error {
-	return s.updateRecord(func(tx *bolt.Tx) error {
+	return s.updateRecord(func(tx *bolt.Tx) (bool, error) {
 		if cur, ok, err := current(tx); err != nil {
-			return err
+			return false, err
 		} else if ok && !cur.State.Terminal() {
-			return fmt.Errorf("%w: %s (%s, %s → %s)", ErrActive, cur.ID, cur.State, cur.From, cur.To)
+			return false, fmt.Errorf("%w: %s (%s, %s → %s)", ErrActive, cur.ID, cur.State, cur.From, cur.To)
 		}
-		if err := put(tx, u); err != nil {
-			return err
+		if _, err := put(tx, u); err != nil {
+			return false, err
 		}
-		return tx.Bucket(bucketMeta).Put(keyCurrent, []byte(u.ID))
+		return true, tx.Bucket(bucketMeta).Put(keyCurrent, []byte(u.ID))
 	})
 }
 
 // Save writes the upgrade record (which must exist).
 func (s *Store) Save(u upgrade.Upgrade) error {
-	return s.updateRecord(func(tx *bolt.Tx) error {
+	return s.updateRecord(func(tx *bolt.Tx) (bool, error) {
 		if tx.Bucket(bucketUpgrades).Get([]byte(u.ID)) == nil {
-			return fmt.Errorf("%w: upgrade %s", ErrNotFound, u.ID)
+			return false, fmt.Errorf("%w: upgrade %s", ErrNotFound, u.ID)
 		}
 		return put(tx, u)
 	})
@@ -323,13 +336,13 @@ func (s *Store) Save(u upgrade.Upgrade) error {
 // SaveWithEvents writes the record and appends events in one
 // transaction: the record and what it says happened never disagree.
 func (s *Store) SaveWithEvents(u upgrade.Upgrade, evs []Event) ([]Event, error) {
-	err := s.updateRecord(func(tx *bolt.Tx) error {
-		if err := put(tx, u); err != nil {
-			return err
+	err := s.updateRecord(func(tx *bolt.Tx) (bool, error) {
+		changed, err := put(tx, u)
+		if err != nil {
+			return false, err
 		}
-		var err error
 		evs, err = appendEvents(tx, evs)
-		return err
+		return changed, err
 	})
 	return evs, err
 }
@@ -366,26 +379,27 @@ func (s *Store) Override(id string, o upgrade.Override, check func(u upgrade.Upg
 // the record as stored.
 func (s *Store) operate(id string, check func(u upgrade.Upgrade) error, change func(u *upgrade.Upgrade) Event) (upgrade.Upgrade, error) {
 	var u upgrade.Upgrade
-	err := s.updateRecord(func(tx *bolt.Tx) error {
+	err := s.updateRecord(func(tx *bolt.Tx) (bool, error) {
 		b := tx.Bucket(bucketUpgrades).Get([]byte(id))
 		if b == nil {
-			return fmt.Errorf("%w: upgrade %s", ErrNotFound, id)
+			return false, fmt.Errorf("%w: upgrade %s", ErrNotFound, id)
 		}
 		if err := json.Unmarshal(b, &u); err != nil {
-			return fmt.Errorf("store: upgrade %s: %w", id, err)
+			return false, fmt.Errorf("store: upgrade %s: %w", id, err)
 		}
 		if check != nil {
 			if err := check(u); err != nil {
-				return err
+				return false, err
 			}
 		}
 		ev := change(&u)
 		ev.Upgrade = id
-		if err := put(tx, u); err != nil {
-			return err
+		changed, err := put(tx, u)
+		if err != nil {
+			return false, err
 		}
-		_, err := appendEvents(tx, []Event{ev})
-		return err
+		_, err = appendEvents(tx, []Event{ev})
+		return changed, err
 	})
 	return u, err
 }
@@ -440,25 +454,34 @@ func current(tx *bolt.Tx) (upgrade.Upgrade, bool, error) {
 
 // put writes u, keeping the stored operator intent and overrides: they
 // belong to the operator's commands (Request, Override), never to the
-// engine's saves.
-func put(tx *bolt.Tx, u upgrade.Upgrade) error {
-	if old := tx.Bucket(bucketUpgrades).Get([]byte(u.ID)); old != nil {
-		var prev upgrade.Upgrade
-		if err := json.Unmarshal(old, &prev); err == nil {
-			if prev.Intent.Seq > u.Intent.Seq {
-				u.Intent = prev.Intent
-			}
-			// Overrides are the operator's: the engine's saves keep them.
-			if len(prev.Overrides) > len(u.Overrides) {
-				u.Overrides = prev.Overrides
-			}
+// engine's saves. changed is false when the record as stored differs
+// from u in its times only (Alive and Updated: the engine's heartbeat),
+// which a recovery does not need: the backup is not rewritten for them.
+func put(tx *bolt.Tx, u upgrade.Upgrade) (changed bool, err error) {
+	old := tx.Bucket(bucketUpgrades).Get([]byte(u.ID))
+	var prev upgrade.Upgrade
+	known := old != nil && json.Unmarshal(old, &prev) == nil
+	if known {
+		if prev.Intent.Seq > u.Intent.Seq {
+			u.Intent = prev.Intent
+		}
+		// Overrides are the operator's: the engine's saves keep them.
+		if len(prev.Overrides) > len(u.Overrides) {
+			u.Overrides = prev.Overrides
 		}
 	}
 	b, err := json.Marshal(u)
 	if err != nil {
-		return fmt.Errorf("store: encode upgrade %s: %w", u.ID, err)
+		return false, fmt.Errorf("store: encode upgrade %s: %w", u.ID, err)
 	}
-	return tx.Bucket(bucketUpgrades).Put([]byte(u.ID), b)
+	changed = !bytes.Equal(b, old)
+	if changed && known {
+		v := u
+		v.Alive, v.Updated = prev.Alive, prev.Updated
+		same, _ := json.Marshal(v)
+		changed = !bytes.Equal(same, old)
+	}
+	return changed, tx.Bucket(bucketUpgrades).Put([]byte(u.ID), b)
 }
 
 // Event is one thing that happened: a state change, an action and its
@@ -544,19 +567,19 @@ func seqKey(n uint64) []byte {
 // there is none, ErrActive while it has not ended.
 func (s *Store) ClearCurrent() (upgrade.Upgrade, error) {
 	var u upgrade.Upgrade
-	err := s.updateRecord(func(tx *bolt.Tx) error {
+	err := s.updateRecord(func(tx *bolt.Tx) (bool, error) {
 		cur, ok, err := current(tx)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if !ok {
-			return fmt.Errorf("%w: no current upgrade", ErrNotFound)
+			return false, fmt.Errorf("%w: no current upgrade", ErrNotFound)
 		}
 		if !cur.State.Terminal() {
-			return fmt.Errorf("%w: %s (%s, %s → %s) has not ended", ErrActive, cur.ID, cur.State, cur.From, cur.To)
+			return false, fmt.Errorf("%w: %s (%s, %s → %s) has not ended", ErrActive, cur.ID, cur.State, cur.From, cur.To)
 		}
 		u = cur
-		return tx.Bucket(bucketMeta).Delete(keyCurrent)
+		return true, tx.Bucket(bucketMeta).Delete(keyCurrent)
 	})
 	return u, err
 }
