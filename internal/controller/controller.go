@@ -129,8 +129,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if ok && u.State.Terminal() {
 		return ctrl.Result{}, nil
 	}
-	if !ok && meta.IsStatusConditionTrue(obj.Status.Conditions, "Failed") && obj.Status.ObservedGeneration == obj.Generation {
-		return ctrl.Result{}, nil // refused before it began; a new spec tries again
+	if !ok && obj.Status.ObservedGeneration == obj.Generation &&
+		(meta.IsStatusConditionTrue(obj.Status.Conditions, "Failed") || meta.IsStatusConditionTrue(obj.Status.Conditions, "Completed")) {
+		return ctrl.Result{}, nil // refused, or nothing to do, before it began; a new spec tries again
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -218,7 +219,17 @@ func (r *Reconciler) drive(ctx context.Context, key types.NamespacedName) error 
 		if obj.Spec.To == "" {
 			return refuse("InvalidSpec", errors.New("spec.to must name the release to upgrade to"))
 		}
-		if _, err := e.Begin(ctx, obj.Spec.To); err != nil {
+		if _, err := e.Begin(ctx, obj.Spec.To); errors.Is(err, engine.ErrNothingToDo) {
+			// Every member runs the target already: nothing was run or
+			// recorded, and the resource says so once, as completed.
+			return st.write(func(o *Upgrade) error {
+				o.Status.State, o.Status.Reason = "completed", err.Error()
+				o.Status.ObservedGeneration = o.Generation
+				meta.SetStatusCondition(&o.Status.Conditions, metav1.Condition{Type: "Completed", Status: metav1.ConditionTrue,
+					Reason: "NothingToDo", Message: err.Error(), ObservedGeneration: o.Generation})
+				return nil
+			})
+		} else if err != nil {
 			return refuse("PreflightFailed", err)
 		}
 	}

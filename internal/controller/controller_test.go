@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -777,4 +778,68 @@ releases:
 		t.Errorf("nodes (kubelet version, unschedulable):\n%s", nodes)
 	}
 	t.Logf("every node on v1.38.0 and schedulable again")
+}
+
+// TestNothingToDo asks for the release every member runs: the
+// controller says so once, as completed with reason NothingToDo, and
+// touches nothing (before, it reported the preflight as failed).
+func TestNothingToDo(t *testing.T) {
+	env := kubetest.Start(t, kubetest.Options{Nodes: 1})
+	sa := install(t, env)
+	if err := env.Apply(strings.SplitN(workloads, "---\napiVersion: apps/v1\nkind: DaemonSet", 2)[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.WaitUntil(2*time.Minute, "3 mon pods Ready", func() (bool, string, error) {
+		out, err := env.Kubectl("get", "pods", "-n", "storage", "-l", "app=mon", "--no-headers")
+		n := strings.Count(out, " 1/1 ")
+		return n == 3, fmt.Sprintf("%d Ready", n), err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := podUIDs(t, env)
+	desc := fmt.Sprintf(`cluster: storage
+substrate: kubernetes
+components:
+  - name: mon
+    order: 1
+    workload: {kind: StatefulSet, namespace: storage, name: mon}
+    strategy: {type: one-at-a-time}
+    soak: 1s
+    deadline: 8s
+releases:
+  - version: 1.0.0
+    artifacts: {mon: {image: "registry.local/mon:1.0.0", sha256: %s}}
+`, sha1)
+	startController(t, sa, "controller-a")
+	if err := env.Apply(upgradeResource("same", desc, "1.0.0")); err != nil {
+		t.Fatal(err)
+	}
+	var u controller.Upgrade
+	if err := env.WaitUntil(2*time.Minute, "the upgrade said nothing to do", func() (bool, string, error) {
+		u = getUpgrade(t, env, "same")
+		if u.Status.State == "refused" {
+			return false, "", fmt.Errorf("refused: %s", u.Status.Reason)
+		}
+		return u.Status.State == "completed", fmt.Sprintf("state %q reason %q", u.Status.State, u.Status.Reason), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var cond *metav1.Condition
+	for i := range u.Status.Conditions {
+		if u.Status.Conditions[i].Type == "Completed" {
+			cond = &u.Status.Conditions[i]
+		}
+	}
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != "NothingToDo" {
+		t.Errorf("Completed condition %+v, want True with reason NothingToDo", cond)
+	}
+	if !strings.Contains(u.Status.Reason, "nothing to do") {
+		t.Errorf("reason %q does not say there is nothing to do", u.Status.Reason)
+	}
+	if after := podUIDs(t, env); !maps.Equal(before, after) {
+		t.Errorf("pods replaced although nothing was to do: %v, then %v", before, after)
+	}
+	if got, err := env.Kubectl("get", "statefulset", "mon", "-n", "storage", "-o", "jsonpath={.spec.updateStrategy.type}"); err != nil || got != "RollingUpdate" {
+		t.Errorf("the StatefulSet's update strategy: %q (%v), want RollingUpdate untouched", got, err)
+	}
 }
