@@ -253,7 +253,7 @@ func newDriver(c *config.Cluster, logger *slog.Logger) (driver.Driver, error) {
 
 // engineFor builds an engine over the description, its driver and the
 // store, opened for reading and writing: to drive an upgrade.
-func (g *globals) engineFor(c *config.Cluster, onEvent func(store.Event), judge ...func(from, to time.Time) string) (*engine.Engine, *store.Store, error) {
+func (g *globals) engineFor(c *config.Cluster, onEvent func(store.Event), judge ...func(from, to time.Time) (string, bool)) (*engine.Engine, *store.Store, error) {
 	st, err := store.Open(g.dataDir)
 	if err != nil {
 		return nil, nil, err
@@ -272,7 +272,7 @@ func (g *globals) viewEngine(c *config.Cluster) (*engine.Engine, *store.Store, e
 	return g.engineWith(c, st, nil)
 }
 
-func (g *globals) engineWith(c *config.Cluster, st *store.Store, onEvent func(store.Event), judge ...func(from, to time.Time) string) (*engine.Engine, *store.Store, error) {
+func (g *globals) engineWith(c *config.Cluster, st *store.Store, onEvent func(store.Event), judge ...func(from, to time.Time) (string, bool)) (*engine.Engine, *store.Store, error) {
 	d, err := newDriver(c, g.driverLogger())
 	if err != nil {
 		return nil, nil, err

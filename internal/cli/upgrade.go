@@ -137,12 +137,12 @@ func (g *globals) runUpgrade(ctx context.Context, to string, quiet bool, pr *pro
 	if err != nil {
 		return err
 	}
-	var judge func(from, to time.Time) string
+	var judge func(from, to time.Time) (string, bool)
 	if pr != nil {
 		if pr.spec, err = trafficSpec(c, spec); err != nil {
 			return err
 		}
-		judge = func(from, to time.Time) string { return pr.session.Judge(from, to) }
+		judge = func(from, to time.Time) (string, bool) { return pr.session.Judge(from, to), true }
 	}
 	var onEvent func(store.Event)
 	if !quiet && !g.json() {

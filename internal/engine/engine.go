@@ -37,8 +37,10 @@ type Config struct {
 	// Judge, if set, judges each batch once it ends, from the traffic
 	// its caller drives: it returns how the clients were hurt between
 	// from and to, or "" if they were not. Policy on_impact says what a
-	// hurt batch leads to.
-	Judge func(from, to time.Time) string
+	// hurt batch leads to. judged is false when there was no traffic to
+	// judge the batch by (a server with no traffic session): the batch
+	// then gets no impact event, so nothing says it was judged.
+	Judge func(from, to time.Time) (why string, judged bool)
 }
 
 // Store is where the engine keeps the upgrade record and its events,

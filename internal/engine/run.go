@@ -163,8 +163,12 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 		if e.cfg.Judge != nil {
 			for _, i := range batchesEnded(l.u, d.Upgrade) {
 				b := d.Upgrade.Batches[i]
+				why, judged := e.cfg.Judge(b.Began, now)
+				if !judged {
+					continue
+				}
 				ev := store.Event{Kind: "impact", Component: b.Component, Message: b.Name() + ": no impact on the clients"}
-				if why := e.cfg.Judge(b.Began, now); why != "" {
+				if why != "" {
 					ev.Message = b.Name() + " hurt the clients: " + why
 					var stop bool
 					if d.Upgrade, stop = upgrade.Impacted(e.c, d.Upgrade, i, why, now); stop {

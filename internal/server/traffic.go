@@ -89,14 +89,14 @@ func (s *Server) trafficBegun(id string) {
 }
 
 // judge is the drive engine's Judge: the live session's, if any.
-func (s *Server) judge(from, to time.Time) string {
+func (s *Server) judge(from, to time.Time) (string, bool) {
 	s.trafficMu.Lock()
 	sess, live := s.session, s.sessionLive
 	s.trafficMu.Unlock()
 	if sess == nil || !live {
-		return ""
+		return "", false
 	}
-	return sess.Judge(from, to)
+	return sess.Judge(from, to), true
 }
 
 // stopTraffic ends the live session once upgrade u has ended (nil: it
