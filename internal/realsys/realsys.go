@@ -29,6 +29,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -97,6 +98,9 @@ type System struct {
 	// loadReady, when set, waits until the system can take the load
 	// tool's first request (NATS: JetStream's meta group complete).
 	loadReady func(ctx context.Context, p map[string]string) error
+	// outsideReady, when set, waits until the members started outside
+	// ferry form their cluster, and may restart one (NATS: natsRejoin).
+	outsideReady func(ctx context.Context, c *Cluster) error
 	// members are the members' names and the placeholders of the
 	// addresses their version report answers on.
 	members [][2]string
@@ -128,8 +132,9 @@ func NATS(env Env) *System {
 		loadReady: func(ctx context.Context, p map[string]string) error {
 			return jetStreamReady(ctx, p["N1_HTTP"], p["N2_HTTP"], p["N3_HTTP"])
 		},
-		members:     [][2]string{{"n1", "N1_HTTP"}, {"n2", "N2_HTTP"}, {"n3", "N3_HTTP"}},
-		versionPath: "/varz", versionField: "version"}
+		outsideReady: natsRejoin,
+		members:      [][2]string{{"n1", "N1_HTTP"}, {"n2", "N2_HTTP"}, {"n3", "N3_HTTP"}},
+		versionPath:  "/varz", versionField: "version"}
 }
 
 // jszMeta is the part of NATS's GET /jsz that says how its JetStream
@@ -147,62 +152,128 @@ type jszMeta struct {
 }
 
 // jetStreamReady waits until every server (its monitoring address)
-// names the same JetStream meta leader and that leader sees each other
-// server online and current: before that, creating a replicated stream
-// fails ("no suitable peers for placement"), longer on a loaded machine
-// than the load tool waits. The servers' /healthz does not say it.
+// names the same JetStream meta leader and that leader's meta group
+// holds every server, each other one online and current: before that,
+// creating a replicated stream fails ("no suitable peers for
+// placement"). The group's own cluster_size does not say it: a fresh
+// meta group starts expecting the configured routes' count, and once
+// the leader has added the peers it heard from, it is the count of
+// those (nats-server 2.10.27 logs "Decreasing our clustersize: 3 -> 2"),
+// so a group of two of three servers looks complete by it; the servers'
+// /healthz does not say it either.
 func jetStreamReady(ctx context.Context, monitors ...string) error {
 	client := &http.Client{Timeout: 2 * time.Second}
 	last := "no answer yet"
-	err := waitUntil(ctx, 2*time.Minute, "JetStream's meta leader sees every server current", func() (bool, error) {
-		metas := map[string]jszMeta{}
-		leader := ""
-		for _, m := range monitors {
-			var j jszMeta
-			resp, err := client.Get("http://" + m + "/jsz")
-			if err != nil {
-				last = err.Error()
-				return false, nil
-			}
-			err = json.NewDecoder(resp.Body).Decode(&j)
-			resp.Body.Close()
-			switch {
-			case err != nil:
-				last = fmt.Sprintf("%s/jsz: %v", m, err)
-				return false, nil
-			case j.Meta == nil || j.Meta.Leader == "":
-				last = m + ": no meta leader"
-				return false, nil
-			case leader != "" && j.Meta.Leader != leader:
-				last = fmt.Sprintf("meta leaders %s and %s", leader, j.Meta.Leader)
-				return false, nil
-			}
-			leader = j.Meta.Leader
-			metas[m] = j
-		}
-		for _, j := range metas {
-			if j.Meta.Replicas == nil {
-				continue // not the leader
-			}
-			if len(j.Meta.Replicas) != j.Meta.Size-1 {
-				last = fmt.Sprintf("meta leader %s sees %d other servers of %d", leader, len(j.Meta.Replicas), j.Meta.Size)
-				return false, nil
-			}
-			for _, r := range j.Meta.Replicas {
-				if r.Offline || !r.Current {
-					last = fmt.Sprintf("meta leader %s: %s offline %v, current %v", leader, r.Name, r.Offline, r.Current)
-					return false, nil
-				}
-			}
-			return true, nil
-		}
-		last = "meta leader " + leader + " lists no server"
-		return false, nil
+	err := waitUntil(ctx, 2*time.Minute, "JetStream's meta group holds every server, current", func() (bool, error) {
+		var ok bool
+		ok, _, _, last = jetStreamGroup(client, monitors)
+		return ok, nil
 	})
 	if err != nil {
 		return fmt.Errorf("%w (last: %s)", err, last)
 	}
 	return nil
+}
+
+// jetStreamGroup asks every server's /jsz once: ok when they all name
+// the same meta leader and its group holds every server, each other
+// one online and current; leader and group (the servers' names, the
+// leader's among them) once they agree on a leader; last says what is
+// missing.
+func jetStreamGroup(client *http.Client, monitors []string) (ok bool, leader string, group []string, last string) {
+	metas := map[string]jszMeta{}
+	leaderless := ""
+	for _, m := range monitors {
+		var j jszMeta
+		resp, err := client.Get("http://" + m + "/jsz")
+		if err != nil {
+			return false, "", nil, err.Error()
+		}
+		err = json.NewDecoder(resp.Body).Decode(&j)
+		resp.Body.Close()
+		switch {
+		case err != nil:
+			return false, "", nil, fmt.Sprintf("%s/jsz: %v", m, err)
+		case j.Meta == nil || j.Meta.Leader == "":
+			// Left out of the group, a server may follow nobody: the
+			// others' leader still says who is in the group.
+			leaderless = m + ": no meta leader"
+			continue
+		case leader != "" && j.Meta.Leader != leader:
+			return false, "", nil, fmt.Sprintf("meta leaders %s and %s", leader, j.Meta.Leader)
+		}
+		leader = j.Meta.Leader
+		metas[m] = j
+	}
+	for _, j := range metas {
+		if j.Meta.Replicas == nil {
+			continue // not the leader
+		}
+		group = []string{leader}
+		for _, r := range j.Meta.Replicas {
+			group = append(group, r.Name)
+		}
+		if leaderless != "" {
+			return false, leader, group, fmt.Sprintf("%s (meta leader %s's group: %v)", leaderless, leader, group)
+		}
+		if len(j.Meta.Replicas) != len(monitors)-1 || j.Meta.Size != len(monitors) {
+			return false, leader, group, fmt.Sprintf("meta leader %s's group holds %d servers of %d (%v, cluster_size %d)", leader, len(group), len(monitors), group, j.Meta.Size)
+		}
+		for _, r := range j.Meta.Replicas {
+			if r.Offline || !r.Current {
+				return false, leader, group, fmt.Sprintf("meta leader %s: %s offline %v, current %v", leader, r.Name, r.Offline, r.Current)
+			}
+		}
+		return true, leader, group, ""
+	}
+	if leader == "" {
+		return false, "", nil, leaderless
+	}
+	return false, leader, nil, "meta leader " + leader + " lists no server"
+}
+
+// natsRejoin waits until the JetStream meta group of servers started
+// outside ferry holds all of them, restarting a server the group left
+// out. nats-server 2.10.27, its three servers started together, now and
+// then forms its meta group of two: the third follows the leader (its
+// log shows the leader's entries applied) but its answers never reach
+// the leader (no peer added: the leader's /jsz lists it nowhere, and
+// the group's cluster_size drops from 3 to 2), a state that lasts (45 s
+// and more, seen); every R3 stream then fails with "no suitable peers
+// for placement". A restart of the server left out gives it new routes,
+// and the leader adds it.
+func natsRejoin(ctx context.Context, c *Cluster) error {
+	var monitors []string
+	for _, m := range c.Sys.members {
+		monitors = append(monitors, c.Ports[m[1]])
+	}
+	client := &http.Client{Timeout: 2 * time.Second}
+	for try := 0; ; try++ {
+		var leader, last string
+		var group []string
+		var ok bool
+		err := waitUntil(ctx, 20*time.Second, "JetStream's meta group holds every server", func() (bool, error) {
+			ok, leader, group, last = jetStreamGroup(client, monitors)
+			return ok, nil
+		})
+		if err == nil {
+			return nil
+		}
+		if try == 2 {
+			return fmt.Errorf("%w (last: %s)", err, last)
+		}
+		if leader == "" || len(group) == 0 {
+			continue // no leader agreed on yet: nobody to restart
+		}
+		for _, m := range c.Sys.members {
+			if !slices.Contains(group, m[0]) {
+				c.log("realsys: %s: restarting %s, which the group left out", last, m[0])
+				if err := c.restartOutside(ctx, m[0]); err != nil {
+					return err
+				}
+			}
+		}
+	}
 }
 
 // SampleHAProxy is ferry's sample cluster (kv, api) behind HAProxy,
@@ -244,9 +315,11 @@ type Cluster struct {
 	Agent string
 	log   func(string, ...any)
 
-	agent   *exec.Cmd
-	agentCh chan struct{}
-	outside []*exec.Cmd
+	agent        *exec.Cmd
+	agentCh      chan struct{}
+	outside      []*exec.Cmd
+	outsideNames []string
+	outsideDone  []chan struct{}
 
 	haproxy   *exec.Cmd
 	haproxyCh chan struct{}
@@ -494,7 +567,8 @@ func (c *Cluster) Versions(ctx context.Context) map[string]string {
 // (os/exec, each in its own session), not through ferry or its agent:
 // the argv and files the description gives, in a directory of the
 // harness's. It waits until each answers its version report and
-// passes its member check.
+// passes its member check; for a system that says how (outsideReady),
+// first until they form their cluster.
 func (c *Cluster) StartOutside(ctx context.Context) error {
 	e, _, err := c.Engine()
 	if err != nil {
@@ -510,23 +584,92 @@ func (c *Cluster) StartOutside(ctx context.Context) error {
 				return err
 			}
 		}
-		logf, err := os.Create(filepath.Join(dir, "output.log"))
+		cmd, done, err := c.startOutside(m.Name, m.Args)
 		if err != nil {
 			return err
 		}
-		cmd := exec.Command(c.Sys.NBin, m.Args...)
-		cmd.Dir = dir
-		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-		if err := cmd.Start(); err != nil {
-			logf.Close()
-			return fmt.Errorf("realsys: start %s outside ferry: %w", m.Name, err)
-		}
-		logf.Close()
-		go func() { _ = cmd.Wait() }() // reaped here, so that it is gone once stopped, not a zombie
 		c.outside = append(c.outside, cmd)
-		c.log("realsys: %s started outside ferry: pid %d", m.Name, cmd.Process.Pid)
+		c.outsideNames = append(c.outsideNames, m.Name)
+		c.outsideDone = append(c.outsideDone, done)
 	}
+	if c.Sys.outsideReady != nil {
+		// Before the member checks: a member the cluster left out may
+		// fail its own (NATS: "JetStream is not current with the meta
+		// leader") until it is restarted.
+		if err := c.waitOutsideAnswer(ctx); err != nil {
+			return err
+		}
+		if err := c.Sys.outsideReady(ctx, c); err != nil {
+			return err
+		}
+	}
+	return c.waitOutsideHealthy(ctx)
+}
+
+// startOutside starts member name's process with args in its directory
+// under outside/, its output appended to output.log there; done is
+// closed once it has exited.
+func (c *Cluster) startOutside(name string, args []string) (*exec.Cmd, chan struct{}, error) {
+	dir := filepath.Join(c.Dir, "outside", name)
+	logf, err := os.OpenFile(filepath.Join(dir, "output.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(c.Sys.NBin, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, nil, fmt.Errorf("realsys: start %s outside ferry: %w", name, err)
+	}
+	logf.Close()
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }() // reaped here, so that it is gone once stopped, not a zombie
+	c.log("realsys: %s started outside ferry: pid %d", name, cmd.Process.Pid)
+	return cmd, done, nil
+}
+
+// restartOutside stops member name's process started outside ferry
+// (SIGTERM, SIGKILL after 10 s), starts it again with the same argv
+// and waits until every member answers its version report.
+func (c *Cluster) restartOutside(ctx context.Context, name string) error {
+	i := slices.Index(c.outsideNames, name)
+	if i < 0 {
+		return fmt.Errorf("realsys: %s was not started outside ferry", name)
+	}
+	old, done := c.outside[i], c.outsideDone[i]
+	_ = old.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = old.Process.Kill()
+		<-done
+	}
+	cmd, done, err := c.startOutside(name, old.Args[1:])
+	if err != nil {
+		return err
+	}
+	c.outside[i], c.outsideDone[i] = cmd, done
+	return c.waitOutsideAnswer(ctx)
+}
+
+// waitOutsideAnswer waits until every member answers its version
+// report with N.
+func (c *Cluster) waitOutsideAnswer(ctx context.Context) error {
+	return waitUntil(ctx, 60*time.Second, "the members started outside ferry answer", func() (bool, error) {
+		for _, v := range c.Versions(ctx) {
+			if v != c.Sys.N {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+// waitOutsideHealthy waits until every member answers its version
+// report with N and passes its member check.
+func (c *Cluster) waitOutsideHealthy(ctx context.Context) error {
 	cfg, err := config.Load(c.File)
 	if err != nil {
 		return err
