@@ -134,15 +134,15 @@ components:
 releases:
   - version: 1.0.0
     artifacts:
-      mon: {image: "registry.local/mon:1.0.0", sha256: %[2]s}
-      osd: {image: "registry.local/osd:1.0.0", sha256: %[2]s}
-      web: {image: "registry.local/web:1.0.0", sha256: %[2]s}
+      mon: {image: "registry.local/mon:1.0.0", sha256: "%[2]s"}
+      osd: {image: "registry.local/osd:1.0.0", sha256: "%[2]s"}
+      web: {image: "registry.local/web:1.0.0", sha256: "%[2]s"}
   - version: 2.0.0
     upgrade_from: [1.0.0]
     artifacts:
-      mon: {image: "registry.local/mon:2.0.0", sha256: %[3]s}
-      osd: {image: "registry.local/osd:2.0.0", sha256: %[3]s}
-      web: {image: "registry.local/web:2.0.0", sha256: %[3]s}
+      mon: {image: "registry.local/mon:2.0.0", sha256: "%[3]s"}
+      osd: {image: "registry.local/osd:2.0.0", sha256: "%[3]s"}
+      web: {image: "registry.local/web:2.0.0", sha256: "%[3]s"}
 `, soak, sha1, sha2)
 }
 
@@ -563,10 +563,10 @@ components:
     deadline: 8s
 releases:
   - version: 1.0.0
-    artifacts: {mon: {image: "registry.local/mon:1.0.0", sha256: %s}}
+    artifacts: {mon: {image: "registry.local/mon:1.0.0", sha256: "%s"}}
   - version: 2.0.0
     upgrade_from: [1.0.0]
-    artifacts: {mon: {image: "registry.local/mon:2.0.0-never-ready", sha256: %s}}
+    artifacts: {mon: {image: "registry.local/mon:2.0.0-never-ready", sha256: "%s"}}
 `, sha1, sha2)
 	obs := observe(t, env)
 	startController(t, sa, "controller-a")
@@ -808,7 +808,7 @@ components:
     deadline: 8s
 releases:
   - version: 1.0.0
-    artifacts: {mon: {image: "registry.local/mon:1.0.0", sha256: %s}}
+    artifacts: {mon: {image: "registry.local/mon:1.0.0", sha256: "%s"}}
 `, sha1)
 	startController(t, sa, "controller-a")
 	if err := env.Apply(upgradeResource("same", desc, "1.0.0")); err != nil {

@@ -152,10 +152,10 @@ components:
     deadline: 5m
 releases:
   - version: 1.0.0
-    artifacts: {agent: {image: "registry.local/agent:1.0.0", sha256: %s}}
+    artifacts: {agent: {image: "registry.local/agent:1.0.0", sha256: "%s"}}
   - version: %s
     upgrade_from: [1.0.0]
-    artifacts: {agent: {image: "registry.local/agent:%s", sha256: %s}}
+    artifacts: {agent: {image: "registry.local/agent:%s", sha256: "%s"}}
 policy: {tick: 200ms}
 `, env.Kubeconfig, maxUnavailable, maxUnavailable, sha1, to, to, sha2)
 	path := filepath.Join(dir, "cluster.yaml")
