@@ -32,13 +32,13 @@ func TestImpactRollsBack(t *testing.T) {
 	judged := 0
 	e, _, err := cl.EngineWith(func(c *engine.Config) {
 		c.OnEvent = func(ev store.Event) { events = append(events, ev) }
-		c.Judge = func(from, to time.Time) string {
+		c.Judge = func(from, to time.Time) (string, bool) {
 			judged++
 			v := impact.Judge(rec.Samples(), baseFrom, baseTo, []timeline.Window{{Name: "batch", Kind: timeline.KindBatch, From: from, To: to}}, impact.Policy{})
 			if w := v.Windows[0]; w.ZeroImpact == impact.No {
-				return w.Reason
+				return w.Reason, true
 			}
-			return ""
+			return "", true
 		}
 	})
 	if err != nil {
