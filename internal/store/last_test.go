@@ -48,3 +48,29 @@ func mustReadOnly(t *testing.T, dir string) *Store {
 	}
 	return s
 }
+
+// TestLastFinalized: the upgrade finalized last by its finalize time,
+// not the one created last; an upgrade never finalized does not count.
+func TestLastFinalized(t *testing.T) {
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.LastFinalized(); ok || err != nil {
+		t.Fatalf("an empty store: ok %v, err %v", ok, err)
+	}
+	t0 := time.Now()
+	for i, f := range []time.Duration{2 * time.Minute, 0, time.Minute} {
+		u := rec([]string{"u1", "u2", "u3"}[i], upgrade.StateCompleted)
+		u.Created = t0.Add(time.Duration(i) * time.Minute)
+		if f != 0 {
+			u.Finalized = t0.Add(f)
+		}
+		if err := s.Create(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if u, ok, err := s.LastFinalized(); err != nil || !ok || u.ID != "u1" {
+		t.Fatalf("last finalized: %s %v %v, want u1", u.ID, ok, err)
+	}
+}
