@@ -352,17 +352,7 @@ func TestViewsOnReadOnlyDataDir(t *testing.T) {
 	}
 	file := description(t, dir, agent, token)
 	data := filepath.Join(dir, "data")
-	st, err := store.Open(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := plan.Plan{From: []string{"1.0.0"}, To: "2.0.0", Phases: []plan.Phase{{Component: "app", Strategy: "canary", MaxUnavailable: 1,
-		Batches: []plan.Batch{{Members: []string{"app-1"}}}}}}
-	u := upgrade.New("upg-midway", p, map[string]string{"app-1": "1.0.0"}, nil, time.Now())
-	u.State = upgrade.Upgrading("app")
-	if err := st.Create(u); err != nil {
-		t.Fatal(err)
-	}
+	st, u := midwayStore(t, data)
 	if _, err := st.Append(store.Event{Time: time.Now(), Upgrade: u.ID, Kind: "state", Message: "upgrading-app: the first batch"}); err != nil {
 		t.Fatal(err)
 	}
@@ -589,4 +579,22 @@ func TestDemoThroughServer(t *testing.T) {
 	if !strings.Contains(r.stdout, "driven by") || !strings.Contains(r.stdout, "the ferry server at "+rep.Server) {
 		t.Errorf("the summary does not say the server drove the upgrade:\n%s", r.stdout)
 	}
+}
+
+// midwayStore is a store in dir whose current upgrade, upg-midway of
+// app-1 from 1.0.0 to 2.0.0, is in its first phase.
+func midwayStore(t *testing.T, dir string) (*store.Store, upgrade.Upgrade) {
+	t.Helper()
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := plan.Plan{From: []string{"1.0.0"}, To: "2.0.0", Phases: []plan.Phase{{Component: "app", Strategy: "canary", MaxUnavailable: 1,
+		Batches: []plan.Batch{{Members: []string{"app-1"}}}}}}
+	u := upgrade.New("upg-midway", p, map[string]string{"app-1": "1.0.0"}, nil, time.Now())
+	u.State = upgrade.Upgrading("app")
+	if err := st.Create(u); err != nil {
+		t.Fatal(err)
+	}
+	return st, u
 }

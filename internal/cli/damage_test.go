@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferry-upgrade/ferry/internal/plan"
 	"github.com/ferry-upgrade/ferry/internal/store"
-	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
 // TestDamagedStoreAtEveryCommand: with the store file empty, truncated
@@ -28,17 +26,7 @@ func TestDamagedStoreAtEveryCommand(t *testing.T) {
 	dir := t.TempDir()
 	file := offlineDescription(t, dir)
 	good := filepath.Join(dir, "good")
-	st, err := store.Open(good)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := plan.Plan{From: []string{"1.0.0"}, To: "2.0.0", Phases: []plan.Phase{{Component: "app", Strategy: "canary", MaxUnavailable: 1,
-		Batches: []plan.Batch{{Members: []string{"app-1"}}}}}}
-	u := upgrade.New("upg-midway", p, map[string]string{"app-1": "1.0.0"}, nil, time.Now())
-	u.State = upgrade.Upgrading("app")
-	if err := st.Create(u); err != nil {
-		t.Fatal(err)
-	}
+	st, u := midwayStore(t, good)
 	for i := range 40 {
 		if _, err := st.Append(store.Event{Time: time.Now(), Upgrade: u.ID, Kind: "state", Message: strings.Repeat("e", 300) + string(rune('a'+i%26))}); err != nil {
 			t.Fatal(err)
