@@ -542,27 +542,8 @@ func install(t *testing.T, env *kubetest.Env) string {
 func TestBadImageRollsBack(t *testing.T) {
 	env := kubetest.Start(t, kubetest.Options{Nodes: 3})
 	sa := install(t, env)
-	if err := env.Apply(strings.SplitN(workloads, "---\napiVersion: apps/v1\nkind: DaemonSet", 2)[0]); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.WaitUntil(2*time.Minute, "3 mon pods Ready", func() (bool, string, error) {
-		out, err := env.Kubectl("get", "pods", "-n", "storage", "-l", "app=mon", "--no-headers")
-		n := strings.Count(out, " 1/1 ")
-		return n == 3, fmt.Sprintf("%d Ready", n), err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	desc := fmt.Sprintf(`cluster: storage
-substrate: kubernetes
-components:
-  - name: mon
-    order: 1
-    workload: {kind: StatefulSet, namespace: storage, name: mon}
-    strategy: {type: one-at-a-time}
-    soak: 1s
-    deadline: 8s
-releases:
-  - version: 1.0.0
+	startMons(t, env)
+	desc := monDescription + fmt.Sprintf(`  - version: 1.0.0
     artifacts: {mon: {image: "registry.local/mon:1.0.0", sha256: "%s"}}
   - version: 2.0.0
     upgrade_from: [1.0.0]
@@ -780,12 +761,10 @@ releases:
 	t.Logf("every node on v1.38.0 and schedulable again")
 }
 
-// TestNothingToDo asks for the release every member runs: the
-// controller says so once, as completed with reason NothingToDo, and
-// touches nothing (before, it reported the preflight as failed).
-func TestNothingToDo(t *testing.T) {
-	env := kubetest.Start(t, kubetest.Options{Nodes: 1})
-	sa := install(t, env)
+// startMons applies the mon StatefulSet alone (the first of workloads)
+// and waits for its three pods to be Ready.
+func startMons(t *testing.T, env *kubetest.Env) {
+	t.Helper()
 	if err := env.Apply(strings.SplitN(workloads, "---\napiVersion: apps/v1\nkind: DaemonSet", 2)[0]); err != nil {
 		t.Fatal(err)
 	}
@@ -796,8 +775,11 @@ func TestNothingToDo(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	before := podUIDs(t, env)
-	desc := fmt.Sprintf(`cluster: storage
+}
+
+// monDescription is a description of the mon StatefulSet alone, one at
+// a time with a short deadline; its releases follow.
+const monDescription = `cluster: storage
 substrate: kubernetes
 components:
   - name: mon
@@ -807,7 +789,17 @@ components:
     soak: 1s
     deadline: 8s
 releases:
-  - version: 1.0.0
+`
+
+// TestNothingToDo asks for the release every member runs: the
+// controller says so once, as completed with reason NothingToDo, and
+// touches nothing (before, it reported the preflight as failed).
+func TestNothingToDo(t *testing.T) {
+	env := kubetest.Start(t, kubetest.Options{Nodes: 1})
+	sa := install(t, env)
+	startMons(t, env)
+	before := podUIDs(t, env)
+	desc := monDescription + fmt.Sprintf(`  - version: 1.0.0
     artifacts: {mon: {image: "registry.local/mon:1.0.0", sha256: "%s"}}
 `, sha1)
 	startController(t, sa, "controller-a")
