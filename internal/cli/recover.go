@@ -81,9 +81,9 @@ func (g *globals) recoverStore(cmd *cobra.Command, yes bool) error {
 		if !yes {
 			return fmt.Errorf("nothing done: to do it, run '%s'", again)
 		}
-		unlock, err := store.LockEngineDir(g.dataDir)
+		unlock, err := lockForRecovery(g.dataDir)
 		if err != nil {
-			return &exitError{code: 3, err: fmt.Errorf("%w: stop it first", err)}
+			return err
 		}
 		defer unlock()
 		aside, err := store.RestoreBackup(g.dataDir, time.Now())
@@ -118,9 +118,9 @@ func (g *globals) recoverStore(cmd *cobra.Command, yes bool) error {
 		}
 		return fmt.Errorf("nothing done: to do it, run '%s'", again)
 	}
-	unlock, err := store.LockEngineDir(g.dataDir)
+	unlock, err := lockForRecovery(g.dataDir)
 	if err != nil {
-		return &exitError{code: 3, err: fmt.Errorf("%w: stop it first", err)}
+		return err
 	}
 	defer unlock()
 	aside, err := store.MoveAside(g.dataDir, time.Now())
@@ -149,6 +149,16 @@ func (g *globals) recoverStore(cmd *cobra.Command, yes bool) error {
 		}
 	}
 	return nil
+}
+
+// lockForRecovery takes the data directory's engine lock, so that no
+// other ferry acts while the store is replaced (exit 3 when one holds it).
+func lockForRecovery(dir string) (unlock func(), err error) {
+	unlock, err = store.LockEngineDir(dir)
+	if err != nil {
+		return nil, &exitError{code: 3, err: fmt.Errorf("%w: stop it first", err)}
+	}
+	return unlock, nil
 }
 
 func dashIfEmpty(s string) string {
