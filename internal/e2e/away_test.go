@@ -52,14 +52,7 @@ func waitStep(t *testing.T, cl *demo.Cluster, bg *background, comp string, st up
 // and answer 503 on /ready, which is not its stop).
 func everyStopSeen(t *testing.T, cl *demo.Cluster, u upgrade.Upgrade) {
 	t.Helper()
-	st, err := store.OpenReadOnly(cl.DataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs, err := st.Events(u.ID, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := eventsOf(t, cl, u.ID)
 	stopped, down := map[string]bool{}, map[string]bool{}
 	for _, ev := range evs {
 		switch {

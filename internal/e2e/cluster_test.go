@@ -178,16 +178,7 @@ func TestClusterUpBelowTheFinalizedPin(t *testing.T) {
 
 	// kv-3 on 1.0.0 behind ferry's back, as a script would.
 	kv3 := cl.Members[2]
-	art, err := engineArtifact(cl, "kv", "1.0.0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Driver.Stop(t.Context(), kv3); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Driver.Start(t.Context(), kv3, art); err != nil {
-		t.Fatal(err)
-	}
+	startBehindFerry(t, cl, kv3, "kv", "1.0.0")
 	const cannot = "cluster format 2 is newer than this release (1.0.0) understands"
 	var m engine.MemberView
 	waitFor(t, 30*time.Second, "kv-3 on 1.0.0 answering its check", func() bool {

@@ -216,14 +216,7 @@ func TestKillAfterEachEffect(t *testing.T) {
 // healthy check) from the events of upgrade id.
 func downtimes(t *testing.T, cl *demo.Cluster, id string) map[string]time.Duration {
 	t.Helper()
-	st, err := store.OpenReadOnly(cl.DataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs, err := st.Events(id, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := eventsOf(t, cl, id)
 	out := map[string]time.Duration{}
 	for _, ev := range evs {
 		if ev.Kind == "down" {
@@ -381,14 +374,7 @@ func TestLeaderMovesOnce(t *testing.T) {
 	}
 	leader, after := clusterState(t, kv1)
 	u, _ := status(t, cl)
-	st, err := store.OpenReadOnly(cl.DataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs, err := st.Events(u.ID, 0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := eventsOf(t, cl, u.ID)
 	var holders []string
 	var order []string
 	for _, ev := range evs {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/demo"
 	"github.com/ferry-upgrade/ferry/internal/driver"
+	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/traffic"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
@@ -441,4 +442,34 @@ func startServer(t *testing.T, cl *demo.Cluster) string {
 		return false
 	})
 	return addr
+}
+
+// eventsOf reads every event of upgrade id from the cluster's store.
+func eventsOf(t *testing.T, cl *demo.Cluster, id string) []store.Event {
+	t.Helper()
+	st, err := store.OpenReadOnly(cl.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := st.Events(id, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
+}
+
+// startBehindFerry restarts member m on release v of component comp
+// through the driver, as a script would behind ferry's back.
+func startBehindFerry(t *testing.T, cl *demo.Cluster, m driver.Member, comp, v string) {
+	t.Helper()
+	art, err := engineArtifact(cl, comp, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Driver.Stop(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Driver.Start(t.Context(), m, art); err != nil {
+		t.Fatal(err)
+	}
 }

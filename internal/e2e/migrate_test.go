@@ -131,16 +131,7 @@ func TestMigrationsAndPin(t *testing.T) {
 
 		// Why there is no going back: 1.0.0 cannot read format 2.
 		kv3 := cl.Members[2]
-		art, err := engineArtifact(cl, "kv", "1.0.0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.Driver.Stop(t.Context(), kv3); err != nil {
-			t.Fatal(err)
-		}
-		if err := cl.Driver.Start(t.Context(), kv3, art); err != nil {
-			t.Fatal(err)
-		}
+		startBehindFerry(t, cl, kv3, "kv", "1.0.0")
 		var body string
 		waitFor(t, 30*time.Second, "kv-3 on 1.0.0 answering", func() bool {
 			resp, err := http.Get("http://" + cl.Addresses["kv-3"] + "/kv/" + url.PathEscape(anyKey(rec)) + "?stale=1")

@@ -92,17 +92,7 @@ func TestCLIThroughServer(t *testing.T) {
 // while saying nothing was.
 func TestTrafficThroughServer(t *testing.T) {
 	cl := startCluster(t, demo.ClusterOptions{}, "2.0.0")
-	srv := startFerry(t, cl, "server", "--listen", "127.0.0.1:0")
-	var addr string
-	re := regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`)
-	waitFor(t, 30*time.Second, "the server listening", func() bool {
-		srv.alive(t)
-		if m := re.FindStringSubmatch(srv.out.String()); m != nil {
-			addr = m[1]
-			return true
-		}
-		return false
-	})
+	addr := startServer(t, cl)
 	out, code := ferry(t, cl, "--addr", addr, "upgrade", "start", "--to", "2.0.0", "--traffic")
 	t.Logf("ferry --addr upgrade start --traffic:\n%s", tail(out, 20))
 	if code != 0 {
