@@ -639,13 +639,7 @@ func (c *Cluster) restartOutside(ctx context.Context, name string) error {
 		return fmt.Errorf("realsys: %s was not started outside ferry", name)
 	}
 	old, done := c.outside[i], c.outsideDone[i]
-	_ = old.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = old.Process.Kill()
-		<-done
-	}
+	terminate(old.Process, done)
 	cmd, done, err := c.startOutside(name, old.Args[1:])
 	if err != nil {
 		return err
@@ -717,22 +711,23 @@ func (c *Cluster) Close() {
 		_ = syscall.Kill(cmd.Process.Pid, syscall.SIGKILL)
 	}
 	if c.haproxy != nil {
-		_ = c.haproxy.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.haproxyCh:
-		case <-time.After(10 * time.Second):
-			_ = c.haproxy.Process.Kill()
-			<-c.haproxyCh
-		}
+		terminate(c.haproxy.Process, c.haproxyCh)
 	}
 	if c.agent != nil {
-		_ = c.agent.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.agentCh:
-		case <-time.After(10 * time.Second):
-			_ = c.agent.Process.Kill()
-			<-c.agentCh
-		}
+		terminate(c.agent.Process, c.agentCh)
+	}
+}
+
+// terminate stops process p gracefully (SIGTERM), with SIGKILL after
+// 10 s, and returns once done (closed when its Wait returned) says it
+// is gone.
+func terminate(p *os.Process, done <-chan struct{}) {
+	_ = p.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = p.Kill()
+		<-done
 	}
 }
 
