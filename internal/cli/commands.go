@@ -14,6 +14,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/engine"
 	"github.com/ferry-upgrade/ferry/internal/plan"
 	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/strategy"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
@@ -156,10 +157,17 @@ func printPlan(g *globals, p plan.Plan, c *config.Cluster) {
 		}
 	}
 	w.Flush()
+	// Each strategy says once how the batches it forms at run time may
+	// differ from those shown.
+	said := map[string]bool{}
 	for _, ph := range p.Phases {
-		if ph.Strategy == string(config.Canary) && len(ph.Batches) > 1 {
-			fmt.Fprintln(g.stdout, "batches: the sizes expected when every batch goes well; a canary's next batch doubles after a clean batch and halves after a strained one, and members down go first, those holding a role last, as observed before each batch")
-			break
+		st, ok := strategy.Lookup(ph.Strategy)
+		if !ok || len(ph.Batches) < 2 {
+			continue
+		}
+		if text := st.Explain(); text != "" && !said[text] {
+			said[text] = true
+			fmt.Fprintln(g.stdout, text)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/memberfile"
+	"github.com/ferry-upgrade/ferry/internal/strategy"
 	"github.com/ferry-upgrade/ferry/internal/tlspin"
 )
 
@@ -26,7 +27,7 @@ import (
 //	                                                          (required for an agent beyond loopback)
 //	components[].strategy.type             one-at-a-time      a registered strategy
 //	components[].strategy.max_unavailable  1                  1 .. the members
-//	components[].strategy.max_batch        canary: max_unavailable; one-at-a-time: 1
+//	components[].strategy.max_batch        the strategy's (Strategy.Defaults): canary, by-domain: max_unavailable; one-at-a-time: 1
 //	                                                          1 .. max_unavailable
 //	components[].strategy.quorum           0 (a majority, see Strategy.QuorumOf)
 //	                                                          0 .. the members - 1
@@ -80,7 +81,7 @@ import (
 // (it may be given in upper case, or with openssl's colons).
 const (
 	DefaultSubstrate       = "process"
-	DefaultStrategy        = OneAtATime
+	DefaultStrategy        = StrategyType(strategy.Default)
 	DefaultMaxUnavailable  = 1
 	DefaultDeadline        = Duration(60 * time.Second)
 	DefaultGateDeadline    = Duration(60 * time.Second)
@@ -111,7 +112,6 @@ const (
 	DefaultMinRequests        = 20
 	defaultMethod             = "GET"
 	defaultMethodWithABody    = "POST"
-	defaultOneAtATimeBatch    = 1
 )
 
 // ApplyDefaults fills every zero field that has a default (the table
@@ -286,13 +286,10 @@ func (s *Strategy) applyDefaults() {
 		s.MaxUnavailable = DefaultMaxUnavailable
 	}
 	if s.MaxBatch == 0 && !s.pos.written("max_batch") {
-		switch s.Type {
-		case Canary:
-			// A written max_unavailable: 0 is refused on its own; the
-			// batch then says nothing more about it.
-			s.MaxBatch = max(1, s.MaxUnavailable)
-		case OneAtATime:
-			s.MaxBatch = defaultOneAtATimeBatch
+		// The strategy has its own (canary: max_unavailable); an
+		// unknown type is refused by validation.
+		if st, ok := strategy.Lookup(string(s.Type)); ok {
+			s.MaxBatch = st.Defaults(s.Settings()).MaxBatch
 		}
 	}
 }

@@ -4,10 +4,19 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/strategy"
 )
 
 // TestApplyDefaults builds a cluster in Go, leaving everything with a
 // default out, and checks the table in defaults.go.
+// The strategies these tests describe, by their registered names
+// (config itself names none).
+const (
+	OneAtATime = StrategyType(strategy.OneAtATime)
+	Canary     = StrategyType(strategy.Canary)
+)
+
 func TestApplyDefaults(t *testing.T) {
 	c := &Cluster{
 		Components: []Component{{

@@ -17,6 +17,8 @@ import (
 	"text/template"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ferry-upgrade/ferry/internal/strategy"
 )
 
 // The description's reference, docs/description.md, is generated from
@@ -29,6 +31,22 @@ import (
 // `go test ./internal/config -run TestDescriptionReference -update`
 // rewrites it.
 
+// strategyBatchDefaults says each registered strategy's default
+// max_batch, from its Defaults: "max_unavailable" when it follows the
+// budget, the number otherwise.
+func strategyBatchDefaults() string {
+	var parts []string
+	for _, name := range strategy.Names() {
+		st, _ := strategy.Lookup(name)
+		d := fmt.Sprint(st.Defaults(strategy.Settings{Type: name, MaxUnavailable: 3}).MaxBatch)
+		if d == "3" && st.Defaults(strategy.Settings{Type: name, MaxUnavailable: 5}).MaxBatch == 5 {
+			d = "max_unavailable"
+		}
+		parts = append(parts, name+": "+d)
+	}
+	return strings.Join(parts, "; ")
+}
+
 // defaultsDoc is each key's default, by "Type.key", where it has one
 // (defaults.go applies them).
 var defaultsDoc = map[string]string{
@@ -38,7 +56,7 @@ var defaultsDoc = map[string]string{
 	"Component.soak":                      "0s (no soak)",
 	"Strategy.type":                       string(DefaultStrategy),
 	"Strategy.max_unavailable":            fmt.Sprint(DefaultMaxUnavailable),
-	"Strategy.max_batch":                  fmt.Sprintf("canary: max_unavailable; one-at-a-time: %d", defaultOneAtATimeBatch),
+	"Strategy.max_batch":                  strategyBatchDefaults(),
 	"Strategy.quorum":                     "0: a majority of the members",
 	"Strategy.max_unavailable_per_host":   "0 (no bound)",
 	"Strategy.max_unavailable_per_domain": "0 (no bound)",

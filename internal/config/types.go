@@ -297,13 +297,16 @@ type Verdict struct {
 // Strategy names how members of a component are batched.
 type Strategy struct {
 	// Type is one-at-a-time (quorum members: one at a time, a quorum of
-	// the others healthy) or canary (batches of 1, 2, 4 … up to
-	// max_batch).
+	// the others healthy), canary (batches of 1, 2, 4 … up to
+	// max_batch) or by-domain (one failure domain at a time, each in
+	// batches of 1, 2, 4 … up to max_batch; members without a domain
+	// after every domain).
 	Type StrategyType `yaml:"type"`
 	// Quorum is the number of healthy members that must remain while
 	// one is stopped (one-at-a-time); 0 means a majority of the members.
 	Quorum int `yaml:"quorum"`
-	// MaxBatch caps canary growth (1, 2, 4, ... MaxBatch).
+	// MaxBatch caps canary growth (1, 2, 4, ... MaxBatch), within each
+	// domain for by-domain.
 	MaxBatch int `yaml:"max_batch"`
 	// MaxUnavailable bounds members of the component down at once,
 	// counting those already down for any reason. 0 means 1.
@@ -315,14 +318,9 @@ type Strategy struct {
 	pos                     positions
 }
 
-// StrategyType names a strategy registered in package strategy.
+// StrategyType names a strategy registered in package strategy; config
+// knows none by name (strategy.Names lists them).
 type StrategyType string
-
-// The strategies ferry ships with (package strategy has them all).
-const (
-	OneAtATime StrategyType = strategy.OneAtATime
-	Canary     StrategyType = strategy.Canary
-)
 
 // Settings is the strategy's view of its settings.
 func (s Strategy) Settings() strategy.Settings {

@@ -311,7 +311,7 @@ func (v *validator) strategy(comp *Component, cpath string, cline int) {
 	s := &comp.Strategy
 	path := cpath + ".strategy"
 	line := s.pos.at("", comp.pos.at("strategy", cline))
-	for _, p := range strategy.Validate(s.Settings(), len(comp.Members)) {
+	for _, p := range strategy.Validate(s.Settings(), comp.strategyMembers()) {
 		if p.Field == "" { // the settings as a whole
 			v.add(s.pos.at("type", line), path, "%s", p.Reason)
 			continue
@@ -343,13 +343,40 @@ func writtenZero(s *Strategy, p strategy.Problem, members int) string {
 	case p.Field == "max_unavailable" && s.MaxUnavailable == 0:
 		return fmt.Sprintf("0 is written, but with 0 down at once no member could ever be upgraded: write %s, or leave it out for the default %d",
 			upTo(members, plural(members, "member")), DefaultMaxUnavailable)
-	case p.Field == "max_batch" && s.MaxBatch == 0 && s.Type == Canary:
-		return fmt.Sprintf("0 is written, but a batch of 0 members never moves: write %s, or leave it out for the default (max_unavailable)",
-			upTo(s.MaxUnavailable, "max_unavailable"))
+	case p.Field == "max_batch" && s.MaxBatch == 0 && defaultBatch(s) > 1:
+		def := "max_unavailable"
+		if d := defaultBatch(s); d != s.MaxUnavailable {
+			def = fmt.Sprint(d)
+		}
+		return fmt.Sprintf("0 is written, but a batch of 0 members never moves: write %s, or leave it out for the default (%s)",
+			upTo(s.MaxUnavailable, "max_unavailable"), def)
 	case p.Field == "max_batch" && s.MaxBatch == 0:
 		return fmt.Sprintf("0 is written, but a batch of 0 members never moves, and %s moves one at a time: leave it out", s.Type)
 	}
 	return p.Reason
+}
+
+// defaultBatch is the max_batch s's strategy would give it if it were
+// left out (0 for an unknown strategy).
+func defaultBatch(s *Strategy) int {
+	st, ok := strategy.Lookup(string(s.Type))
+	if !ok {
+		return 0
+	}
+	settings := s.Settings()
+	settings.MaxBatch = 0
+	return st.Defaults(settings).MaxBatch
+}
+
+// strategyMembers are the component's members as its strategy's
+// validation sees them (name, host, domain); none when they are found
+// at run time.
+func (comp *Component) strategyMembers() []strategy.Member {
+	out := make([]strategy.Member, len(comp.Members))
+	for i, m := range comp.Members {
+		out[i] = strategy.Member{Name: m.Name, Component: comp.Name, Host: m.Host, Domain: m.Domain}
+	}
+	return out
 }
 
 // component checks the run, health checks, hooks and durations, and

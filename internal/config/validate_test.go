@@ -57,7 +57,7 @@ func TestValidateRules(t *testing.T) {
 			[]string{"t.yaml:24: components[1].members[1].address: \"localhost\" is not host:port"}},
 		// strategy
 		{"strategy type", []edit{{"type: canary", "type: blue-green"}},
-			[]string{"t.yaml:21: components[1].strategy.type: unknown strategy \"blue-green\"; known: canary, one-at-a-time"}},
+			[]string{"t.yaml:21: components[1].strategy.type: unknown strategy \"blue-green\"; known: by-domain, canary, one-at-a-time"}},
 		{"quorum above members", []edit{{"quorum: 2", "quorum: 4"}},
 			[]string{"t.yaml:7: components[0].strategy.quorum: quorum 4 is more than the 3 members"}},
 		{"quorum equal to members", []edit{{"quorum: 2", "quorum: 3"}},

@@ -14,6 +14,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/driver"
 	"github.com/ferry-upgrade/ferry/internal/plan"
 	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/strategy"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
@@ -74,11 +75,16 @@ type ClusterReport struct {
 type Progress func(msg string)
 
 // together reports whether a component's members start together: a
-// quorum (one-at-a-time) or role holders bootstrap as a group (a raft
-// cluster elects a leader only once a majority runs), so waiting for
-// one before starting the next would wait forever.
+// component whose strategy keeps a quorum, or whose members hold a
+// role, bootstraps as a group (a raft cluster elects a leader only once
+// a majority runs), so waiting for one before starting the next would
+// wait forever.
 func together(comp *config.Component) bool {
-	return comp.Strategy.Type == config.OneAtATime || comp.Role != nil
+	if comp.Role != nil {
+		return true
+	}
+	st, ok := strategy.Lookup(string(comp.Strategy.Type))
+	return ok && st.Quorum(comp.Strategy.Settings(), len(comp.Members)) > 0
 }
 
 // refuseDuringUpgrade refuses while an upgrade has not ended: its
@@ -133,7 +139,7 @@ func (e *Engine) refuseBelowPin(version string) error {
 // the plan's order (components by order), and waits for each to be
 // healthy (and its component's cluster gate green) within its
 // component's deadline (gate_deadline for the gate). Members of a
-// component that bootstraps together (one-at-a-time, or with a role)
+// component that bootstraps together (its strategy keeps a quorum, or it has a role)
 // are started together and then waited for; the others one at a time.
 // Members that run version already (started by ferry or adopted) are
 // left alone. It refuses, changing nothing, while an upgrade runs, at a

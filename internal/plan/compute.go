@@ -76,9 +76,10 @@ func phaseOf(comp *config.Component, obs Observed, to string, from *upgradeFrom)
 	ph := Phase{Component: comp.Name, Strategy: string(typ), MaxUnavailable: maxU}
 
 	var (
-		downFirst    []string // down, need the upgrade: they go first
-		others       []string // up, need the upgrade
-		downAtTarget []string // down, not in the plan: they use the budget
+		downFirst    []string          // down, need the upgrade: they go first
+		others       []string          // up, need the upgrade
+		toMove       []strategy.Member // both, in description order
+		downAtTarget []string          // down, not in the plan: they use the budget
 		bad          = map[string][]string{}
 		badVersions  []string // keys of bad in order of appearance
 	)
@@ -99,6 +100,11 @@ func phaseOf(comp *config.Component, obs Observed, to string, from *upgradeFrom)
 			} else {
 				others = append(others, name)
 			}
+			// As the strategy sees it before the upgrade: its health
+			// and failure domain known, no role yet.
+			m := &comp.Members[i]
+			toMove = append(toMove, strategy.Member{Name: name, Component: comp.Name, Host: m.Host, Domain: m.Domain,
+				Healthy: !down, Pending: true, Version: v})
 		default:
 			if _, seen := bad[v]; !seen {
 				badVersions = append(badVersions, v)
@@ -119,8 +125,8 @@ func phaseOf(comp *config.Component, obs Observed, to string, from *upgradeFrom)
 			ErrNotUpgradable, named(ms), comp.Name, runRuns(ms), v, from.why(v)))
 	}
 
-	order := append(downFirst, others...)
 	budget := maxU - len(downAtTarget)
+	var strategyNote string
 	st, ok := strategy.Lookup(string(typ))
 	if !ok {
 		errs = append(errs, fmt.Errorf("%w: component %s has strategy %q (known: %s)",
@@ -130,22 +136,24 @@ func phaseOf(comp *config.Component, obs Observed, to string, from *upgradeFrom)
 		settings := s.Settings()
 		settings.Type, settings.MaxUnavailable = string(typ), maxU
 		if settings.MaxBatch < 1 {
-			settings.MaxBatch = 1
-			if typ == config.Canary {
-				settings.MaxBatch = maxU
-			}
+			settings.MaxBatch = 0
+			settings.MaxBatch = max(1, st.Defaults(settings).MaxBatch)
 		}
 		ph.Settings = settings
 		ph.Quorum = st.Quorum(settings, len(comp.Members))
-		sizes := st.Expected(settings, len(order))
+		expect := settings
 		if budget < 1 || budget < settings.MaxBatch {
 			// Members down at the target use the budget for the whole
 			// phase: the batches the plan expects are no larger than
 			// what is left (the machine waits when nothing is).
 			limit := max(1, budget)
-			sizes = st.Expected(strategy.Settings{Type: settings.Type, MaxBatch: min(max(1, settings.MaxBatch), limit), MaxUnavailable: limit}, len(order))
+			expect = strategy.Settings{Type: settings.Type, MaxBatch: min(max(1, settings.MaxBatch), limit), MaxUnavailable: limit}
 		}
-		ph.Batches = cut(order, sizes)
+		var batches [][]string
+		batches, strategyNote = st.Expected(expect, toMove)
+		for _, b := range batches {
+			ph.Batches = append(ph.Batches, Batch{Members: b})
+		}
 	}
 
 	var notes []string
@@ -153,12 +161,12 @@ func phaseOf(comp *config.Component, obs Observed, to string, from *upgradeFrom)
 		notes = append(notes, fmt.Sprintf("%s %s down: upgraded first, replacing a member that is down costs no availability",
 			named(downFirst), isAre(downFirst)))
 	}
-	if len(downAtTarget) > 0 && len(order) > 0 {
+	if len(downAtTarget) > 0 && len(toMove) > 0 {
 		n := fmt.Sprintf("%s %s down (already at %s): %d of max_unavailable %d already used",
 			named(downAtTarget), isAre(downAtTarget), to, len(downAtTarget), maxU)
 		healthy := len(comp.Members) - len(downAtTarget)
 		switch {
-		case budget < 1 && typ == config.Canary:
+		case budget < 1 && ph.Settings.MaxBatch > 1:
 			n += "; batches of 1, each waits until one of them recovers"
 		case budget < 1:
 			n += "; each member waits until one of them recovers"
@@ -168,25 +176,11 @@ func phaseOf(comp *config.Component, obs Observed, to string, from *upgradeFrom)
 		}
 		notes = append(notes, n)
 	}
+	if strategyNote != "" {
+		notes = append(notes, strategyNote)
+	}
 	ph.Note = strings.Join(notes, "; ")
 	return ph, errors.Join(errs...)
-}
-
-// cut cuts order into batches of the given sizes.
-func cut(order []string, sizes []int) []Batch {
-	var out []Batch
-	for _, n := range sizes {
-		if len(order) == 0 {
-			break
-		}
-		n = min(max(1, n), len(order))
-		out = append(out, Batch{Members: order[:n:n]})
-		order = order[n:]
-	}
-	if len(order) > 0 {
-		out = append(out, Batch{Members: order})
-	}
-	return out
 }
 
 // upgradeFrom decides whether a member may move from a version to the

@@ -8,6 +8,13 @@ import (
 	"testing"
 
 	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/strategy"
+)
+
+// The strategies the tests plan with, by their registered names.
+const (
+	typeOneAtATime = config.StrategyType(strategy.OneAtATime)
+	typeCanary     = config.StrategyType(strategy.Canary)
 )
 
 // The catalog every test cluster has.
@@ -37,12 +44,12 @@ func cluster(comps ...config.Component) *config.Cluster {
 }
 
 var (
-	oneAtATime = config.Strategy{Type: config.OneAtATime, MaxUnavailable: 1}
+	oneAtATime = config.Strategy{Type: typeOneAtATime, MaxUnavailable: 1}
 	kv3        = comp("kv", 1, oneAtATime, 3)
 )
 
 func canary(maxBatch, maxUnavailable int) config.Strategy {
-	return config.Strategy{Type: config.Canary, MaxBatch: maxBatch, MaxUnavailable: maxUnavailable}
+	return config.Strategy{Type: typeCanary, MaxBatch: maxBatch, MaxUnavailable: maxUnavailable}
 }
 
 // world is what is observed: every member of c at version v, then the
@@ -164,7 +171,7 @@ func TestCompute(t *testing.T) {
 		},
 		{
 			name: "one-at-a-time with an explicit quorum",
-			c:    cluster(comp("mon", 1, config.Strategy{Type: config.OneAtATime, Quorum: 4}, 5)),
+			c:    cluster(comp("mon", 1, config.Strategy{Type: typeOneAtATime, Quorum: 4}, 5)),
 			obs:  world(cluster(comp("mon", 1, oneAtATime, 5)), "1.0.0", nil), to: "2.0.0",
 			want: []string{"mon one-at-a-time mu=1 q=4: [mon-1] [mon-2] [mon-3] [mon-4] [mon-5]"},
 		},
@@ -234,7 +241,7 @@ func TestCompute(t *testing.T) {
 		},
 		{
 			name: "one-at-a-time with a member down at the target: quorum leaves no room",
-			c:    cluster(comp("kv", 1, config.Strategy{Type: config.OneAtATime, MaxUnavailable: 2}, 3)),
+			c:    cluster(comp("kv", 1, config.Strategy{Type: typeOneAtATime, MaxUnavailable: 2}, 3)),
 			obs: world(cluster(kv3), "1.0.0", map[string]string{"kv-3": "2.0.0"},
 				"kv-3"), to: "2.0.0",
 			want:  []string{"kv one-at-a-time mu=2 q=2: [kv-1] [kv-2] | skip kv-3"},

@@ -12,7 +12,7 @@ import (
 func catalog() *config.Cluster {
 	art := map[string]config.Artifact{"*": {Path: "a", SHA256: strings.Repeat("a", 64)}}
 	c := &config.Cluster{Name: "t", Components: []config.Component{{Name: "kv", Order: 1,
-		Strategy: config.Strategy{Type: config.Canary, MaxBatch: 1, MaxUnavailable: 1},
+		Strategy: config.Strategy{Type: typeCanary, MaxBatch: 1, MaxUnavailable: 1},
 		Members:  []config.Member{{Name: "kv-1"}, {Name: "kv-2"}}}}}
 	c.Releases = []config.Release{
 		{Version: "1.0.0", Artifacts: art},

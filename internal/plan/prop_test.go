@@ -64,11 +64,11 @@ func checkInvariants(t tester, c *config.Cluster, obs Observed, p Plan) {
 				t.Fatalf("%s: batch %d is empty", ph.Component, j+1)
 			}
 			switch ph.Strategy {
-			case string(config.OneAtATime):
+			case string(typeOneAtATime):
 				if len(b.Members) != 1 {
 					t.Fatalf("%s: one-at-a-time batch %d has %d members", ph.Component, j+1, len(b.Members))
 				}
-			case string(config.Canary):
+			case string(typeCanary):
 				if len(b.Members) > maxBatch {
 					t.Fatalf("%s: batch %d has %d members, max_batch %d", ph.Component, j+1, len(b.Members), maxBatch)
 				}
@@ -116,7 +116,7 @@ func checkInvariants(t tester, c *config.Cluster, obs Observed, p Plan) {
 				t.Fatalf("%s appears %d times in the plan", m.Name, seen[m.Name])
 			}
 		}
-		if ph.Strategy == string(config.OneAtATime) && ph.Quorum != comp.Strategy.QuorumOf(len(comp.Members)) {
+		if ph.Strategy == string(typeOneAtATime) && ph.Quorum != comp.Strategy.QuorumOf(len(comp.Members)) {
 			t.Fatalf("%s: quorum %d, want %d", ph.Component, ph.Quorum, comp.Strategy.QuorumOf(len(comp.Members)))
 		}
 		if ph.MaxUnavailable != maxU {
@@ -165,7 +165,7 @@ func drawCluster(t *rapid.T, allowBad bool) (*config.Cluster, Observed) {
 	for i := range n {
 		size := rapid.IntRange(1, 40).Draw(t, "members")
 		s := config.Strategy{
-			Type:           rapid.SampledFrom([]config.StrategyType{config.OneAtATime, config.Canary, ""}).Draw(t, "type"),
+			Type:           rapid.SampledFrom([]config.StrategyType{typeOneAtATime, typeCanary, ""}).Draw(t, "type"),
 			Quorum:         rapid.IntRange(0, size).Draw(t, "quorum"),
 			MaxBatch:       rapid.IntRange(0, 10).Draw(t, "max_batch"),
 			MaxUnavailable: rapid.IntRange(0, 10).Draw(t, "max_unavailable"),
@@ -249,7 +249,7 @@ func BenchmarkCompute(b *testing.B) {
 	for i, name := range []string{"kv", "mon", "osd", "api", "worker"} {
 		s := canary(16, 8)
 		if i < 2 {
-			s = config.Strategy{Type: config.OneAtATime, MaxUnavailable: 1}
+			s = config.Strategy{Type: typeOneAtATime, MaxUnavailable: 1}
 		}
 		c.Components = append(c.Components, comp(name, i, s, 200))
 	}

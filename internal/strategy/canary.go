@@ -14,7 +14,7 @@ func init() { Register(Canary, canary{}) }
 
 type canary struct{}
 
-func (canary) Validate(s Settings, _ int) []Problem {
+func (canary) Validate(s Settings, _ []Member) []Problem {
 	var ps []Problem
 	if s.Quorum != 0 {
 		ps = append(ps, Problem{"quorum", "applies to one-at-a-time only; canary is bounded by max_unavailable"})
@@ -25,9 +25,32 @@ func (canary) Validate(s Settings, _ int) []Problem {
 	return ps
 }
 
+// Defaults: a canary grows up to what the budget lets down at once.
+func (canary) Defaults(s Settings) Settings {
+	if s.MaxBatch == 0 {
+		s.MaxBatch = max(1, s.MaxUnavailable)
+	}
+	return s
+}
+
 func (canary) Quorum(Settings, int) int { return 0 }
 
-func (canary) Expected(s Settings, n int) []int {
+func (canary) Expected(s Settings, members []Member) ([][]string, string) {
+	return Cut(DefaultOrder(members), growing(s, len(members))), ""
+}
+
+func (canary) Next(r Round) Choice {
+	size, why := canarySize(r.Settings, Outcomes(r.Done))
+	return Choice{Members: Take(DefaultOrder(r.Candidates), size, r.Admit), Size: size, Why: why}
+}
+
+func (canary) Explain() string {
+	return "batches: the sizes expected when every batch goes well; a canary's next batch doubles after a clean batch and halves after a strained one, and members down go first, those holding a role last, as observed before each batch"
+}
+
+// growing is the sizes of batches of n members that all go well: 1,
+// 2, 4, … up to max_batch.
+func growing(s Settings, n int) []int {
 	var out []int
 	size := 1
 	for n > 0 {
@@ -39,7 +62,10 @@ func (canary) Expected(s Settings, n int) []int {
 	return out
 }
 
-func (canary) Next(s Settings, done []Outcome) (int, string) {
+// canarySize is the size of the next batch after the batches done (in
+// order), and why in words: 1 first, then doubled after a clean batch
+// (up to max_batch), halved after a strained one, kept otherwise.
+func canarySize(s Settings, done []Outcome) (int, string) {
 	if len(done) == 0 {
 		return 1, "the canary: one member first"
 	}

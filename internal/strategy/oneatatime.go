@@ -11,7 +11,8 @@ func init() { Register(OneAtATime, oneAtATime{}) }
 
 type oneAtATime struct{}
 
-func (oneAtATime) Validate(s Settings, n int) []Problem {
+func (oneAtATime) Validate(s Settings, members []Member) []Problem {
+	n := len(members)
 	var ps []Problem
 	if s.MaxBatch > 1 {
 		ps = append(ps, Problem{"max_batch", "applies to canary only: one-at-a-time moves one member at a time"})
@@ -34,6 +35,13 @@ func (oneAtATime) Validate(s Settings, n int) []Problem {
 	return ps
 }
 
+func (oneAtATime) Defaults(s Settings) Settings {
+	if s.MaxBatch == 0 {
+		s.MaxBatch = 1
+	}
+	return s
+}
+
 func (oneAtATime) Quorum(s Settings, n int) int {
 	if s.Quorum > 0 {
 		return s.Quorum
@@ -41,15 +49,19 @@ func (oneAtATime) Quorum(s Settings, n int) int {
 	return majority(n)
 }
 
-func (oneAtATime) Expected(_ Settings, n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = 1
+func (oneAtATime) Expected(_ Settings, members []Member) ([][]string, string) {
+	ones := make([]int, len(members))
+	for i := range ones {
+		ones[i] = 1
 	}
-	return out
+	return Cut(DefaultOrder(members), ones), ""
 }
 
-func (oneAtATime) Next(Settings, []Outcome) (int, string) { return 1, "one at a time" }
+func (oneAtATime) Next(r Round) Choice {
+	return Choice{Members: Take(DefaultOrder(r.Candidates), 1, r.Admit), Size: 1, Why: "one at a time"}
+}
+
+func (oneAtATime) Explain() string { return "" }
 
 // majority is the smallest majority of n voters.
 func majority(n int) int { return n/2 + 1 }

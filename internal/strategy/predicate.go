@@ -23,6 +23,8 @@ type Member struct {
 	Role bool
 	// Pending: in the current phase and not moved yet.
 	Pending bool
+	// Version is the version it runs, as observed ("" if unknown).
+	Version string
 }
 
 // Gate is a component's cluster gate as admission sees it.

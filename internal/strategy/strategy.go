@@ -6,6 +6,11 @@ import (
 	"sync"
 )
 
+// Default is the strategy of a component whose description names none:
+// one member at a time, a quorum of the others healthy, the safest
+// choice for members ferry knows nothing more of.
+const Default = OneAtATime
+
 // Settings are a component's strategy settings, as written in its
 // description (strategy: {type, quorum, max_batch, max_unavailable,
 // max_unavailable_per_host, max_unavailable_per_domain}), defaults
@@ -47,21 +52,79 @@ type Outcome struct {
 	Why      string `json:"why,omitempty"`
 }
 
-// Strategy is one way of batching a component's members.
+// Done is one batch of the phase that ended: who moved in it (as
+// admission saw them when the next batch is formed) and how it went.
+type Done struct {
+	Members []Member
+	Outcome Outcome
+}
+
+// Admission is the state machine's admission, handed to a strategy:
+// why candidate c may not go down now, the members already chosen for
+// the batch counted as down, or nil. It asks every admission predicate
+// (see Admit) and is pure; the machine keeps each refusal it returns,
+// so a strategy need not report them.
+type Admission func(c Member, chosen []string) *Refusal
+
+// Round is what a strategy forms the next batch from.
+type Round struct {
+	Settings Settings
+	// Candidates are the phase's members still to move, in the plan's
+	// order, each as admission sees it now (health, role, version,
+	// host, domain, in flight).
+	Candidates []Member
+	// Done are the phase's batches that ended, in order.
+	Done []Done
+	// Admit asks the admission predicates; never nil.
+	Admit Admission
+}
+
+// Choice is a strategy's next batch.
+type Choice struct {
+	// Members are the chosen candidates, in the order they go.
+	Members []string
+	// Size is how many the strategy meant to take (fewer may have been
+	// admitted); Why says why, in words, for the events.
+	Size int
+	Why  string
+}
+
+// Strategy is one way of choosing which of a component's members move
+// together, and when.
+//
+// Room to grow: a strategy that adds steps to a move (active-standby:
+// a switchover call and a wait until an upgraded member holds the role,
+// before the former active goes) will say so in its Choice (a field
+// naming the step definitions of package step to run before or within
+// the batch's moves), which the machine walks like every other step,
+// journaled with its undo; strategies that add none leave it empty, so
+// adding it changes no existing strategy.
 type Strategy interface {
-	// Validate checks settings for a component of members members
-	// (0 when they are found at run time) beyond the rules every
-	// strategy shares (see Validate).
-	Validate(s Settings, members int) []Problem
+	// Validate checks settings for a component's members (none when
+	// they are found at run time; then only Name is known of each)
+	// beyond the rules every strategy shares (see Validate).
+	Validate(s Settings, members []Member) []Problem
+	// Defaults returns s with the zero fields the strategy has a
+	// default for filled (canary's max_batch is its max_unavailable);
+	// a written value is the caller's to keep.
+	Defaults(s Settings) Settings
 	// Quorum is the number of healthy members the strategy keeps up
-	// while one of n is stopped (0: no quorum).
+	// while one of n is stopped (0: no quorum). A component whose
+	// strategy keeps one bootstraps as a group.
 	Quorum(s Settings, n int) int
-	// Expected is the batch sizes for n members when every batch goes
-	// well: what a plan shows.
-	Expected(s Settings, n int) []int
-	// Next is the size of the next batch after the batches done (in
-	// order), and why in words.
-	Next(s Settings, done []Outcome) (int, string)
+	// Expected is the batches the members to move (as planned: health
+	// and domain known, no role) form when every batch goes well, in
+	// order, and a note on what shaped them ("" if nothing worth
+	// saying): what a plan shows.
+	Expected(s Settings, members []Member) (batches [][]string, note string)
+	// Next chooses the members of the next batch from the round's
+	// candidates, asking r.Admit for each; the machine checks each
+	// chosen member again and forms no batch of none.
+	Next(r Round) Choice
+	// Explain says in a sentence how the batches formed at run time may
+	// differ from the expected ones, for a plan's reader ("" if they
+	// do not in a way worth saying).
+	Explain() string
 }
 
 var (
@@ -100,20 +163,21 @@ func Names() []string {
 	return out
 }
 
-// Validate checks settings for a component of members members: the
-// type is registered, the budgets shared by every strategy are sane,
-// and the strategy's own rules hold.
-func Validate(s Settings, members int) []Problem {
+// Validate checks settings for a component's members: the type is
+// registered, the budgets shared by every strategy are sane, and the
+// strategy's own rules hold.
+func Validate(s Settings, members []Member) []Problem {
 	st, ok := Lookup(s.Type)
 	if !ok {
 		return []Problem{{"type", fmt.Sprintf("unknown strategy %q; known: %s", s.Type, joinNames(Names()))}}
 	}
+	n := len(members)
 	var ps []Problem
 	switch {
 	case s.MaxUnavailable < 1:
 		ps = append(ps, Problem{"max_unavailable", fmt.Sprintf("must be at least 1 (got %d): with 0 no member could ever be upgraded", s.MaxUnavailable)})
-	case members > 0 && s.MaxUnavailable > members:
-		ps = append(ps, Problem{"max_unavailable", fmt.Sprintf("max_unavailable %d is more than the %s", s.MaxUnavailable, plural(members, "member"))})
+	case n > 0 && s.MaxUnavailable > n:
+		ps = append(ps, Problem{"max_unavailable", fmt.Sprintf("max_unavailable %d is more than the %s", s.MaxUnavailable, plural(n, "member"))})
 	}
 	for _, b := range []struct {
 		field string

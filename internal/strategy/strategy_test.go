@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ func TestExpected(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, _ := Lookup(tc.s.Type)
-			if got := st.Expected(tc.s, tc.n); !reflect.DeepEqual(got, tc.want) {
+			if got := sizes(st.Expected(tc.s, members(tc.n))); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("Expected = %v, want %v", got, tc.want)
 			}
 		})
@@ -51,14 +52,14 @@ func TestCanaryNext(t *testing.T) {
 		{"grows again after a clean one", []Outcome{strained(4), clean(2)}, 4, "doubled from 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, why := canary{}.Next(s, tc.done)
+			got, why := canarySize(s, tc.done)
 			if got != tc.want || !strings.Contains(why, tc.why) {
 				t.Errorf("Next = %d (%q), want %d (with %q)", got, why, tc.want, tc.why)
 			}
 		})
 	}
 	// max_batch lower than a doubled size caps it.
-	if got, _ := (canary{}).Next(Settings{Type: Canary, MaxUnavailable: 3, MaxBatch: 3}, []Outcome{clean(2)}); got != 3 {
+	if got, _ := canarySize(Settings{Type: Canary, MaxUnavailable: 3, MaxBatch: 3}, []Outcome{clean(2)}); got != 3 {
 		t.Errorf("Next after a clean 2 with max_batch 3 = %d, want 3", got)
 	}
 }
@@ -73,7 +74,7 @@ func TestValidate(t *testing.T) {
 	}{
 		{"canary ok", Settings{Type: Canary, MaxUnavailable: 2, MaxBatch: 2}, 4, "", ""},
 		{"one-at-a-time ok", Settings{Type: OneAtATime, MaxUnavailable: 1, MaxBatch: 1}, 3, "", ""},
-		{"unknown type", Settings{Type: "rolling", MaxUnavailable: 1, MaxBatch: 1}, 3, "type", "unknown strategy \"rolling\"; known: canary, one-at-a-time"},
+		{"unknown type", Settings{Type: "rolling", MaxUnavailable: 1, MaxBatch: 1}, 3, "type", "unknown strategy \"rolling\"; known: by-domain, canary, one-at-a-time"},
 		{"max_unavailable 0", Settings{Type: Canary, MaxUnavailable: 0, MaxBatch: 1}, 3, "max_unavailable", "must be at least 1"},
 		{"max_unavailable above members", Settings{Type: Canary, MaxUnavailable: 5, MaxBatch: 1}, 3, "max_unavailable", "more than the 3 members"},
 		{"max_batch 0", Settings{Type: Canary, MaxUnavailable: 1, MaxBatch: 0}, 3, "max_batch", "at least 1"},
@@ -86,7 +87,7 @@ func TestValidate(t *testing.T) {
 		{"max_batch on one-at-a-time", Settings{Type: OneAtATime, MaxUnavailable: 2, MaxBatch: 2}, 3, "max_batch", "canary only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ps := Validate(tc.s, tc.n)
+			ps := Validate(tc.s, members(tc.n))
 			if tc.field == "" {
 				if len(ps) > 0 {
 					t.Fatalf("problems %v, want none", ps)
@@ -101,6 +102,24 @@ func TestValidate(t *testing.T) {
 			t.Errorf("problems %v, want %s: %q", ps, tc.field, tc.msg)
 		})
 	}
+}
+
+// members are n members m1 … mn, healthy, without a domain.
+func members(n int) []Member {
+	var out []Member
+	for i := range n {
+		out = append(out, Member{Name: fmt.Sprintf("m%d", i+1), Healthy: true})
+	}
+	return out
+}
+
+// sizes are the sizes of batches (nil for none).
+func sizes(batches [][]string, _ string) []int {
+	var out []int
+	for _, b := range batches {
+		out = append(out, len(b))
+	}
+	return out
 }
 
 // cluster builds a view of component c's members: each spec is

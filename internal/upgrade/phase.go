@@ -95,11 +95,11 @@ func (s *stepper) pendingOf(ph plan.Phase) []string {
 	return out
 }
 
-// formBatch forms the phase's next batch: the strategy says how many
-// (a rollback follows its plan's batches), the members are taken in
-// order (those down first, those holding the component's role last,
-// re-evaluated now from what is observed), and each must pass every
-// admission predicate; the refused are named with their predicate.
+// formBatch forms the phase's next batch: the strategy chooses its
+// members from what is observed now (a rollback follows its plan's
+// batches), asking the admission predicates as it goes, and each
+// chosen member must pass every predicate again; the refused are named
+// with their predicate.
 func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []string) {
 	u := &s.u
 	// Members already running their target, healthy and owing no
@@ -146,16 +146,39 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		u.GateSince = time.Time{}
 	}
 
-	size, why, candidates := s.nextBatch(ph, left)
+	// Admission is the machine's: it keeps every refusal, whoever
+	// asked, and checks each chosen member again.
 	v := s.view(comp, ph, false)
-	var admitted []string
 	var refused []strategy.Refusal
-	for _, n := range candidates {
-		if len(admitted) >= size {
-			break
+	refuse := func(r strategy.Refusal) {
+		if !slices.Contains(refused, r) {
+			refused = append(refused, r)
+		}
+	}
+	admit := func(c strategy.Member, chosen []string) *strategy.Refusal {
+		v.Admitted = map[string]bool{}
+		for _, n := range chosen {
+			v.Admitted[n] = true
+		}
+		r := strategy.Admit(v, s.admissionMember(v, c.Name), s.overridden)
+		if r != nil {
+			refuse(*r)
+		}
+		return r
+	}
+	size, why, chosen, err := s.nextBatch(ph, left, v, admit)
+	if err != "" {
+		s.fail("%s", err)
+		return
+	}
+	v.Admitted = map[string]bool{}
+	var admitted []string
+	for _, n := range chosen {
+		if v.Admitted[n] || !slices.Contains(left, n) {
+			continue // a strategy's slip: only a candidate, once
 		}
 		if r := strategy.Admit(v, s.admissionMember(v, n), s.overridden); r != nil {
-			refused = append(refused, *r)
+			refuse(*r)
 			continue
 		}
 		admitted = append(admitted, n)
@@ -206,10 +229,20 @@ func (s *stepper) seenBefore(t time.Time) string {
 	return strings.Join(stale, ", ")
 }
 
-// nextBatch is the size of the next batch, why, and the candidates in
-// the order they are asked.
-func (s *stepper) nextBatch(ph plan.Phase, left []string) (int, string, []string) {
+// nextBatch is the next batch's members (each asked of admit), the
+// size meant and why: the rollback's next batch while rolling back (the
+// machine's business: it returns what was done), else what the phase's
+// strategy chooses from the candidates left (in the plan's order) and
+// the batches done. err says why no strategy could be asked.
+func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admit strategy.Admission) (size int, why string, chosen []string, err string) {
 	u := &s.u
+	members := func(ns []string) []strategy.Member {
+		out := make([]strategy.Member, len(ns))
+		for i, n := range ns {
+			out[i] = s.admissionMember(v, n)
+		}
+		return out
+	}
 	if u.RollingBack() {
 		// The rollback's batches, in its order: the first with members
 		// still to move.
@@ -221,34 +254,29 @@ func (s *stepper) nextBatch(ph plan.Phase, left []string) (int, string, []string
 				}
 			}
 			if len(todo) > 0 {
-				return len(todo), "the rollback returns the batches in reverse", todo
+				return len(todo), "the rollback returns the batches in reverse", strategy.Take(members(todo), len(todo), admit), ""
 			}
 		}
-		return 1, "", left
+		return 1, "", strategy.Take(members(left), 1, admit), ""
 	}
-	var done []strategy.Outcome
+	// A plan recorded without its settings names its strategy only.
+	name := ph.Settings.Type
+	if name == "" {
+		name = ph.Strategy
+	}
+	if name == "" {
+		name = strategy.Default
+	}
+	st, ok := strategy.Lookup(name)
+	if !ok {
+		return 0, "", nil, fmt.Sprintf("component %s: strategy %q is not in this build (known: %s)", ph.Component, name, strings.Join(strategy.Names(), ", "))
+	}
+	r := strategy.Round{Settings: ph.Settings, Candidates: members(left), Admit: admit}
 	for _, b := range u.PhaseBatches(u.Phase) {
-		done = append(done, b.Outcome)
+		r.Done = append(r.Done, strategy.Done{Members: members(b.Members), Outcome: b.Outcome})
 	}
-	size, why := 1, "one at a time"
-	if st, ok := strategy.Lookup(ph.Settings.Type); ok {
-		size, why = st.Next(ph.Settings, done)
-	}
-	// Members down first (replacing one costs no availability), those
-	// holding the role last; the plan's order otherwise.
-	rank := func(n string) int {
-		o := s.obs.Members[n]
-		switch {
-		case !o.Healthy:
-			return 0
-		case o.Role:
-			return 2
-		}
-		return 1
-	}
-	order := slices.Clone(left)
-	slices.SortStableFunc(order, func(a, b string) int { return rank(a) - rank(b) })
-	return max(1, size), why, order
+	c := st.Next(r)
+	return max(1, c.Size), c.Why, c.Members, ""
 }
 
 // begin starts member m's move.
@@ -398,7 +426,8 @@ func (s *stepper) view(comp *config.Component, ph plan.Phase, stopping bool) *st
 			o := s.obs.Members[mm.Name]
 			r := u.Members[mm.Name]
 			v.Members = append(v.Members, strategy.Member{Name: mm.Name, Component: cc.Name, Host: mm.Host, Domain: mm.Domain,
-				Healthy: o.Healthy, InFlight: r != nil && r.Step.InFlight(), Unknown: o.Unknown, Role: o.Role, Pending: pending[mm.Name]})
+				Healthy: o.Healthy, InFlight: r != nil && r.Step.InFlight(), Unknown: o.Unknown, Role: o.Role, Pending: pending[mm.Name],
+				Version: o.Version})
 		}
 	}
 	if !u.RollingBack() && !stopping {
@@ -417,7 +446,7 @@ func (s *stepper) admissionMember(v *strategy.View, name string) strategy.Member
 		}
 	}
 	o := s.obs.Members[name]
-	return strategy.Member{Name: name, Component: v.Component, Healthy: o.Healthy, Unknown: o.Unknown, Role: o.Role}
+	return strategy.Member{Name: name, Component: v.Component, Healthy: o.Healthy, Unknown: o.Unknown, Role: o.Role, Version: o.Version}
 }
 
 // overridden reports whether the operator switched predicate off for

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/config"
 	"github.com/ferry-upgrade/ferry/internal/step"
+	"github.com/ferry-upgrade/ferry/internal/strategy"
 )
 
 // TestSimulatedWorlds runs many seeded upgrades against simulated
@@ -166,10 +167,11 @@ func checkAdmissions(t *testing.T, seed uint64, w *world, d Decision, domains ma
 }
 
 func strategyQuorum(comp *config.Component) int {
-	if comp.Strategy.Type != config.OneAtATime {
+	st, ok := strategy.Lookup(string(comp.Strategy.Type))
+	if !ok {
 		return 0
 	}
-	return comp.Strategy.QuorumOf(len(comp.Members))
+	return st.Quorum(comp.Strategy.Settings(), len(comp.Members))
 }
 
 // checkEnd: an upgrade that ended left nothing drained, flagged or
