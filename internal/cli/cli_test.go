@@ -23,6 +23,7 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/plan"
 	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/strategy"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
@@ -589,7 +590,7 @@ func midwayStore(t *testing.T, dir string) (*store.Store, upgrade.Upgrade) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := plan.Plan{From: []string{"1.0.0"}, To: "2.0.0", Phases: []plan.Phase{{Component: "app", Strategy: "canary", MaxUnavailable: 1,
+	p := plan.Plan{From: []string{"1.0.0"}, To: "2.0.0", Phases: []plan.Phase{{Component: "app", Strategy: strategy.Canary, MaxUnavailable: 1,
 		Batches: []plan.Batch{{Members: []string{"app-1"}}}}}}
 	u := upgrade.New("upg-midway", p, map[string]string{"app-1": "1.0.0"}, nil, time.Now())
 	u.State = upgrade.Upgrading("app")

@@ -163,7 +163,7 @@ func TestCompute(t *testing.T) {
 
 	for _, tc := range []planCase{
 		{
-			name: "one-at-a-time",
+			name: "one member a batch",
 			c:    cluster(kv3), obs: world(cluster(kv3), "1.0.0", nil), to: "2.0.0",
 			want:     []string{"kv one-at-a-time mu=1 q=2: [kv-1] [kv-2] [kv-3]"},
 			wantFrom: []string{"1.0.0"},

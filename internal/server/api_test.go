@@ -25,6 +25,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/driver/process"
 	"github.com/ferry-upgrade/ferry/internal/plan"
 	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/strategy"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
@@ -311,7 +312,7 @@ func TestEventsPagesAndStream(t *testing.T) {
 // ended, as a ferry process that died would have left it.
 func stuckUpgrade(t *testing.T, st *store.Store, digest string) upgrade.Upgrade {
 	t.Helper()
-	p := plan.Plan{From: []string{"1.0.0"}, To: "2.0.0", Phases: []plan.Phase{{Component: "app", Strategy: "canary", MaxUnavailable: 1,
+	p := plan.Plan{From: []string{"1.0.0"}, To: "2.0.0", Phases: []plan.Phase{{Component: "app", Strategy: strategy.Canary, MaxUnavailable: 1,
 		Batches: []plan.Batch{{Members: []string{"app-1"}}}}}}
 	u := upgrade.New("upg-stuck", p, map[string]string{"app-1": "1.0.0"}, nil, time.Now())
 	u.State = upgrade.Upgrading("app")
