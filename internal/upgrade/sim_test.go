@@ -108,6 +108,7 @@ func simulate(t *testing.T, seed uint64) string {
 		}
 		d := w.step()
 		checkAdmissions(t, seed, w, d, domains)
+		checkOneDomain(t, seed, w, domains)
 		if w.u.State.Terminal() {
 			break
 		}
@@ -166,6 +167,26 @@ func checkAdmissions(t *testing.T, seed uint64, w *world, d Decision, domains ma
 	}
 }
 
+// checkOneDomain: a by-domain component never has members of two
+// failure domains in flight.
+func checkOneDomain(t *testing.T, seed uint64, w *world, domains map[string]string) {
+	for i := range w.c.Components {
+		comp := &w.c.Components[i]
+		if comp.Strategy.Type != config.StrategyType(strategy.ByDomain) {
+			continue
+		}
+		zones := map[string][]string{}
+		for _, m := range comp.Members {
+			if r := w.u.Members[m.Name]; r != nil && r.Step.InFlight() {
+				zones[domains[m.Name]] = append(zones[domains[m.Name]], m.Name)
+			}
+		}
+		if len(zones) > 1 {
+			t.Errorf("seed %d: %s (by-domain) has members of %d domains in flight: %v", seed, comp.Name, len(zones), zones)
+		}
+	}
+}
+
 func strategyQuorum(comp *config.Component) int {
 	st, ok := strategy.Lookup(string(comp.Strategy.Type))
 	if !ok {
@@ -205,8 +226,9 @@ func checkEnd(t *testing.T, seed uint64, w *world) {
 }
 
 // simCluster draws a description: a raft-like kv tier (one at a time,
-// leader last) and an api tier (canary, drained with an undo, maybe in
-// failure domains, maybe with a phase-long flag).
+// leader last) and an api tier (canary or, across zones, by-domain;
+// drained with an undo, maybe in failure domains, maybe with a
+// phase-long flag).
 func simCluster(rng *rand.Rand) (string, map[string]string) {
 	var b strings.Builder
 	domains := map[string]string{}
@@ -234,7 +256,11 @@ func simCluster(rng *rand.Rand) (string, map[string]string) {
 	if zones > 1 && rng.IntN(2) == 0 {
 		perDomain = ", max_unavailable_per_domain: 1"
 	}
-	fmt.Fprintf(&b, "  - name: api\n    order: 2\n    strategy: {type: canary, max_batch: %d, max_unavailable: %d%s}\n    soak: 1s\n    deadline: 20s\n    gate_deadline: 2m\n", maxB, maxU, perDomain)
+	typ := strategy.Canary
+	if zones > 1 && rng.IntN(3) == 0 {
+		typ = strategy.ByDomain
+	}
+	fmt.Fprintf(&b, "  - name: api\n    order: 2\n    strategy: {type: %s, max_batch: %d, max_unavailable: %d%s}\n    soak: 1s\n    deadline: 20s\n    gate_deadline: 2m\n", typ, maxB, maxU, perDomain)
 	b.WriteString("    health:\n      member: {http: \"http://{{.Address}}/ready\"}\n")
 	b.WriteString("    hooks:\n      pre_stop: [{http: \"http://lb/{{.Name}}/drain\", method: POST, undo: {http: \"http://lb/{{.Name}}/enable\", method: POST}}]\n")
 	if rng.IntN(2) == 0 {
