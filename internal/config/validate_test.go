@@ -64,6 +64,9 @@ func TestValidateRules(t *testing.T) {
 			[]string{"t.yaml:7: components[0].strategy.quorum: quorum 3 of 3 members leaves no member free to stop: it must be less than the number of members"}},
 		{"quorum negative", []edit{{"quorum: 2", "quorum: -1"}},
 			[]string{"t.yaml:7: components[0].strategy.quorum: must not be negative (0 means a majority)"}},
+		{"by-domain without a domain", []edit{{"type: canary,", "type: by-domain,"}},
+			[]string{"t.yaml:21: components[1].strategy: by-domain moves one failure domain at a time, but none of the 2 members has a domain: set domain: on the members or their hosts (a zone, a rack)"}},
+		{"by-domain with a domain", []edit{{"type: canary,", "type: by-domain,"}, {"{name: api-1, host: h1,", "{name: api-1, host: h1, domain: zone-a,"}}, nil},
 		{"quorum on canary", []edit{{"type: canary,", "type: canary, quorum: 1,"}},
 			[]string{"t.yaml:21: components[1].strategy.quorum: applies to one-at-a-time only; canary is bounded by max_unavailable"}},
 		{"majority of one member", []edit{

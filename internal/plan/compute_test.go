@@ -361,3 +361,34 @@ func TestCompareVersions(t *testing.T) {
 		t.Errorf("sorted %q, want %q", in, want)
 	}
 }
+
+// TestComputeByDomain: a by-domain phase lists one failure domain after
+// another (the one with a member down first, members without a domain
+// last), each in growing batches, and its note names the domains.
+func TestComputeByDomain(t *testing.T) {
+	osd := comp("osd", 1, config.Strategy{Type: config.StrategyType(strategy.ByDomain), MaxUnavailable: 2}, 7)
+	for i, d := range []string{"rack-1", "rack-2", "rack-1", "rack-2", "rack-1", "rack-3", ""} {
+		osd.Members[i].Domain = d
+	}
+	c := cluster(osd)
+	p, err := Compute(c, world(c, "1.0.0", nil, "osd-4"), "2.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ph := p.Phases[0]
+	var got []string
+	for _, b := range ph.Batches {
+		got = append(got, strings.Join(b.Members, " "))
+	}
+	want := []string{"osd-4", "osd-2", "osd-1", "osd-3 osd-5", "osd-6", "osd-7"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("batches %q, want %q", got, want)
+	}
+	if ph.Settings.MaxBatch != 2 {
+		t.Errorf("max_batch %d, want the strategy's default, max_unavailable 2", ph.Settings.MaxBatch)
+	}
+	wantNote := "osd-4 is down: upgraded first, replacing a member that is down costs no availability; one failure domain at a time: domain rack-2 (2), domain rack-1 (3), domain rack-3 (1), members without a domain (1)"
+	if ph.Note != wantNote {
+		t.Errorf("note %q\nwant %q", ph.Note, wantNote)
+	}
+}

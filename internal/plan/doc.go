@@ -14,21 +14,24 @@
 //     or in Skipped when it already runs the target (a phase whose
 //     members all run the target has no batches, and is listed so that
 //     the operator sees it).
-//   - Members that are down and need the upgrade come first: replacing a
-//     member that is already down costs no availability (and, for a
-//     quorum component, gives a voter back sooner). The others follow in
-//     description order.
-//   - one-at-a-time: each member is a batch of its own. The phase records
-//     the quorum (Strategy.QuorumOf the component's size); the upgrade
-//     state machine checks, at run time, that stopping a member leaves
-//     that many healthy (Ceph's ok-to-stop).
-//   - canary: batches of 1, 2, 4, … each capped at
-//     min(max_batch, max_unavailable − members down at the target), the
-//     latter being members that are down but not in the plan, which use
-//     the budget for the whole phase. When that leaves less than 1, the
-//     batches are of 1 and Note says why: the engine waits for the budget
-//     at run time. Members down and in the plan are not subtracted: they
-//     come first and cost nothing while they are replaced.
+//   - The batches are the component's strategy's (package strategy, by
+//     name: Expected over the members to move, in description order,
+//     with whether each is down and its failure domain), their sizes
+//     capped at min(max_batch, max_unavailable − members down at the
+//     target), the latter being members that are down but not in the
+//     plan, which use the budget for the whole phase. When that leaves
+//     less than 1, the batches are of 1 and Note says why: the engine
+//     waits for the budget at run time. Members down and in the plan are
+//     not subtracted: they cost nothing while they are replaced.
+//   - one-at-a-time and canary put the members that are down first:
+//     replacing a member that is already down costs no availability
+//     (and, for a quorum component, gives a voter back sooner); the
+//     others follow in description order. one-at-a-time makes each
+//     member a batch of its own and the phase records the quorum; the
+//     upgrade state machine checks, at run time, that stopping a member
+//     leaves that many healthy (Ceph's ok-to-stop). canary's batches
+//     are 1, 2, 4, … by-domain's are one failure domain after another,
+//     each 1, 2, 4, …, and its note names the domains in order.
 //
 // The plan refuses (with an error wrapping one of the Err sentinels, that
 // names the release, component or member at fault) a target that is not

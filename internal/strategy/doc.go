@@ -5,10 +5,14 @@
 // the planner and the upgrade state machine can all ask it.
 //
 // A Strategy is a registered piece: it validates its own settings,
-// says what batch sizes a plan should expect, and picks the size of the
-// next batch from how the batches before it went (adaptive canaries:
-// Rook's "slowly increase its batch size"). The state machine never
-// switches on a strategy's name.
+// fills its own defaults, says what batches a plan should expect, and
+// chooses the members of the next batch from the candidates as
+// admission sees them and from how the batches before went (adaptive
+// canaries: Rook's "slowly increase its batch size"; one failure
+// domain at a time: cephadm's CRUSH buckets). It asks the state
+// machine's admission (a pure function) as it chooses; the machine
+// keeps the refusals and checks every chosen member again. Nothing
+// outside this package switches on a strategy's name.
 //
 // Whether one member may go down now is a list of small named
 // predicates (Elastic's operator decides its restarts this way):
@@ -22,6 +26,8 @@
 // To add a strategy: write a type with the Strategy methods in a file
 // of this package and Register it in that file's init; its settings
 // are the fields of Settings (add a field there, with its YAML key, if
-// it needs a new one). Nothing else changes: config validates through
-// Lookup, the planner shows Expected, the state machine calls Next.
+// it needs a new one). Nothing else changes: config validates and
+// applies defaults through Lookup, the planner shows Expected, the
+// state machine calls Next, and a test fails if a strategy's name is
+// spelled outside this package.
 package strategy
