@@ -236,10 +236,18 @@ func (s *stepper) seenBefore(t time.Time) string {
 // the batches done. err says why no strategy could be asked.
 func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admit strategy.Admission) (size int, why string, chosen []string, err string) {
 	u := &s.u
+	byName := make(map[string]strategy.Member, len(v.Members))
+	for _, m := range v.Members {
+		byName[m.Name] = m
+	}
 	members := func(ns []string) []strategy.Member {
 		out := make([]strategy.Member, len(ns))
 		for i, n := range ns {
-			out[i] = s.admissionMember(v, n)
+			m, ok := byName[n]
+			if !ok {
+				m = s.admissionMember(v, n)
+			}
+			out[i] = m
 		}
 		return out
 	}
