@@ -148,18 +148,34 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 
 	size, why, candidates := s.nextBatch(ph, left)
 	v := s.view(comp, ph, false)
-	var admitted []string
+	var admitted, asking []string
 	var refused []strategy.Refusal
 	for _, n := range candidates {
-		if len(admitted) >= size {
+		if len(admitted)+len(asking) >= size {
 			break
 		}
-		if r := strategy.Admit(v, s.admissionMember(v, n), s.overridden); r != nil {
+		if r, awaiting := s.admit(v, n); r != nil {
 			refused = append(refused, *r)
+			if awaiting {
+				asking = append(asking, n)
+			}
 			continue
 		}
 		admitted = append(admitted, n)
 		v.Admitted[n] = true
+	}
+	if len(asking) > 0 && len(admitted) < size {
+		// The system's answers are on their way (each within its
+		// call's timeout): the batch is formed with them. Asking is
+		// no refusal, and no wait yet.
+		s.wait("%s: asking the system whether %s may stop", comp.Name, strings.Join(asking, ", "))
+		for _, r := range refused {
+			if !slices.Contains(asking, r.Member) {
+				s.refusals = append(s.refusals, r)
+				s.wait("%s", r)
+			}
+		}
+		return
 	}
 	if len(admitted) == 0 {
 		if u.WaitSince.IsZero() {
@@ -286,9 +302,13 @@ func (s *stepper) runBatch(comp *config.Component, ph plan.Phase, b *Batch) {
 				continue
 			}
 			v := s.view(comp, ph, true)
-			if r := strategy.Admit(v, s.admissionMember(v, n), s.overridden); r != nil {
-				s.refusals = append(s.refusals, *r)
-				s.wait("%s", r)
+			if r, awaiting := s.admit(v, n); r != nil {
+				if awaiting {
+					s.wait("%s: asking the system whether it may stop", n)
+				} else {
+					s.refusals = append(s.refusals, *r)
+					s.wait("%s", r)
+				}
 				done = false
 				continue
 			}
@@ -378,7 +398,7 @@ func (s *stepper) addGateBound() {
 func (s *stepper) view(comp *config.Component, ph plan.Phase, stopping bool) *strategy.View {
 	u := &s.u
 	v := &strategy.View{Component: comp.Name, Settings: ph.Settings, Quorum: ph.Quorum, Admitted: map[string]bool{}, Stopping: stopping,
-		RollingBack: u.RollingBack()}
+		RollingBack: u.RollingBack(), AskSystem: comp.OKToStop != nil}
 	if v.Settings.MaxUnavailable < 1 {
 		v.Settings.MaxUnavailable = max(1, ph.MaxUnavailable)
 	}
@@ -397,8 +417,12 @@ func (s *stepper) view(comp *config.Component, ph plan.Phase, stopping bool) *st
 			mm := &cc.Members[j]
 			o := s.obs.Members[mm.Name]
 			r := u.Members[mm.Name]
-			v.Members = append(v.Members, strategy.Member{Name: mm.Name, Component: cc.Name, Host: mm.Host, Domain: mm.Domain,
-				Healthy: o.Healthy, InFlight: r != nil && r.Step.InFlight(), Unknown: o.Unknown, Role: o.Role, Pending: pending[mm.Name]})
+			sm := strategy.Member{Name: mm.Name, Component: cc.Name, Host: mm.Host, Domain: mm.Domain,
+				Healthy: o.Healthy, InFlight: r != nil && r.Step.InFlight(), Unknown: o.Unknown, Role: o.Role, Pending: pending[mm.Name]}
+			if v.AskSystem && cc.Name == comp.Name {
+				sm.System = s.systemAnswer(r, mm.Name, stopping)
+			}
+			v.Members = append(v.Members, sm)
 		}
 	}
 	if !u.RollingBack() && !stopping {
