@@ -69,7 +69,7 @@ type world struct {
 	says    map[string]string
 	asks    []wask
 	answers map[string]Answer
-	faults   map[string]string // member or hook → fault
+	faults  map[string]string // member or hook → fault
 
 	trace    strings.Builder
 	lastWait string
