@@ -39,6 +39,7 @@ import (
 //	components[].run.stop_timeout          10s                10ms .. 1h (the agent's bound)
 //	components[].run.stop_signal           SIGTERM ("TERM", "sigterm" are read as SIGTERM)
 //	components[].version: timeout          2s
+//	components[].ok_to_stop: timeout       2s
 //	components[].run.files[].mode          0600
 //	checks (health.member, health.cluster):
 //	  interval                             250ms              10ms .. 1h
@@ -139,6 +140,9 @@ func (c *Cluster) ApplyDefaults() {
 		}
 		if comp.Version != nil {
 			comp.Version.applyDefaults(DefaultCheckTimeout)
+		}
+		if comp.OKToStop != nil {
+			comp.OKToStop.applyDefaults(DefaultCheckTimeout)
 		}
 		for j := range comp.Run.Files {
 			if comp.Run.Files[j].Mode == 0 {

@@ -68,7 +68,7 @@ var defaultsDoc = map[string]string{
 	"Check.interval":                      DefaultCheckInterval.String() + " (a role check: " + DefaultRoleInterval.String() + ")",
 	"Check.success_threshold":             fmt.Sprint(DefaultThreshold),
 	"Check.failure_threshold":             fmt.Sprint(DefaultThreshold),
-	"Call.timeout":                        DefaultCheckTimeout.String() + " in checks and version calls, " + DefaultHookTimeout.String() + " in hooks, undos and migrations",
+	"Call.timeout":                        DefaultCheckTimeout.String() + " in checks, version and ok_to_stop calls, " + DefaultHookTimeout.String() + " in hooks, undos and migrations",
 	"Call.method":                         defaultMethodWithABody + " with a body, else " + defaultMethod,
 	"Call.expect_status":                  "any 2xx",
 	"CrashLoop.exits":                     fmt.Sprint(DefaultCrashExits),
@@ -119,7 +119,8 @@ soak: 3s
 deadline: 60s
 role: {name: leader, check: {http: "http://{{.Address}}/metrics", pattern: '(?m)^etcd_server_is_leader 1$'}}
 adopt: {listen: true}
-version: {http: "http://{{.Address}}/version", json: {path: etcdserver}}`,
+version: {http: "http://{{.Address}}/version", json: {path: etcdserver}}
+ok_to_stop: {exec: [ceph, osd, ok-to-stop, "{{.Vars.id}}"], timeout: 5s}`,
 	"Adopt":     `{pid_file: "/var/run/kv/{{.Name}}.pid"}`,
 	"Role":      `{name: leader, check: {http: "http://{{.Address}}/jsz", json: {path: meta_cluster.leader, equals: "{{.Name}}"}}}`,
 	"CrashLoop": `{exits: 3, window: 1m}`,

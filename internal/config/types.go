@@ -136,7 +136,13 @@ type Component struct {
 	// call whose pattern's one group captures it. It is made by ferry
 	// (where checks are made), not by the agent, which knows only pids.
 	Version *Call `yaml:"version"`
-	pos     positions
+	// OKToStop is the system's own answer to whether a member may stop
+	// now (Ceph's ok-to-stop): a call about the member, made per
+	// candidate when a batch is formed and again after its drain, just
+	// before its stop; passing means yes, and a failure's detail is the
+	// system's reason, shown with the refusal by predicate ok_to_stop.
+	OKToStop *Call `yaml:"ok_to_stop"`
+	pos      positions
 }
 
 // Adopt says how the agent finds a member's process when ferry did not

@@ -441,6 +441,13 @@ func (v *validator) component(comp *Component, cpath string, cline int) {
 		}
 	}
 	v.adoption(comp, cpath, at)
+	if c := comp.OKToStop; c != nil {
+		// About one member, like a member check: its name and address
+		// are the candidate's. An undo is refused (undoOK is off here).
+		v.defTimeout = DefaultCheckTimeout
+		v.call(c, cpath+".ok_to_stop", at("ok_to_stop"), samples, false)
+		v.defTimeout = 0
+	}
 	v.count(at("crash_loop.exits"), cpath+".crash_loop.exits", comp.CrashLoop.Exits, crashExitsRange)
 	v.within(at("crash_loop.window"), cpath+".crash_loop.window", comp.CrashLoop.Window, crashWindowRange)
 

@@ -75,7 +75,12 @@ type ClusterOptions struct {
 	// long (its drain, its stop in lame duck, its post-start hook), for
 	// tests that act in the middle of one.
 	SlowSteps time.Duration
-	Logger    *slog.Logger
+	// OKToStop makes kv ask each member whether it may stop (its
+	// GET /admin/ok-to-stop, which says no while the member is held
+	// through PUT /admin/hold): the system's own answer, predicate
+	// ok_to_stop.
+	OKToStop bool
+	Logger   *slog.Logger
 }
 
 // Cluster is a running sample cluster: a ferry agent owning three kv
@@ -143,7 +148,13 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	}
 	vars := map[string]string{"DIR": dir, "SOAK": o.Soak.String(), "KVSOAK": kvSoak.String(), "DEADLINE": o.Deadline.String(),
 		"GATE": o.GateDeadline.String(), "POLICY": o.OnFailure, "FINALIZE": o.Finalize, "IMPACT": o.OnImpact,
-		"GATEQ": "", "GATETIMEOUT": "1s", "LAMEDUCK": "0s", "SLOWPRESTOP": "", "POSTSTART": "[]"}
+		"GATEQ": "", "GATETIMEOUT": "1s", "LAMEDUCK": "0s", "SLOWPRESTOP": "", "POSTSTART": "[]", "OKTOSTOP": ""}
+	if o.OKToStop {
+		vars["OKTOSTOP"] = "\n    # The system's own answer: each kv member says whether it may stop\n" +
+			"    # (no while the operator holds it), asked before its batch and\n" +
+			"    # again after its drain.\n" +
+			`    ok_to_stop: {http: "http://{{.Address}}/admin/ok-to-stop", timeout: 1s}`
+	}
 	if o.GateDelay > 0 {
 		vars["GATEQ"] = "?delay=" + o.GateDelay.String()
 		vars["GATETIMEOUT"] = (o.GateDelay + 2*time.Second).String()

@@ -178,6 +178,27 @@ func (e *Engine) healthEvents(snap Snapshot, last, roles map[string]bool) []stor
 	return evs
 }
 
+// answerEvents reports the system's answers to whether a member may
+// stop (ok_to_stop) that differ from the last one reported for it: its
+// yes or no, in its words.
+func (e *Engine) answerEvents(snap Snapshot, last map[string]upgrade.Answer) []store.Event {
+	var evs []store.Event
+	for _, n := range sortedKeys(snap.Obs.Answers) {
+		a := snap.Obs.Answers[n]
+		if prev, ok := last[n]; ok && prev.Yes == a.Yes && prev.Words == a.Words {
+			continue
+		}
+		last[n] = a
+		verdict := "may stop"
+		if !a.Yes {
+			verdict = "may not stop"
+		}
+		evs = append(evs, store.Event{Kind: "ok_to_stop", Member: n, Component: e.members[n].comp.Name,
+			Message: fmt.Sprintf("the system says %s %s: %s", n, verdict, orDash(a.Words))})
+	}
+	return evs
+}
+
 // overheads measures the engine's own delay: for each member whose
 // soak ended before this decision, the time from the end of its soak
 // (its health gate passing) to this decision's action.

@@ -43,6 +43,15 @@ type observer struct {
 
 	changed chan struct{}
 	kicks   map[string]chan struct{} // a prober to run now, by key
+
+	// answers are the system's latest answers to whether a member may
+	// stop (its component's ok_to_stop call), asking the members being
+	// asked about now; asks counts the calls in flight, made in ctx
+	// (the observation's, set by start).
+	answers map[string]upgrade.Answer
+	asking  map[string]bool
+	asks    sync.WaitGroup
+	ctx     context.Context
 }
 
 func (e *Engine) newObserver() *observer {
@@ -53,7 +62,7 @@ func (e *Engine) newObserver() *observer {
 	o := &observer{e: e, tick: tick, statuses: map[string]driver.Status{}, seen: map[string]time.Time{},
 		probed: map[string]time.Time{}, members: map[string]health.State{}, roles: map[string]bool{}, roleAt: map[string]time.Time{},
 		gates: map[string]upgrade.Gate{}, anyFrom: map[string]int{}, since: e.cfg.Now(),
-		changed: make(chan struct{}, 1), kicks: map[string]chan struct{}{}}
+		changed: make(chan struct{}, 1), kicks: map[string]chan struct{}{}, answers: map[string]upgrade.Answer{}, asking: map[string]bool{}}
 	for _, n := range e.order {
 		o.kicks["member:"+n] = make(chan struct{}, 1)
 		o.kicks["role:"+n] = make(chan struct{}, 1)
@@ -68,6 +77,9 @@ func (e *Engine) newObserver() *observer {
 // start runs the probers until ctx ends; done is closed once they have
 // all returned.
 func (o *observer) start(ctx context.Context) (done chan struct{}) {
+	o.mu.Lock()
+	o.ctx = ctx
+	o.mu.Unlock()
 	var wg sync.WaitGroup
 	run := func(f func()) {
 		wg.Add(1)
@@ -288,6 +300,52 @@ func (o *observer) probeGate(ctx context.Context, comp *config.Component) {
 	o.notify()
 }
 
+// ask asks the system whether each named member may stop (its
+// component's ok_to_stop call, rendered for the member), each call in
+// its own goroutine bounded by its timeout, like every probe; a member
+// being asked about already is not asked twice. The answer wakes the
+// engine. The calls end with the observation's context; whoever stops
+// it waits for them (asks).
+func (o *observer) ask(names []string) {
+	for _, n := range names {
+		info, ok := o.e.members[n]
+		if !ok || info.comp.OKToStop == nil {
+			continue
+		}
+		o.mu.Lock()
+		ctx := o.ctx
+		if ctx == nil || ctx.Err() != nil || o.asking[n] {
+			o.mu.Unlock()
+			continue
+		}
+		o.asking[n] = true
+		o.asks.Add(1)
+		o.mu.Unlock()
+		go func() {
+			defer o.asks.Done()
+			o.askSystem(ctx, n, info)
+		}()
+	}
+}
+
+// askSystem makes member n's ok_to_stop call and keeps its answer: a
+// passing call is a yes, a failing one a no, its detail the system's
+// words.
+func (o *observer) askSystem(ctx context.Context, n string, info memberInfo) {
+	st, _ := o.status(n)
+	data := info.data
+	data.Version, data.PID = st.Version, st.PID
+	start := o.e.cfg.Now()
+	res := o.e.prober.Do(ctx, *info.comp.OKToStop, data)
+	o.mu.Lock()
+	delete(o.asking, n)
+	if ctx.Err() == nil && !start.Before(o.answers[n].Asked) {
+		o.answers[n] = upgrade.Answer{Yes: res.OK, Words: res.Detail, Asked: start}
+	}
+	o.mu.Unlock()
+	o.notify()
+}
+
 // snapshot is the observation as it stands.
 func (o *observer) snapshot() Snapshot {
 	o.mu.Lock()
@@ -313,6 +371,12 @@ func (o *observer) snapshot() Snapshot {
 		snap.Obs.Members[n] = mh
 	}
 	snap.Obs.Since = o.since
+	if len(o.answers) > 0 {
+		snap.Obs.Answers = make(map[string]upgrade.Answer, len(o.answers))
+		for n, a := range o.answers {
+			snap.Obs.Answers[n] = a
+		}
+	}
 	for c, g := range o.gates {
 		snap.Obs.Gates[c] = g
 	}

@@ -60,6 +60,7 @@ type loop struct {
 	wg       sync.WaitGroup
 	health   map[string]bool // last reported verdicts, for events
 	roles    map[string]bool
+	answers  map[string]upgrade.Answer // the system's last reported answers
 	// saved is when the record was last written: it is written at
 	// least every heartbeat, so that its Alive says when ferry last
 	// watched.
@@ -98,7 +99,8 @@ func (e *Engine) run(ctx context.Context) (upgrade.Upgrade, error) {
 	}
 	octx, stopObserving := context.WithCancel(ctx)
 	l := &loop{e: e, u: u, ob: e.newObserver(), inflight: map[int]context.CancelFunc{},
-		outcomes: make(chan outcome, 16), journal: make(chan journalReq), health: map[string]bool{}, roles: map[string]bool{}}
+		outcomes: make(chan outcome, 16), journal: make(chan journalReq), health: map[string]bool{}, roles: map[string]bool{},
+		answers: map[string]upgrade.Answer{}}
 	// A first look before anything is decided: a member not asked yet
 	// is not known, which the machine would take for an outage.
 	l.ob.pollStatuses(octx)
@@ -111,6 +113,7 @@ func (e *Engine) run(ctx context.Context) (upgrade.Upgrade, error) {
 		l.drain()
 		stopObserving()
 		<-observed
+		l.ob.asks.Wait()
 	}()
 	return l.run(ctx, actx)
 }
@@ -159,6 +162,7 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 			snap.Obs.Acting[seq] = true
 		}
 		evs := e.healthEvents(snap, l.health, l.roles)
+		evs = append(evs, e.answerEvents(snap, l.answers)...)
 		d := upgrade.Step(e.c, l.u, snap.Obs, now)
 		if e.cfg.Judge != nil {
 			for _, i := range batchesEnded(l.u, d.Upgrade) {
@@ -206,6 +210,7 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 		for _, c := range d.Probe {
 			l.ob.kick("gate:" + c)
 		}
+		l.ob.ask(d.Ask)
 		if l.u.State.Terminal() {
 			return l.u, nil
 		}

@@ -25,6 +25,21 @@ type Member struct {
 	Pending bool
 	// Version is the version it runs, as observed ("" if unknown).
 	Version string
+	// System is the system's own answer to whether it may stop (its
+	// component's ok_to_stop call), when the view asks the system.
+	System Answer
+}
+
+// Answer is the system's own answer to whether a member may stop, as
+// admission sees it: peers ask the system (Ceph's ok-to-stop, Kafka's
+// in-sync replicas) rather than count for it.
+type Answer struct {
+	// Answered: asked recently enough to count (after the last batch
+	// ended; at a stop, after the member's drain ended) and answered.
+	Answered bool
+	Yes      bool
+	// Words are the system's own (what its call answered).
+	Words string
 }
 
 // Gate is a component's cluster gate as admission sees it.
@@ -60,6 +75,9 @@ type View struct {
 	// RollingBack: the batches follow the rollback's plan (the reverse
 	// of the upgrade's), so the role order does not apply.
 	RollingBack bool
+	// AskSystem: the component describes an ok_to_stop call, whose
+	// answer (Member.System) a healthy candidate needs.
+	AskSystem bool
 }
 
 // Predicate is one named rule that may refuse a member's admission.
@@ -94,6 +112,7 @@ const (
 	PredPerHost          = "max_unavailable_per_host"
 	PredPerDomain        = "max_unavailable_per_domain"
 	PredQuorum           = "quorum"
+	PredOKToStop         = "ok_to_stop"
 	maxNamedInAReason    = 5
 	defaultRoleNameInMsg = "its role"
 )
@@ -108,6 +127,9 @@ var Predicates = []Predicate{
 	{Name: PredPerHost, Doc: "at most max_unavailable_per_host members of the component down on one host", Check: perHost},
 	{Name: PredPerDomain, Doc: "at most max_unavailable_per_domain members of the component down in one failure domain", Check: perDomain},
 	{Name: PredQuorum, Doc: "stopping a member leaves at least quorum healthy members of the component (ok-to-stop)", Check: quorum},
+	// Last: the system is asked only about a candidate ferry's own
+	// counting admits. Asked again at the stop, after the drain.
+	{Name: PredOKToStop, Doc: "the system itself says the member may stop (the component's ok_to_stop call, asked after the last batch ended and again after its drain)", Check: okToStop},
 }
 
 // Known reports whether name is a predicate's name.
@@ -286,6 +308,25 @@ func quorum(v *View, c Member) string {
 		msg += ": " + names(down)
 	}
 	return msg
+}
+
+// AskingTheSystem is the reason of an ok_to_stop refusal while the
+// system's answer is awaited.
+const AskingTheSystem = "asking the system"
+
+// okToStop refuses a candidate the system said no to, or has not
+// answered for yet. A member already down costs the system nothing to
+// stop (and its own call would not answer).
+func okToStop(v *View, c Member) string {
+	switch {
+	case !v.AskSystem || cost(c) == 0:
+		return ""
+	case !c.System.Answered:
+		return AskingTheSystem
+	case !c.System.Yes:
+		return "the system says no: " + orDash(c.System.Words)
+	}
+	return ""
 }
 
 func names(ns []string) string {

@@ -226,6 +226,66 @@ func TestGatePredicate(t *testing.T) {
 	}
 }
 
+// TestOKToStopPredicate: the system's own answer, asked per candidate:
+// no answer yet refuses ("asking the system"), a no refuses with the
+// system's words, a yes admits; a member already down and a component
+// without an ok_to_stop call are not asked; it applies again at the
+// stop (after the drain) and is overridden by name for one member.
+func TestOKToStopPredicate(t *testing.T) {
+	one := Settings{Type: OneAtATime, MaxUnavailable: 1, MaxBatch: 1}
+	yes := Answer{Answered: true, Yes: true, Words: "GET http://k1/admin/ok-to-stop: 200 OK"}
+	no := Answer{Answered: true, Words: `409 Conflict: {"reason":"held: shard 7 rebalancing"}`}
+	for _, tc := range []struct {
+		name     string
+		ask      bool
+		flags    string
+		answer   Answer
+		stopping bool
+		off      bool
+		reason   string // "" for admitted
+	}{
+		{"not asked yet", true, "p", Answer{}, false, false, AskingTheSystem},
+		{"the system says no", true, "p", no, false, false, `the system says no: 409 Conflict: {"reason":"held: shard 7 rebalancing"}`},
+		{"the system says no without words", true, "p", Answer{Answered: true}, false, false, "the system says no: -"},
+		{"the system says yes", true, "p", yes, false, false, ""},
+		{"no call described", false, "p", Answer{}, false, false, ""},
+		{"a member already down is not asked", true, "pd", Answer{}, false, false, ""},
+		{"asked again at the stop", true, "p", Answer{}, true, false, AskingTheSystem},
+		{"a no at the stop", true, "p", no, true, false, "the system says no"},
+		{"overridden for the member", true, "p", no, false, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := view("kv", one, 0, "k1:"+tc.flags, "k2", "k3")
+			v.AskSystem, v.Stopping = tc.ask, tc.stopping
+			c := member(v, "k1")
+			c.System = tc.answer
+			var off func(p, m string) bool
+			if tc.off {
+				off = func(p, m string) bool { return p == PredOKToStop && m == "k1" }
+			}
+			r := Admit(v, c, off)
+			switch {
+			case tc.reason == "" && r != nil:
+				t.Errorf("refused: %s", r)
+			case tc.reason != "" && r == nil:
+				t.Errorf("admitted, want a refusal by %s", PredOKToStop)
+			case tc.reason != "" && (r.Predicate != PredOKToStop || !strings.Contains(r.Reason, tc.reason)):
+				t.Errorf("refusal %s, want %s with %q", r, PredOKToStop, tc.reason)
+			}
+		})
+	}
+	// Ferry's own counting is asked first: a candidate over the budget
+	// is refused by it, and the system is not asked about it.
+	v := view("kv", one, 0, "k1:p", "k2:f", "k3")
+	v.AskSystem = true
+	if r := Admit(v, member(v, "k1"), nil); r == nil || r.Predicate != PredMaxUnavailable {
+		t.Errorf("over the budget: %v, want max_unavailable", r)
+	}
+	if !Known(PredOKToStop) {
+		t.Error("ok_to_stop is not a known predicate: it could not be overridden by name")
+	}
+}
+
 // TestOverride: switching off one predicate for one member lets it go
 // while every other predicate still holds.
 func TestOverride(t *testing.T) {

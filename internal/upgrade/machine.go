@@ -72,7 +72,7 @@ func majority(versions map[string]string) string {
 // It never mutates u; the returned record must be persisted before any
 // returned action is taken.
 func Step(c *config.Cluster, u Upgrade, obs Observation, now time.Time) Decision {
-	s := stepper{c: c, u: u.clone(), obs: obs, now: now, probe: map[string]bool{}}
+	s := stepper{c: c, u: u.clone(), obs: obs, now: now, probe: map[string]bool{}, ask: map[string]bool{}}
 	s.away()
 	s.run()
 	s.u.Waiting = strings.Join(append(s.notes, s.waiting...), "; ")
@@ -86,7 +86,7 @@ func Step(c *config.Cluster, u Upgrade, obs Observation, now time.Time) Decision
 		probe = append(probe, c)
 	}
 	sort.Strings(probe)
-	return Decision{Upgrade: s.u, Actions: s.actions, Probe: probe, Cancel: s.cancel, After: s.after}
+	return Decision{Upgrade: s.u, Actions: s.actions, Probe: probe, Ask: s.asked(), Cancel: s.cancel, After: s.after}
 }
 
 type stepper struct {
@@ -97,8 +97,10 @@ type stepper struct {
 	actions  []Action
 	waiting  []string
 	refusals []strategy.Refusal
-	// probe are the components whose gates must be checked now.
+	// probe are the components whose gates must be checked now; ask
+	// the members the system is to be asked about now.
 	probe  map[string]bool
+	ask    map[string]bool
 	cancel []int
 	after  time.Duration
 	// notes are said in Waiting without holding the step back.

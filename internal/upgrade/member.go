@@ -9,7 +9,6 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/effect"
 	"github.com/ferry-upgrade/ferry/internal/plan"
 	"github.com/ferry-upgrade/ferry/internal/step"
-	"github.com/ferry-upgrade/ferry/internal/strategy"
 )
 
 // advance moves member m through its move (package step) as far as it
@@ -99,7 +98,11 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 		}
 		if def.Admit {
 			v := s.view(comp, ph, true)
-			if r := strategy.Admit(v, s.admissionMember(v, m.Name), s.overridden); r != nil {
+			if r, awaiting := s.admit(v, m.Name); r != nil {
+				if awaiting {
+					s.wait("%s: drained, asking the system whether it may stop", m.Name)
+					return
+				}
 				s.refusals = append(s.refusals, *r)
 				s.wait("%s: drained, not stopped: %s", m.Name, r)
 				return

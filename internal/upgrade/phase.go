@@ -155,16 +155,39 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 			refused = append(refused, r)
 		}
 	}
+	// The system is asked about at most a batch's worth of candidates
+	// at once (ok_to_stop): a strategy walking a long list does not
+	// turn into a call per member.
+	var asking []string
+	askCap := max(1, ph.Settings.MaxBatch)
+	check := func(n string) *strategy.Refusal {
+		if len(asking) >= askCap && !slices.Contains(asking, n) {
+			if r := strategy.Admit(v, s.admissionMember(v, n), s.overridden); r != nil {
+				if r.Predicate != strategy.PredOKToStop {
+					refuse(*r)
+				}
+				return r
+			}
+			return nil
+		}
+		r, awaiting := s.admit(v, n)
+		switch {
+		case r == nil:
+		case awaiting:
+			if !slices.Contains(asking, n) {
+				asking = append(asking, n)
+			}
+		default:
+			refuse(*r)
+		}
+		return r
+	}
 	admit := func(c strategy.Member, chosen []string) *strategy.Refusal {
 		v.Admitted = map[string]bool{}
 		for _, n := range chosen {
 			v.Admitted[n] = true
 		}
-		r := strategy.Admit(v, s.admissionMember(v, c.Name), s.overridden)
-		if r != nil {
-			refuse(*r)
-		}
-		return r
+		return check(c.Name)
 	}
 	size, why, chosen, err := s.nextBatch(ph, left, v, admit)
 	if err != "" {
@@ -177,12 +200,24 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		if v.Admitted[n] || !slices.Contains(left, n) {
 			continue // a strategy's slip: only a candidate, once
 		}
-		if r := strategy.Admit(v, s.admissionMember(v, n), s.overridden); r != nil {
-			refuse(*r)
+		if r := check(n); r != nil {
 			continue
 		}
 		admitted = append(admitted, n)
 		v.Admitted[n] = true
+	}
+	if len(asking) > 0 && len(admitted) < size {
+		// The system's answers are on their way (each within its
+		// call's timeout): the batch is formed with them. Asking is
+		// no refusal, and no wait yet.
+		s.wait("%s: asking the system whether %s may stop", comp.Name, strings.Join(asking, ", "))
+		for _, r := range refused {
+			if !slices.Contains(asking, r.Member) {
+				s.refusals = append(s.refusals, r)
+				s.wait("%s", r)
+			}
+		}
+		return
 	}
 	if len(admitted) == 0 {
 		if u.WaitSince.IsZero() {
@@ -322,9 +357,13 @@ func (s *stepper) runBatch(comp *config.Component, ph plan.Phase, b *Batch) {
 				continue
 			}
 			v := s.view(comp, ph, true)
-			if r := strategy.Admit(v, s.admissionMember(v, n), s.overridden); r != nil {
-				s.refusals = append(s.refusals, *r)
-				s.wait("%s", r)
+			if r, awaiting := s.admit(v, n); r != nil {
+				if awaiting {
+					s.wait("%s: asking the system whether it may stop", n)
+				} else {
+					s.refusals = append(s.refusals, *r)
+					s.wait("%s", r)
+				}
 				done = false
 				continue
 			}
@@ -414,7 +453,7 @@ func (s *stepper) addGateBound() {
 func (s *stepper) view(comp *config.Component, ph plan.Phase, stopping bool) *strategy.View {
 	u := &s.u
 	v := &strategy.View{Component: comp.Name, Settings: ph.Settings, Quorum: ph.Quorum, Admitted: map[string]bool{}, Stopping: stopping,
-		RollingBack: u.RollingBack()}
+		RollingBack: u.RollingBack(), AskSystem: comp.OKToStop != nil}
 	if v.Settings.MaxUnavailable < 1 {
 		v.Settings.MaxUnavailable = max(1, ph.MaxUnavailable)
 	}
@@ -433,9 +472,13 @@ func (s *stepper) view(comp *config.Component, ph plan.Phase, stopping bool) *st
 			mm := &cc.Members[j]
 			o := s.obs.Members[mm.Name]
 			r := u.Members[mm.Name]
-			v.Members = append(v.Members, strategy.Member{Name: mm.Name, Component: cc.Name, Host: mm.Host, Domain: mm.Domain,
+			sm := strategy.Member{Name: mm.Name, Component: cc.Name, Host: mm.Host, Domain: mm.Domain,
 				Healthy: o.Healthy, InFlight: r != nil && r.Step.InFlight(), Unknown: o.Unknown, Role: o.Role, Pending: pending[mm.Name],
-				Version: o.Version})
+				Version: o.Version}
+			if v.AskSystem && cc.Name == comp.Name {
+				sm.System = s.systemAnswer(r, mm.Name, stopping)
+			}
+			v.Members = append(v.Members, sm)
 		}
 	}
 	if !u.RollingBack() && !stopping {

@@ -34,6 +34,9 @@ import (
 //	kill member=M / heal member=M   trouble ferry did not cause
 //	ferry for=D kill|stop  ferry itself away for D: SIGKILL then a
 //	                   resume, or SIGSTOP then SIGCONT
+//	system member=M [no=WORDS]  what the system says when asked
+//	                   whether M may stop (ok_to_stop): no, in its
+//	                   words, or yes without no=
 //	status             where everything stands
 func TestScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
@@ -135,6 +138,9 @@ func TestScripts(t *testing.T) {
 				_, kill := args["kill"]
 				w.away(dur("for", time.Minute), kill)
 				return w.trace.String()
+			case "system":
+				w.says[args["member"]] = args["no"]
+				return "ok"
 			case "status":
 				return w.status()
 			}

@@ -356,6 +356,9 @@ type Observation struct {
 	// verdict, Impacted), so a Step stops at a batch's end and the
 	// next batch is sized from the judged outcome.
 	Judging bool
+	// Answers holds the system's latest answer about each member it
+	// was asked about (Decision.Ask; a component's ok_to_stop call).
+	Answers map[string]Answer
 }
 
 // MemberHealth is one member as observed.
@@ -427,13 +430,16 @@ type Action struct {
 // Decision is what Step decided: the record to persist, the actions to
 // take once it is persisted, the gates to check now (a batch waits on a
 // check begun after the record's Boundary: one in flight that began
-// before it will not do), the actions in flight to cancel (an abort),
-// and when to look again if nothing happens sooner (zero: at the
-// engine's next tick).
+// before it will not do), the members to ask the system about now
+// (their component's ok_to_stop call; one asked already and not
+// answered yet need not be asked twice), the actions in flight to
+// cancel (an abort), and when to look again if nothing happens sooner
+// (zero: at the engine's next tick).
 type Decision struct {
 	Upgrade Upgrade
 	Actions []Action
 	Probe   []string
+	Ask     []string
 	Cancel  []int
 	After   time.Duration
 }

@@ -63,7 +63,13 @@ type world struct {
 
 	gates    map[string]*wgate
 	inflight []*wact
-	faults   map[string]string // member or hook → fault
+	// says is the system's own answer about each member (ok_to_stop):
+	// "" is yes, anything else is its no in its words; asks are the
+	// calls in flight, answers the last each gave.
+	says    map[string]string
+	asks    []wask
+	answers map[string]Answer
+	faults  map[string]string // member or hook → fault
 
 	trace    strings.Builder
 	lastWait string
@@ -99,11 +105,18 @@ type wact struct {
 	at time.Time
 }
 
+// wask is one ok_to_stop call in flight: it answers gateTook after it
+// began, with what the system says then.
+type wask struct {
+	member string
+	start  time.Time
+}
+
 func newWorld(c *config.Cluster, version string) *world {
 	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	w := &world{c: c, now: t0, t0: t0, members: map[string]*wmember{}, drained: map[string]bool{}, flags: map[string]bool{},
 		took: 10 * time.Millisecond, ready: 100 * time.Millisecond, gateTook: 10 * time.Millisecond, gateEvery: time.Second, tick: 100 * time.Millisecond,
-		gates: map[string]*wgate{}, faults: map[string]string{}}
+		gates: map[string]*wgate{}, faults: map[string]string{}, says: map[string]string{}, answers: map[string]Answer{}}
 	for _, comp := range c.ComponentsInOrder() {
 		for _, m := range comp.Members {
 			w.members[m.Name] = &wmember{name: m.Name, comp: comp.Name, version: version, running: true, healthy: true, healthySince: t0, started: t0}
@@ -140,6 +153,12 @@ func (w *world) observe(acting map[int]bool) Observation {
 	}
 	for c, g := range w.gates {
 		obs.Gates[c] = Gate{Healthy: g.healthy, Detail: g.detail, Checked: g.checked, Took: g.done.Sub(g.checked)}
+	}
+	if len(w.answers) > 0 {
+		obs.Answers = map[string]Answer{}
+		for n, a := range w.answers {
+			obs.Answers[n] = a
+		}
 	}
 	return obs
 }
@@ -210,6 +229,11 @@ func (w *world) advance(after time.Duration) {
 			next = g.start.Add(w.gateTook)
 		}
 	}
+	for _, a := range w.asks {
+		if a.start.Add(w.gateTook).Before(next) {
+			next = a.start.Add(w.gateTook)
+		}
+	}
 	for _, m := range w.members {
 		for _, t := range []time.Time{m.readyAt, m.exitAt} {
 			if !t.IsZero() && t.After(w.now) && t.Before(next) {
@@ -230,6 +254,7 @@ func (w *world) advance(after time.Duration) {
 			m.exitAt = time.Time{}
 		}
 	}
+	w.answer()
 	for c, g := range w.gates {
 		// Gates are checked at their interval, or when asked.
 		if !g.pending && !g.done.IsZero() && w.now.Sub(g.done) >= w.gateEvery {
@@ -241,6 +266,41 @@ func (w *world) advance(after time.Duration) {
 			g.healthy, g.detail = w.gateVerdict(c)
 		}
 	}
+}
+
+// ask starts the ok_to_stop calls asked for, one at a time per member.
+func (w *world) ask(names []string) {
+	for _, n := range names {
+		if !slices.ContainsFunc(w.asks, func(a wask) bool { return a.member == n }) {
+			w.asks = append(w.asks, wask{member: n, start: w.now})
+		}
+	}
+}
+
+// answer ends the ok_to_stop calls whose time has come with what the
+// system says now (a member that does not run does not answer).
+func (w *world) answer() {
+	var left []wask
+	for _, a := range w.asks {
+		if a.start.Add(w.gateTook).After(w.now) {
+			left = append(left, a)
+			continue
+		}
+		ans := Answer{Yes: true, Words: "200 OK", Asked: a.start}
+		switch m := w.members[a.member]; {
+		case !m.running:
+			ans = Answer{Words: "connection refused", Asked: a.start}
+		case w.says[a.member] != "":
+			ans = Answer{Words: fmt.Sprintf(`409 Conflict: {"ok_to_stop":false,"reason":%q}`, w.says[a.member]), Asked: a.start}
+		}
+		w.answers[a.member] = ans
+		verdict := "yes"
+		if !ans.Yes {
+			verdict = "no (" + ans.Words + ")"
+		}
+		w.logf("(world) asked at %.3fs whether %s may stop: %s", a.start.Sub(w.t0).Seconds(), a.member, verdict)
+	}
+	w.asks = left
 }
 
 func (w *world) exit(m *wmember, why string) {
@@ -434,6 +494,7 @@ func (w *world) step() Decision {
 		w.inflight = append(w.inflight, &wact{a: a, at: w.now.Add(took)})
 	}
 	w.probe(d.Probe)
+	w.ask(d.Ask)
 	return d
 }
 

@@ -145,6 +145,33 @@ func TestStepDownMovesLeadership(t *testing.T) {
 	c.Get("after", "2")
 }
 
+// TestOKToStopWhileHeld: a member answers 200 to GET /admin/ok-to-stop
+// until it is held (PUT /admin/hold with a reason), then 409 with the
+// reason in plain words, and 200 again once released; a hold without a
+// reason is refused.
+func TestOKToStopWhileHeld(t *testing.T) {
+	c := sampletest.StartKV(t, 1)
+	u := c.URL(0)
+	if code, body := sampletest.Do(http.MethodGet, u+"/admin/ok-to-stop", nil); code != http.StatusOK || body != "ok to stop\n" {
+		t.Fatalf("before the hold: %d %q", code, body)
+	}
+	if code, body := sampletest.Do(http.MethodPut, u+"/admin/hold", []byte("  ")); code != http.StatusBadRequest {
+		t.Fatalf("a hold without a reason: %d %q", code, body)
+	}
+	if code, body := sampletest.Do(http.MethodPut, u+"/admin/hold", []byte("shard 7 rebalancing")); code != http.StatusNoContent {
+		t.Fatalf("hold: %d %q", code, body)
+	}
+	if code, body := sampletest.Do(http.MethodGet, u+"/admin/ok-to-stop", nil); code != http.StatusConflict || body != "held by the operator: shard 7 rebalancing\n" {
+		t.Fatalf("while held: %d %q", code, body)
+	}
+	if code, body := sampletest.Do(http.MethodDelete, u+"/admin/hold", nil); code != http.StatusNoContent {
+		t.Fatalf("release: %d %q", code, body)
+	}
+	if code, body := sampletest.Do(http.MethodGet, u+"/admin/ok-to-stop", nil); code != http.StatusOK {
+		t.Fatalf("once released: %d %q", code, body)
+	}
+}
+
 func TestTwoOfThreeKeepQuorum(t *testing.T) {
 	c := sampletest.StartKV(t, 3)
 	c.Put("a", "1")

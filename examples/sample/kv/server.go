@@ -121,6 +121,10 @@ type Server struct {
 	// caughtUp); it only grows.
 	checked atomic.Uint64
 
+	// held is the operator's reason to keep this member running
+	// (PUT /admin/hold): while set, GET /admin/ok-to-stop says no.
+	held atomic.Pointer[string]
+
 	stopping     chan struct{}
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -594,6 +598,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /admin/compat", s.handleCompat)
 	mux.HandleFunc("POST /admin/migrate", s.handleMigrate)
 	mux.HandleFunc("POST /admin/contract", s.handleContract)
+	mux.HandleFunc("GET /admin/ok-to-stop", s.handleOKToStop)
+	mux.HandleFunc("PUT /admin/hold", s.handleHold)
+	mux.HandleFunc("DELETE /admin/hold", s.handleHold)
 	return mux
 }
 
@@ -783,4 +790,43 @@ func (s *Server) handleStepDown(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("stepped down", "leader", leader)
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"leader": leader, "leader_http": addr})
+}
+
+// maxHoldReason bounds the reason of a hold.
+const maxHoldReason = 1 << 10
+
+// handleOKToStop answers whether this member may stop now, as a system
+// that knows its own state answers an orchestrator (Ceph's ok-to-stop):
+// 200 when it may, 409 with the reason in plain words when it is held.
+func (s *Server) handleOKToStop(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if why := s.held.Load(); why != nil {
+		w.WriteHeader(http.StatusConflict)
+		_, _ = io.WriteString(w, "held by the operator: "+*why+"\n")
+		return
+	}
+	_, _ = io.WriteString(w, "ok to stop\n")
+}
+
+// handleHold holds this member (PUT, the body is the reason, kept in
+// memory: a restart releases it) or releases it (DELETE).
+func (s *Server) handleHold(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodDelete {
+		s.held.Store(nil)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxHoldReason+1))
+	why := strings.TrimSpace(string(b))
+	switch {
+	case err != nil:
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: "reading the reason: " + err.Error()})
+		return
+	case why == "" || len(b) > maxHoldReason || !utf8.ValidString(why) || strings.ContainsAny(why, "\r\n"):
+		writeJSON(w, http.StatusBadRequest, errorBody{Error: fmt.Sprintf("the body is the reason of the hold: one line of text, at most %d bytes", maxHoldReason)})
+		return
+	}
+	s.held.Store(&why)
+	s.log.Info("held", "reason", why)
+	w.WriteHeader(http.StatusNoContent)
 }
