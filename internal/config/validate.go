@@ -533,7 +533,7 @@ func (v *validator) samples(comp *Component) []TemplateData {
 		}
 		seen[sig] = true
 		d := dataFor(comp, m, refs)
-		d.Version = version
+		d.Version, d.Pin = version, version
 		out = append(out, d)
 		if len(out) == maxSamples {
 			break
@@ -573,6 +573,7 @@ func (v *validator) clusterSample(comp *Component) []TemplateData {
 	d.Any = comp.Members[first].Address
 	if len(v.c.Releases) > 0 {
 		d.Version = v.c.Releases[0].Version
+		d.Pin = d.Version
 	}
 	return []TemplateData{d}
 }
@@ -851,6 +852,7 @@ func (v *validator) releases() {
 		}
 		v.artifacts(r, path, at)
 		v.migrations(r, path, at)
+		v.flow(r, path, at)
 	}
 }
 
