@@ -33,6 +33,8 @@ type Release struct {
 	// Migrations is the release's migrations block, as YAML (flow
 	// style), or empty.
 	Migrations string
+	// Flow is the release's flow, as YAML (flow style), or empty.
+	Flow string
 }
 
 // KVMigrations are the sample kv store's steps to its format 2, as the
@@ -75,7 +77,10 @@ type ClusterOptions struct {
 	// long (its drain, its stop in lame duck, its post-start hook), for
 	// tests that act in the middle of one.
 	SlowSteps time.Duration
-	Logger    *slog.Logger
+	// Pin gives kv and api members the cluster's pin as an argument
+	// (--pin {{.Pin}}), which they report on GET /version.
+	Pin    bool
+	Logger *slog.Logger
 }
 
 // Cluster is a running sample cluster: a ferry agent owning three kv
@@ -143,7 +148,10 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	}
 	vars := map[string]string{"DIR": dir, "SOAK": o.Soak.String(), "KVSOAK": kvSoak.String(), "DEADLINE": o.Deadline.String(),
 		"GATE": o.GateDeadline.String(), "POLICY": o.OnFailure, "FINALIZE": o.Finalize, "IMPACT": o.OnImpact,
-		"GATEQ": "", "GATETIMEOUT": "1s", "LAMEDUCK": "0s", "SLOWPRESTOP": "", "POSTSTART": "[]"}
+		"GATEQ": "", "GATETIMEOUT": "1s", "LAMEDUCK": "0s", "SLOWPRESTOP": "", "POSTSTART": "[]", "PINARGS": ""}
+	if o.Pin {
+		vars["PINARGS"] = `, --pin, "{{.Pin}}"`
+	}
 	if o.GateDelay > 0 {
 		vars["GATEQ"] = "?delay=" + o.GateDelay.String()
 		vars["GATETIMEOUT"] = (o.GateDelay + 2*time.Second).String()
@@ -188,6 +196,9 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 				}
 				return m
 			}))
+		}
+		if r.Flow != "" {
+			fmt.Fprintf(&rel, "    flow: %s\n", r.Flow)
 		}
 		fmt.Fprintf(&rel, "    artifacts: {\"*\": {path: %q, sha256: %q}}\n", r.Path, sum)
 	}
