@@ -137,10 +137,16 @@ func printPlan(g *globals, p plan.Plan, c *config.Cluster) {
 		}
 		fmt.Fprintf(g.stdout, "migrations of %s (on %s): %s; finalized %s\n", p.To, m.Component, strings.Join(stages, ", "), when)
 	}
+	if len(p.Flow) > 0 {
+		fmt.Fprintf(g.stdout, "flow of %s: %s\n", p.To, flowLine(p, c))
+	}
 	w := g.table()
 	fmt.Fprintln(w, "PHASE\tCOMPONENT\tSTRATEGY\tBATCH\tMEMBERS")
 	for i, ph := range p.Phases {
 		strategy := fmt.Sprintf("%s, max_unavailable %d", ph.Strategy, ph.MaxUnavailable)
+		if ph.Rollout {
+			strategy = "rollout: " + strategy
+		}
 		if ph.Quorum > 0 {
 			strategy += fmt.Sprintf(", quorum %d", ph.Quorum)
 		}
@@ -170,6 +176,27 @@ func printPlan(g *globals, p plan.Plan, c *config.Cluster) {
 			fmt.Fprintln(g.stdout, text)
 		}
 	}
+}
+
+// flowLine is a release's own flow as the states it goes through, its
+// point of no return named (finalize when none is marked).
+func flowLine(p plan.Plan, c *config.Cluster) string {
+	var names []string
+	marked := false
+	for _, st := range p.Flow {
+		marked = marked || st.PointOfNoReturn
+	}
+	for _, st := range p.Flow {
+		n := upgrade.StageState(st).String()
+		if st.Kind == config.StageFinalize && c.Policy.Finalize == "manual" {
+			n = upgrade.StateAwaitingFinalize.String() + " → " + n
+		}
+		if st.PointOfNoReturn || (!marked && st.Kind == config.StageFinalize) {
+			n += " (point of no return)"
+		}
+		names = append(names, n)
+	}
+	return strings.Join(names, " → ")
 }
 
 // printHealth prints a preflight's checks; any failed check exits 1.

@@ -264,7 +264,10 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 	}
 	if u.Pin != "" {
 		pin := u.Pin
-		if !u.Finalized.IsZero() {
+		switch {
+		case !u.NoReturn.IsZero():
+			pin += " (past the point of no return, " + u.NoReturn.String() + ", at " + u.Finalized.Local().Format(time.TimeOnly) + ": no going back)"
+		case !u.Finalized.IsZero():
 			pin += " (finalized " + u.Finalized.Local().Format(time.TimeOnly) + ": no going back)"
 		}
 		fmt.Fprintf(g.stdout, "pin:      %s\n", pin)

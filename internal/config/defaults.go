@@ -219,6 +219,21 @@ func (c *Cluster) ApplyDefaults() {
 				calls[j].applyDefaults(DefaultHookTimeout)
 			}
 		}
+		for j := range r.Flow {
+			st := &r.Flow[j]
+			if st.Stage != StageAction {
+				continue
+			}
+			if st.Deadline == 0 && !r.pos.written(index("flow", j)+".deadline") {
+				st.Deadline = m.Deadline
+			}
+			for k := range st.Calls {
+				st.Calls[k].applyDefaults(DefaultHookTimeout)
+			}
+			if st.Gate != nil {
+				st.Gate.applyDefaults(DefaultHookTimeout)
+			}
+		}
 	}
 	if c.Policy.Tick == 0 && !c.pos.written("policy.tick") {
 		c.Policy.Tick = DefaultTick

@@ -80,6 +80,7 @@ var defaultsDoc = map[string]string{
 	"Policy.undo_deadline":                DefaultUndoDeadline.String(),
 	"Migrations.deadline":                 fmt.Sprint(Duration(DefaultMigrateDeadline)),
 	"Migrations.interval":                 fmt.Sprint(Duration(DefaultMigrateInterval)),
+	"FlowStage.deadline":                  "the release's migrations.deadline",
 	"Workload.namespace":                  "default (not for a NodePool)",
 	"Workload.drain_timeout":              DefaultDrainTimeout.String(),
 	"Traffic.concurrency":                 fmt.Sprint(DefaultTrafficConcurrency),
@@ -152,7 +153,8 @@ artifacts: {"*": {path: bin/sample-2.0.0, sha256: 9b2d4f6a8c0e1b3d5f7a9c2e4b6d8f
 expand: [{http: "http://{{.Any}}/admin/compat?level=1", method: POST}]
 migrate: [{http: "http://{{.Any}}/admin/migrate", method: POST, json: {path: done, equals: true}}]
 finalize: [{http: "http://{{.Any}}/admin/compat?level=2", method: POST}]`,
-	"Policy": `{on_failure: rollback, on_impact: pause, finalize: manual, tick: 50ms}`,
+	"FlowStage": `{stage: rollout, components: [conductor, api], point_of_no_return: true}`,
+	"Policy":    `{on_failure: rollback, on_impact: pause, finalize: manual, tick: 50ms}`,
 	"Traffic": `targets: ["http://127.0.0.1:8080"]
 rate: 200
 requests:
@@ -325,7 +327,7 @@ func text(cg *ast.CommentGroup) string {
 // order is the order of the reference's sections: the description's
 // shape, top down.
 var order = []string{"Cluster", "Host", "HostTLS", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
-	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Workload", "Release", "Artifact", "Migrations", "UpgradeHooks",
+	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Workload", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks",
 	"Policy", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus"}
 
 // typeDoc writes a field's type as a reader of YAML sees it.

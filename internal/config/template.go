@@ -34,7 +34,15 @@ type TemplateData struct {
 	// its own address. DataFor sets the member's own address, or the
 	// first member's when there is no member; a prober sets one that
 	// answers.
-	Any     string
+	Any string
+	// Pin is the cluster's compatibility version (Upgrade.Pin) when
+	// the string is rendered: in run.args, run.env and run.files the
+	// record's pin when the engine starts the member (the release
+	// before until a rollout or finalize moves it; the release brought
+	// up by cluster up), so that a rollout restarts members with the
+	// new pin; in hooks, undos and migration calls, the record's pin
+	// when the call is made.
+	Pin     string
 	Vars    map[string]string // the member's vars
 	Members []MemberRef       // every member of the component, in order
 	// PID is the member's process id while it runs (process substrate;

@@ -535,7 +535,107 @@ type Release struct {
 	// Migrations are the release's data steps around the rolling
 	// restart (Glance's expand, migrate, contract; Ironic's unpin).
 	Migrations Migrations `yaml:"migrations"`
-	pos        positions
+	// Flow is the upgrade to this release, stage by stage, when its
+	// order is not the default (expand, each component's phase by
+	// order, migrate, finalize, contract): Ironic's expand, conductors,
+	// APIs, unpin rollout, migrate; StarlingX's networking upgraded
+	// between its two controller phases.
+	Flow []FlowStage `yaml:"flow"`
+	pos  positions
+}
+
+// The kinds of stage of a flow (FlowStage.Stage).
+const (
+	StageExpand   = "expand"
+	StagePhase    = "phase"
+	StageAction   = "action"
+	StageRollout  = "rollout"
+	StageMigrate  = "migrate"
+	StageFinalize = "finalize"
+	StageContract = "contract"
+)
+
+// StageKinds are the kinds of stage a flow may list.
+var StageKinds = []string{StageExpand, StagePhase, StageAction, StageRollout, StageMigrate, StageFinalize, StageContract}
+
+// FlowStage is one stage of a release's flow. Expand, migrate,
+// finalize and contract make the release's migration calls of that
+// name; a phase upgrades one component's members; an action is one
+// gated call for the whole cluster; a rollout restarts the members of
+// components, in order, on the release they already run, with the pin
+// moved to the release (Ironic's unpin: their arguments, environment or
+// files render .Pin).
+type FlowStage struct {
+	// Stage is expand, phase, action, rollout, migrate, finalize or
+	// contract.
+	Stage string `yaml:"stage"`
+	// Component is a phase's component; for an action, the component
+	// whose running member (.Any) its calls are made against.
+	Component string `yaml:"component"`
+	// Components are a rollout's components, restarted one after the
+	// other in this order, each with its own strategy.
+	Components []string `yaml:"components"`
+	// Name names an action (its state is action-NAME).
+	Name string `yaml:"name"`
+	// Calls are an action's calls, made until they pass, at the
+	// migrations' interval, within Deadline.
+	Calls []Call `yaml:"calls"`
+	// Gate is an action's check after its calls pass, made until it
+	// passes within the same Deadline.
+	Gate *Call `yaml:"gate"`
+	// Deadline bounds an action, its calls and its gate.
+	Deadline Duration `yaml:"deadline"`
+	// PointOfNoReturn marks the stage after whose beginning abort and
+	// rollback are refused (a failure then pauses): at most one stage,
+	// not after finalize, which is the point of no return when no stage
+	// is marked.
+	PointOfNoReturn bool `yaml:"point_of_no_return"`
+}
+
+// StageCalls are the calls an upgrade to release r makes in its stage
+// named stage (expand, migrate, finalize, contract; action, or
+// action-gate, with the action's name), and the component whose
+// running member (.Any) they are made against.
+func (r *Release) StageCalls(stage, name string) (component string, calls []Call) {
+	m := &r.Migrations
+	switch stage {
+	case StageExpand:
+		return m.Component, m.Expand
+	case StageMigrate:
+		return m.Component, m.Migrate
+	case StageFinalize:
+		return m.Component, m.Finalize
+	case StageContract:
+		return m.Component, m.Contract
+	case StageAction, StageActionGate:
+		for i := range r.Flow {
+			st := &r.Flow[i]
+			if st.Stage != StageAction || st.Name != name {
+				continue
+			}
+			if stage == StageActionGate {
+				if st.Gate == nil {
+					return st.Component, nil
+				}
+				return st.Component, []Call{*st.Gate}
+			}
+			return st.Component, st.Calls
+		}
+	}
+	return "", nil
+}
+
+// StageActionGate names the gate of an action in StageCalls.
+const StageActionGate = "action-gate"
+
+// FlowAction returns the action stage named name of release r, or nil.
+func (r *Release) FlowAction(name string) *FlowStage {
+	for i := range r.Flow {
+		if r.Flow[i].Stage == StageAction && r.Flow[i].Name == name {
+			return &r.Flow[i]
+		}
+	}
+	return nil
 }
 
 // Migrations are calls made at fixed points of an upgrade to this

@@ -567,7 +567,7 @@ func (v *validator) samples(comp *Component) []TemplateData {
 		}
 		seen[sig] = true
 		d := dataFor(comp, m, refs)
-		d.Version = version
+		d.Version, d.Pin = version, version
 		out = append(out, d)
 		if len(out) == maxSamples {
 			break
@@ -607,6 +607,7 @@ func (v *validator) clusterSample(comp *Component) []TemplateData {
 	d.Any = comp.Members[first].Address
 	if len(v.c.Releases) > 0 {
 		d.Version = v.c.Releases[0].Version
+		d.Pin = d.Version
 	}
 	return []TemplateData{d}
 }
@@ -885,6 +886,7 @@ func (v *validator) releases() {
 		}
 		v.artifacts(r, path, at)
 		v.migrations(r, path, at)
+		v.flow(r, path, at)
 	}
 }
 

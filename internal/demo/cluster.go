@@ -33,6 +33,8 @@ type Release struct {
 	// Migrations is the release's migrations block, as YAML (flow
 	// style), or empty.
 	Migrations string
+	// Flow is the release's flow, as YAML (flow style), or empty.
+	Flow string
 }
 
 // KVMigrations are the sample kv store's steps to its format 2, as the
@@ -80,7 +82,10 @@ type ClusterOptions struct {
 	// through PUT /admin/hold): the system's own answer, predicate
 	// ok_to_stop.
 	OKToStop bool
-	Logger   *slog.Logger
+	// Pin gives kv and api members the cluster's pin as an argument
+	// (--pin {{.Pin}}), which they report on GET /version.
+	Pin    bool
+	Logger *slog.Logger
 }
 
 // Cluster is a running sample cluster: a ferry agent owning three kv
@@ -148,12 +153,15 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	}
 	vars := map[string]string{"DIR": dir, "SOAK": o.Soak.String(), "KVSOAK": kvSoak.String(), "DEADLINE": o.Deadline.String(),
 		"GATE": o.GateDeadline.String(), "POLICY": o.OnFailure, "FINALIZE": o.Finalize, "IMPACT": o.OnImpact,
-		"GATEQ": "", "GATETIMEOUT": "1s", "LAMEDUCK": "0s", "SLOWPRESTOP": "", "POSTSTART": "[]", "OKTOSTOP": ""}
+		"GATEQ": "", "GATETIMEOUT": "1s", "LAMEDUCK": "0s", "SLOWPRESTOP": "", "POSTSTART": "[]", "OKTOSTOP": "", "PINARGS": ""}
 	if o.OKToStop {
 		vars["OKTOSTOP"] = "\n    # The system's own answer: each kv member says whether it may stop\n" +
 			"    # (no while the operator holds it), asked before its batch and\n" +
 			"    # again after its drain.\n" +
 			`    ok_to_stop: {http: "http://{{.Address}}/admin/ok-to-stop", timeout: 1s}`
+	}
+	if o.Pin {
+		vars["PINARGS"] = `, --pin, "{{.Pin}}"`
 	}
 	if o.GateDelay > 0 {
 		vars["GATEQ"] = "?delay=" + o.GateDelay.String()
@@ -199,6 +207,9 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 				}
 				return m
 			}))
+		}
+		if r.Flow != "" {
+			fmt.Fprintf(&rel, "    flow: %s\n", r.Flow)
 		}
 		fmt.Fprintf(&rel, "    artifacts: {\"*\": {path: %q, sha256: %q}}\n", r.Path, sum)
 	}

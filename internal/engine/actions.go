@@ -82,9 +82,30 @@ func (e *Engine) do(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) (s
 		if err != nil {
 			return "", err
 		}
-		return "", e.cfg.Driver.Start(ctx, info.spec, art)
+		spec, err := e.specWithPin(a.Member, a.Pin)
+		if err != nil {
+			return "", err
+		}
+		return "", e.cfg.Driver.Start(ctx, spec, art)
 	}
 	return "", fmt.Errorf("unknown action %q", a.Kind)
+}
+
+// specWithPin is member n's run spec rendered with pin as .Pin: the
+// record's pin when the engine starts it, so that a member started
+// after a rollout or finalize moved the pin carries the new one. The
+// spec rendered at New (pin unknown, "") serves every other use.
+func (e *Engine) specWithPin(n, pin string) (driver.Member, error) {
+	info, ok := e.members[n]
+	if !ok {
+		return driver.Member{}, fmt.Errorf("unknown member %q", n)
+	}
+	if pin == "" {
+		return info.spec, nil
+	}
+	data := info.data
+	data.Pin = pin
+	return renderSpec(e.c, info.comp, info.member, data)
 }
 
 // hookCalls are the calls of hook action a.
@@ -130,6 +151,7 @@ func (e *Engine) runHooks(ctx context.Context, u upgrade.Upgrade, a upgrade.Acti
 		version = m.Target
 	}
 	data := e.callData(a.Member, a.Component, version)
+	data.Pin = a.Pin
 	var out []string
 	for i, c := range e.hookCalls(a) {
 		r := e.prober.Do(ctx, c, data)
@@ -179,7 +201,9 @@ func (e *Engine) undo(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) 
 		if m := u.Members[h.Member]; m != nil {
 			version = m.Target
 		}
-		r := e.prober.Do(ctx, *c, e.callData(h.Member, h.Component, version))
+		data := e.callData(h.Member, h.Component, version)
+		data.Pin = u.Pin
+		r := e.prober.Do(ctx, *c, data)
 		if !r.OK {
 			return bounded(r.Detail), fmt.Errorf("undo of %s: %s", ef.ID, r.Detail)
 		}
@@ -192,42 +216,34 @@ func (e *Engine) undo(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) 
 	return "", ud.Undo(ctx, ef.Key, ef.Undo.Driver)
 }
 
-// stageCalls are the calls of migration stage action a.
+// stageCalls are the calls of migration stage (or flow action) a.
 func (e *Engine) stageCalls(a upgrade.Action) []config.Call {
 	r := e.c.Release(a.Version)
 	if r == nil {
 		return nil
 	}
-	m := &r.Migrations
-	switch a.Stage {
-	case "expand":
-		return m.Expand
-	case "migrate":
-		return m.Migrate
-	case "finalize":
-		return m.Finalize
-	case "contract":
-		return m.Contract
-	}
-	return nil
+	_, calls := r.StageCalls(a.Stage, a.Name)
+	return calls
 }
 
-// stage makes the calls of a migration stage of the release a names,
-// against a running member of the migrations' component (.Any).
+// stage makes the calls of a migration stage (or a flow's action, or
+// its gate) of the release a names, against a running member of the
+// stage's component (.Any).
 func (e *Engine) stage(ctx context.Context, a upgrade.Action) (string, error) {
 	r := e.c.Release(a.Version)
 	if r == nil {
 		return "", fmt.Errorf("release %s is not in the catalog", a.Version)
 	}
-	comp := e.c.Component(r.Migrations.Component)
+	name, calls := r.StageCalls(a.Stage, a.Name)
+	comp := e.c.Component(name)
 	if comp == nil {
-		return "", fmt.Errorf("release %s: migrations.component %q is not in the description", a.Version, r.Migrations.Component)
+		return "", fmt.Errorf("release %s: the component %q of its %s stage is not in the description", a.Version, name, a.Stage)
 	}
-	calls := e.stageCalls(a)
 	if calls == nil {
 		return "", fmt.Errorf("unknown migration stage %q", a.Stage)
 	}
 	data := e.callData("", comp.Name, a.Version)
+	data.Pin = a.Pin
 	var out []string
 	for i, c := range calls {
 		res := e.prober.Do(ctx, c, data)

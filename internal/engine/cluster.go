@@ -218,7 +218,11 @@ func (e *Engine) Up(ctx context.Context, version string, progress Progress) (Clu
 		var mu sync.Mutex
 		startOne := func(n string) error {
 			t := time.Now()
-			if err := e.cfg.Driver.Start(ctx, e.members[n].spec, a); err != nil {
+			spec, err := e.specWithPin(n, version) // a cluster brought up at a release is pinned to it
+			if err != nil {
+				return err
+			}
+			if err := e.cfg.Driver.Start(ctx, spec, a); err != nil {
 				return fmt.Errorf("start %s on %s: %w", n, version, err)
 			}
 			mu.Lock()

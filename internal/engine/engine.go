@@ -250,10 +250,12 @@ type NothingToDo struct {
 	Message     string `json:"message"`
 }
 
-// nothingToDo refuses plan p when it moves no member.
+// nothingToDo refuses plan p when it moves no member to the release (a
+// flow's rollouts alone, restarting members already on it, are not an
+// upgrade).
 func nothingToDo(p plan.Plan) error {
 	for _, ph := range p.Phases {
-		if len(ph.Members()) > 0 {
+		if !ph.Rollout && len(ph.Members()) > 0 {
 			return nil
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/config"
 	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
@@ -285,7 +286,7 @@ func (l *loop) finished(o outcome) error {
 		DurationMS: float64(o.took.Microseconds()) / 1000}
 	what := upgrade.Describe(o.a)
 	switch {
-	case o.err != nil && o.a.Kind == upgrade.ActStage && o.a.Stage == "migrate":
+	case o.err != nil && o.a.Kind == upgrade.ActStage && (o.a.Stage == config.StageMigrate || o.a.Stage == config.StageActionGate):
 		// A migration not done yet is progress, not trouble.
 		ev.Kind = "stage"
 		ev.Message = fmt.Sprintf("%s: not done yet: %v", what, o.err)
@@ -358,7 +359,8 @@ func (e *Engine) componentOf(a upgrade.Action) string {
 		return a.Component
 	}
 	if r := e.c.Release(a.Version); r != nil && a.Kind == upgrade.ActStage {
-		return r.Migrations.Component
+		comp, _ := r.StageCalls(a.Stage, a.Name)
+		return comp
 	}
 	return ""
 }

@@ -48,6 +48,7 @@ func Compute(c *config.Cluster, obs Observed, to string) (Plan, error) {
 	p := Plan{From: observedVersions(c, obs), To: to}
 	from := newUpgradeFrom(c, rel)
 	var errs []error
+	phases := map[string]Phase{}
 	for _, comp := range c.ComponentsInOrder() {
 		if _, ok := rel.ArtifactFor(comp.Name); !ok && comp.NeedsArtifact() {
 			errs = append(errs, fmt.Errorf("%w: release %s has no artifact for component %s (and no %q entry)",
@@ -57,12 +58,108 @@ func Compute(c *config.Cluster, obs Observed, to string) (Plan, error) {
 		if err != nil {
 			errs = append(errs, err)
 		}
-		p.Phases = append(p.Phases, ph)
+		phases[comp.Name] = ph
+		if len(rel.Flow) == 0 {
+			p.Phases = append(p.Phases, ph)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Plan{}, err
 	}
+	if len(rel.Flow) > 0 {
+		if err := p.flow(c, rel, phases); err != nil {
+			return Plan{}, err
+		}
+	}
 	return p, nil
+}
+
+// flow lays out the release's own flow: its stages, a rollout one per
+// component, and the phases in the order the flow reaches them.
+// Validate has checked the flow; a Cluster built in Go may not have
+// been, so a component the flow names and the description lacks is an
+// error here, not a panic.
+func (p *Plan) flow(c *config.Cluster, rel *config.Release, phases map[string]Phase) error {
+	for _, fs := range rel.Flow {
+		st := Stage{Kind: fs.Stage, Component: fs.Component, Name: fs.Name, PointOfNoReturn: fs.PointOfNoReturn}
+		switch fs.Stage {
+		case config.StagePhase:
+			ph, ok := phases[fs.Component]
+			if !ok {
+				return fmt.Errorf("plan: release %s: the flow's phase of %q: no such component", rel.Version, fs.Component)
+			}
+			p.Phases = append(p.Phases, ph)
+		case config.StageRollout:
+			for i, name := range fs.Components {
+				comp := c.Component(name)
+				if comp == nil {
+					return fmt.Errorf("plan: release %s: the flow's rollout of %q: no such component", rel.Version, name)
+				}
+				ph, err := rolloutOf(comp, rel.Version)
+				if err != nil {
+					return err
+				}
+				p.Phases = append(p.Phases, ph)
+				// The point of no return is the rollout's beginning: its
+				// first component.
+				p.Flow = append(p.Flow, Stage{Kind: config.StageRollout, Component: name, PointOfNoReturn: fs.PointOfNoReturn && i == 0})
+			}
+			continue
+		case config.StageAction:
+			st.Component = ""
+		}
+		p.Flow = append(p.Flow, st)
+	}
+	return nil
+}
+
+// rolloutOf plans the restart of every member of comp on release to,
+// which they run by then: in description order, in the batches its
+// strategy expects (at run time, those down go first and the role
+// holder last, as in a phase).
+func rolloutOf(comp *config.Component, to string) (Phase, error) {
+	ph, st, err := strategyOf(comp)
+	if err != nil {
+		return ph, err
+	}
+	members := make([]strategy.Member, len(comp.Members))
+	for i := range comp.Members {
+		m := &comp.Members[i]
+		members[i] = strategy.Member{Name: m.Name, Component: comp.Name, Host: m.Host, Domain: m.Domain,
+			Healthy: true, Pending: true, Version: to}
+	}
+	ph.Quorum = st.Quorum(ph.Settings, len(members))
+	batches, _ := st.Expected(ph.Settings, members)
+	for _, b := range batches {
+		ph.Batches = append(ph.Batches, Batch{Members: b})
+	}
+	ph.Rollout = true
+	ph.Note = "restarted on " + to + " with the pin moved to " + to
+	return ph, nil
+}
+
+// strategyOf is the phase of comp as its strategy makes it, before any
+// member is placed: its type, budget and settings.
+func strategyOf(comp *config.Component) (Phase, strategy.Strategy, error) {
+	s := comp.Strategy
+	typ := s.Type
+	if typ == "" {
+		typ = config.DefaultStrategy
+	}
+	maxU := max(1, s.MaxUnavailable)
+	ph := Phase{Component: comp.Name, Strategy: string(typ), MaxUnavailable: maxU}
+	st, ok := strategy.Lookup(string(typ))
+	if !ok {
+		return ph, nil, fmt.Errorf("%w: component %s has strategy %q (known: %s)",
+			ErrUnknownStrategy, comp.Name, typ, strings.Join(strategy.Names(), ", "))
+	}
+	settings := s.Settings()
+	settings.Type, settings.MaxUnavailable = string(typ), maxU
+	if settings.MaxBatch < 1 {
+		settings.MaxBatch = max(1, st.Defaults(settings).MaxBatch)
+	}
+	ph.Settings = settings
+	return ph, st, nil
 }
 
 // phaseOf plans one component.

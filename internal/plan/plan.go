@@ -1,6 +1,9 @@
 package plan
 
-import "github.com/ferry-upgrade/ferry/internal/strategy"
+import (
+	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/strategy"
+)
 
 // Plan is the ordered work of one upgrade: phases one after another,
 // batches one after another inside a phase. It is computed, never
@@ -14,6 +17,53 @@ type Plan struct {
 	// step away: To is its first, run to completion (finalized) before
 	// the next is planned from what then runs.
 	Path []string `json:"path,omitempty"`
+	// Flow is the release's own order of stages, when it declares one
+	// (config.Release.Flow, a rollout one stage per component); empty
+	// for the default order (Stages).
+	Flow []Stage `json:"flow,omitempty"`
+}
+
+// Stage is one stage of an upgrade's flow: Kind is one of config's
+// Stage kinds (expand, phase, action, rollout, migrate, finalize,
+// contract); Component names a phase's or a rollout's component, Name
+// an action.
+type Stage struct {
+	Kind      string `json:"kind"`
+	Component string `json:"component,omitempty"`
+	Name      string `json:"name,omitempty"`
+	// PointOfNoReturn: once this stage begins, abort and rollback are
+	// refused.
+	PointOfNoReturn bool `json:"point_of_no_return,omitempty"`
+}
+
+// Stages is the plan's flow: the release's own, or the default order
+// (expand, every phase, migrate, finalize as the point of no return,
+// contract), which is what an upgrade walks.
+func (p Plan) Stages() []Stage {
+	if len(p.Flow) > 0 {
+		return p.Flow
+	}
+	out := make([]Stage, 0, len(p.Phases)+4)
+	out = append(out, Stage{Kind: config.StageExpand})
+	for _, ph := range p.Phases {
+		out = append(out, Stage{Kind: config.StagePhase, Component: ph.Component})
+	}
+	return append(out, Stage{Kind: config.StageMigrate}, Stage{Kind: config.StageFinalize, PointOfNoReturn: true},
+		Stage{Kind: config.StageContract})
+}
+
+// PhaseOf is the index in Phases of phase or rollout stage st, or -1.
+func (p Plan) PhaseOf(st Stage) int {
+	rollout := st.Kind == config.StageRollout
+	if !rollout && st.Kind != config.StagePhase {
+		return -1
+	}
+	for i, ph := range p.Phases {
+		if ph.Component == st.Component && ph.Rollout == rollout {
+			return i
+		}
+	}
+	return -1
 }
 
 // Phase is one component's turn; nothing of another component moves
@@ -36,6 +86,10 @@ type Phase struct {
 	// Note tells the operator what shaped the phase: members already
 	// down, a budget the engine will have to wait for.
 	Note string `json:"note,omitempty"`
+	// Rollout: the phase restarts every member of the component on the
+	// release it already runs (the pin moved: a flow's rollout stage);
+	// none is skipped for running the target.
+	Rollout bool `json:"rollout,omitempty"`
 }
 
 // Batch is the members of a phase that move together.

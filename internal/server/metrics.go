@@ -49,6 +49,27 @@ func newMetrics(c *config.Cluster) *metrics {
 	for _, comp := range c.ComponentsInOrder() {
 		m.states = append(m.states, upgrade.Upgrading(comp.Name), upgrade.Upgraded(comp.Name))
 	}
+	// The states of the releases' own flows: their rollouts and actions.
+	seen := map[upgrade.State]bool{}
+	for _, r := range c.Releases {
+		for _, st := range r.Flow {
+			var add []upgrade.State
+			switch st.Stage {
+			case config.StageRollout:
+				for _, comp := range st.Components {
+					add = append(add, upgrade.RollingOut(comp), upgrade.RolledOut(comp))
+				}
+			case config.StageAction:
+				add = append(add, upgrade.Acting(st.Name))
+			}
+			for _, a := range add {
+				if !seen[a] {
+					seen[a] = true
+					m.states = append(m.states, a)
+				}
+			}
+		}
+	}
 	m.states = append(m.states, upgrade.StateMigrating, upgrade.StateAwaitingFinalize, upgrade.StateFinalizing,
 		upgrade.StateContracting, upgrade.StateCompleted, upgrade.StatePaused, upgrade.StateRollingBack,
 		upgrade.StateRolledBack, upgrade.StateFailed)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/config"
 	"github.com/ferry-upgrade/ferry/internal/step"
 )
 
@@ -19,14 +20,19 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 	u.Updated = now
 	switch {
 	case a.Kind == ActStage:
-		if u.Stage.Acting != a.Seq || stageName(u.State) != a.Stage {
+		if !u.awaits(a) {
 			return u
 		}
 		u.Stage.Acting = 0
 		u.Bound.Stages += took
-		if err != nil {
+		switch {
+		case err != nil:
 			u.Stage.Detail = fmt.Sprintf("try %d: %v", u.Stage.Tries, err)
-		} else {
+		case a.Stage == config.StageAction:
+			// Its gate, if it has one, is checked next, at once.
+			u.Stage.Called, u.Stage.Detail = true, "called"
+			u.Stage.LastTry, u.Stage.Tries = time.Time{}, 0
+		default:
 			u.Stage.Done, u.Stage.Detail = true, "done"
 		}
 	case a.Kind == ActUndo:
@@ -103,6 +109,12 @@ func Describe(a Action) string {
 	case ActStop:
 		return "stop " + a.Member
 	case ActStage:
+		switch a.Stage {
+		case config.StageAction:
+			return fmt.Sprintf("action %s of release %s", a.Name, a.Version)
+		case config.StageActionGate:
+			return fmt.Sprintf("gate of action %s of release %s", a.Name, a.Version)
+		}
 		return fmt.Sprintf("%s of release %s", a.Stage, a.Version)
 	case ActUndo:
 		if a.Member != "" {

@@ -35,6 +35,9 @@ func New(id string, p plan.Plan, versions map[string]string, _ map[string]string
 		Updated: now,
 	}
 	for _, ph := range p.Phases {
+		if ph.Rollout {
+			continue // its members are the phases' (a rollout moves them again)
+		}
 		for _, name := range ph.Members() {
 			u.Members[name] = &Member{Name: name, Component: ph.Component, From: versions[name], Target: p.To, Step: StepPending}
 		}
@@ -129,6 +132,7 @@ func (s *stepper) wait(format string, args ...any) {
 func (s *stepper) act(a Action) int {
 	s.u.ActionSeq++
 	a.Seq = s.u.ActionSeq
+	a.Pin = s.u.Pin
 	s.actions = append(s.actions, a)
 	return a.Seq
 }
@@ -172,7 +176,11 @@ func (s *stepper) failBy(policy, reason string) {
 		s.notes = append(s.notes, reason)
 	case !u.Finalized.IsZero() && !u.RollingBack():
 		// Past the point of no return: nothing to roll back to.
-		s.pause(reason + " (after finalize: no rollback; fix the cause, then 'ferry upgrade resume')")
+		past := "after finalize"
+		if !u.NoReturn.IsZero() {
+			past = "past the point of no return, " + u.NoReturn.String()
+		}
+		s.pause(reason + " (" + past + ": no rollback; fix the cause, then 'ferry upgrade resume')")
 	case u.State == StatePreflight || u.State == StateStarted:
 		// Nothing was touched: nothing to roll back.
 		u.Reason = reason
@@ -213,6 +221,10 @@ func (s *stepper) pausedWait() {
 	why := "by the operator"
 	if s.u.Reason != "" {
 		why = "on a failure: " + s.u.Reason
+	}
+	if !s.u.NoReturn.IsZero() && !s.u.RollingBack() {
+		s.wait("paused %s; 'ferry upgrade resume' goes on ('ferry upgrade abort' is refused: past the point of no return, %s)", why, s.u.NoReturn)
+		return
 	}
 	s.wait("paused %s; 'ferry upgrade resume' goes on, 'ferry upgrade abort' rolls back", why)
 }
@@ -259,14 +271,18 @@ func (s *stepper) intent() {
 }
 
 // NoAbort says why upgrade u may no longer be aborted (rolled back),
-// or "" if it may. The point of no return (finalize) comes with data
-// migrations; until it is reached, an upgrade may always be aborted.
+// or "" if it may. The point of no return (finalize, or the flow's
+// stage marked so) comes with data migrations; until it is reached, an
+// upgrade may always be aborted.
 func NoAbort(u *Upgrade) string {
 	switch {
 	case u.State.Terminal() || !u.Ending.IsZero():
 		return fmt.Sprintf("upgrade %s has ended (%s)", u.ID, orState(u.Ending, u.State))
 	case u.RollingBack():
 		return fmt.Sprintf("upgrade %s is already rolling back", u.ID)
+	case !u.Finalized.IsZero() && !u.NoReturn.IsZero():
+		return fmt.Sprintf("upgrade %s passed its point of no return, stage %s, which began at %s: members of %s could not read what %s may now write, so there is no going back (a failure pauses; fix it and 'ferry upgrade resume')",
+			u.ID, u.NoReturn, u.Finalized.UTC().Format(time.RFC3339), u.From, u.To)
 	case !u.Finalized.IsZero():
 		return fmt.Sprintf("upgrade %s passed its point of no return: it was finalized at %s, so the cluster's compatibility version is %s and members of %s could not read what %s now writes",
 			u.ID, u.Finalized.UTC().Format(time.RFC3339), u.To, u.From, u.To)
@@ -362,7 +378,7 @@ func (s *stepper) run() {
 		if after == before {
 			return
 		}
-		if s.u.State.Kind == KindUpgraded && before.state != s.u.State {
+		if (s.u.State.Kind == KindUpgraded || s.u.State.Kind == KindRolledOut) && before.state != s.u.State {
 			// A component done is a milestone worth a record of its
 			// own (Rook's upgraded-COMPONENT): stop here, go on next.
 			s.wake(s.now)
@@ -420,7 +436,7 @@ func (s *stepper) once() {
 	}
 	defer s.pauseIfQuiet()
 	switch u.State.Kind {
-	case KindRollingBack, KindUpgrading:
+	case KindRollingBack, KindUpgrading, KindRollingOut:
 		s.phase()
 	case KindStarted:
 		u.State = StatePreflight
@@ -434,14 +450,13 @@ func (s *stepper) once() {
 			}
 			u.UpgradeHooks.Opened = true
 		}
-		s.enterStage(StateExpanding)
-	case KindExpanding, KindMigrating, KindFinalizing, KindContracting:
+		s.next()
+	case KindExpanding, KindMigrating, KindFinalizing, KindContracting, KindAction:
 		s.stage(u.State)
 	case KindAwaitingFinalize:
 		s.wait("every member runs %s, pinned to %s; 'ferry upgrade finalize' passes the point of no return, 'ferry upgrade abort' rolls back", u.To, u.Pin)
-	case KindUpgraded:
-		u.Phase++
-		s.enterPhase()
+	case KindUpgraded, KindRolledOut:
+		s.next()
 	}
 }
 
@@ -557,22 +572,6 @@ func (s *stepper) shift(d time.Duration) {
 			move(&m.Began)
 		}
 	}
-}
-
-// enterPhase moves to the phase at u.Phase, or to the migration once
-// every phase is done.
-func (s *stepper) enterPhase() {
-	u := &s.u
-	u.GateSince, u.WaitSince = time.Time{}, time.Time{}
-	u.PhaseHooks = HookProgress{}
-	// The boundary stays the last batch's end (or the last stage's):
-	// the gate checked after it, which let the last phase end, lets
-	// this one begin.
-	if u.Phase >= len(u.Plan.Phases) {
-		s.enterStage(StateMigrating)
-		return
-	}
-	u.State = Upgrading(u.Plan.Phases[u.Phase].Component)
 }
 
 // preflight passes when every planned member runs healthy and every

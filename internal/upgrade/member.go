@@ -144,7 +144,7 @@ func (s *stepper) deadlineReason(comp *config.Component, m *Member, def step.Def
 func (s *stepper) facts(comp *config.Component, m *Member, o MemberHealth, owed int) step.Facts {
 	return step.Facts{
 		Running:      o.Running,
-		OnTarget:     o.Running && o.Version == m.Target,
+		OnTarget:     o.Running && o.Version == m.Target && s.replaced(m, o),
 		Healthy:      o.Healthy,
 		HealthySince: m.HealthySince,
 		Hooks:        func(l string) bool { return len(comp.Hooks.List(l)) > 0 },

@@ -28,7 +28,7 @@ func (s *stepper) phase() {
 		if u.RollingBack() {
 			s.end(StateRolledBack)
 		} else {
-			s.enterStage(StateMigrating)
+			s.next()
 		}
 		return
 	}
@@ -80,6 +80,10 @@ func (s *stepper) phase() {
 		u.Boundary = s.now
 		return
 	}
+	if ph.Rollout {
+		u.State = RolledOut(comp.Name)
+		return
+	}
 	u.State = Upgraded(comp.Name)
 }
 
@@ -103,11 +107,12 @@ func (s *stepper) pendingOf(ph plan.Phase) []string {
 func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []string) {
 	u := &s.u
 	// Members already running their target, healthy and owing no
-	// undo, are done without a move (after a crash, or adopted).
+	// undo, are done without a move (after a crash, or adopted); not
+	// those a rollout restarts on the release they run.
 	var left []string
 	for _, n := range pending {
 		m, o := u.Members[n], s.obs.Members[n]
-		if o.Running && o.Version == m.Target && o.Healthy && len(s.owedOf(n)) == 0 {
+		if o.Running && o.Version == m.Target && o.Healthy && len(s.owedOf(n)) == 0 && !m.Restart {
 			s.setStep(m, StepDone)
 			m.Detail = "already running " + m.Target
 			continue
@@ -235,7 +240,7 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 	if !u.RollingBack() {
 		s.addGateBound()
 	}
-	b := Batch{Phase: u.Phase, Component: comp.Name, Rollback: u.RollingBack(), Number: len(u.PhaseBatches(u.Phase)) + 1,
+	b := Batch{Phase: u.Phase, Component: comp.Name, Rollback: u.RollingBack(), Rollout: ph.Rollout && !u.RollingBack(), Number: len(u.PhaseBatches(u.Phase)) + 1,
 		Members: admitted, Size: size, Why: why, Began: s.now, Waited: !u.WaitSince.IsZero()}
 	u.WaitSince = time.Time{}
 	for _, n := range admitted {
@@ -322,11 +327,16 @@ func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admi
 	return max(1, c.Size), c.Why, c.Members, ""
 }
 
-// begin starts member m's move.
+// begin starts member m's move; a restart notes the process it
+// replaces.
 func (s *stepper) begin(m *Member) {
 	s.resetMove(m)
 	m.Began = s.now
 	m.Detail = ""
+	if m.Restart {
+		o := s.obs.Members[m.Name]
+		m.ReplacesPID, m.ReplacesStarted = o.PID, o.Started
+	}
 	s.setStep(m, step.First())
 }
 
@@ -534,6 +544,24 @@ func (s *stepper) rollback(reason string) {
 	rb := plan.Plan{From: []string{u.To}, To: u.From, Phases: []plan.Phase{}}
 	last := min(u.Phase, len(u.Plan.Phases)-1)
 	inRollback := map[string]bool{}
+	// A member moved in a phase and again in a rollout is returned in
+	// its phase's turn (the phases' reverse order: Ironic's APIs before
+	// its conductors), and restarted even where it runs its From
+	// already, for its pin goes back too.
+	firstPhase, restart := map[string]int{}, map[string]bool{}
+	for _, b := range u.Batches {
+		if b.Rollback {
+			continue
+		}
+		for _, n := range b.Members {
+			if f, ok := firstPhase[n]; !ok || b.Phase < f {
+				firstPhase[n] = b.Phase
+			}
+			if b.Phase < len(u.Plan.Phases) && u.Plan.Phases[b.Phase].Rollout {
+				restart[n] = true
+			}
+		}
+	}
 	for i := last; i >= 0; i-- {
 		ph := u.Plan.Phases[i]
 		var batches []plan.Batch
@@ -549,7 +577,7 @@ func (s *stepper) rollback(reason string) {
 				// Every member of a batch formed was touched (a member
 				// tried again after a resume may be pending again).
 				m := u.Members[n]
-				if m == nil || m.From == "" || inRollback[n] {
+				if m == nil || m.From == "" || inRollback[n] || firstPhase[n] != i {
 					continue
 				}
 				inRollback[n] = true
@@ -565,7 +593,7 @@ func (s *stepper) rollback(reason string) {
 		}
 		if len(batches) > 0 {
 			rph := ph
-			rph.Batches, rph.Skipped = batches, nil
+			rph.Batches, rph.Skipped, rph.Rollout = batches, nil, false
 			rph.Note = "rollback to " + u.From
 			rb.Phases = append(rb.Phases, rph)
 		}
@@ -579,6 +607,7 @@ func (s *stepper) rollback(reason string) {
 			// resets it then.
 			m.Target = m.From
 			m.Detail = ""
+			m.Restart = restart[n]
 			// An action in flight (cancelled) stays Acting until it
 			// returns: nothing else is done to the member meanwhile.
 			s.setStep(m, StepPending)
@@ -589,6 +618,9 @@ func (s *stepper) rollback(reason string) {
 		b.Ended = s.now
 	}
 	u.Rollback = &rb
+	if u.Finalized.IsZero() {
+		u.Pin = u.From // a rollout's pin goes back with the members
+	}
 	u.Phase = 0
 	u.PhaseHooks = HookProgress{}
 	u.Hook = nil

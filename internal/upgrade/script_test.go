@@ -38,6 +38,7 @@ import (
 //	                   whether M may stop (ok_to_stop): no, in its
 //	                   words, or yes without no=
 //	status             where everything stands
+//	pins               each member's pin as last started, the record's
 func TestScripts(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		var w *world
@@ -105,7 +106,22 @@ func TestScripts(t *testing.T) {
 					for _, bb := range ph.Batches {
 						bs = append(bs, "["+strings.Join(bb.Members, " ")+"]")
 					}
-					fmt.Fprintf(&b, "%s %s: %s\n", ph.Component, ph.Strategy, strings.Join(bs, " "))
+					kind := ""
+					if ph.Rollout {
+						kind = " rollout"
+					}
+					fmt.Fprintf(&b, "%s%s %s: %s\n", ph.Component, kind, ph.Strategy, strings.Join(bs, " "))
+				}
+				if len(w.u.Plan.Flow) > 0 {
+					var st []string
+					for _, f := range w.u.Plan.Flow {
+						n := StageState(f).String()
+						if f.PointOfNoReturn {
+							n += "!"
+						}
+						st = append(st, n)
+					}
+					fmt.Fprintf(&b, "flow: %s\n", strings.Join(st, " "))
 				}
 				return b.String()
 			case "run":
@@ -143,6 +159,16 @@ func TestScripts(t *testing.T) {
 				return "ok"
 			case "status":
 				return w.status()
+			case "pins":
+				// Each member's version and the pin it was last started
+				// with ("-": not started by ferry), and the record's pin.
+				var b strings.Builder
+				for _, n := range w.order {
+					m := w.members[n]
+					fmt.Fprintf(&b, "%s %s pin %s\n", n, m.version, orDash(m.pin))
+				}
+				fmt.Fprintf(&b, "record pin %s, point of no return %s\n", w.u.Pin, orDash(w.u.NoReturn.String()))
+				return b.String()
 			}
 			t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)
 			return ""

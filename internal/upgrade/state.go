@@ -23,18 +23,33 @@ const (
 	KindPaused           Kind = "paused"
 	KindRollingBack      Kind = "rolling-back"
 	KindRolledBack       Kind = "rolled-back"
+	// A flow's rollout of a component (the members restarted on the
+	// release they run, with the pin moved) runs, then passed its gate.
+	KindRollingOut Kind = "rolling-out"
+	KindRolledOut  Kind = "rolled-out"
+	// KindAction is a flow's cluster action, named in Component.
+	KindAction Kind = "action"
 )
 
 // kinds are the kinds in the order a reader meets them; those of a
 // component's phase carry the component.
 var kinds = []Kind{KindStarted, KindPreflight, KindExpanding, KindUpgrading, KindUpgraded, KindMigrating,
 	KindAwaitingFinalize, KindFinalizing, KindContracting, KindCompleted, KindFailed, KindPaused,
-	KindRollingBack, KindRolledBack}
+	KindRollingBack, KindRolledBack, KindRollingOut, KindRolledOut, KindAction}
 
-func (k Kind) ofPhase() bool { return k == KindUpgrading || k == KindUpgraded }
+// named reports whether a state of kind k carries a name: its phase's
+// or rollout's component, its action's.
+func (k Kind) named() bool {
+	switch k {
+	case KindUpgrading, KindUpgraded, KindRollingOut, KindRolledOut, KindAction:
+		return true
+	}
+	return false
+}
 
 // State is an upgrade's state: a kind, and the component whose phase
-// it is for upgrading and upgraded. It is written as one word
+// it is for upgrading and upgraded (rolling-out and rolled-out: whose
+// rollout; action: the action's name). It is written as one word
 // ("upgrading-kv", "completed") in records, events and the API, and
 // compared as a value in code: no state is ever matched by prefix.
 type State struct {
@@ -63,6 +78,15 @@ func Upgrading(c string) State { return State{Kind: KindUpgrading, Component: c}
 
 // Upgraded is the state once component c's phase passed its gate.
 func Upgraded(c string) State { return State{Kind: KindUpgraded, Component: c} }
+
+// RollingOut is the state while component c's rollout runs.
+func RollingOut(c string) State { return State{Kind: KindRollingOut, Component: c} }
+
+// RolledOut is the state once component c's rollout passed its gate.
+func RolledOut(c string) State { return State{Kind: KindRolledOut, Component: c} }
+
+// Acting is the state while the flow's cluster action name runs.
+func Acting(name string) State { return State{Kind: KindAction, Component: name} }
 
 // Terminal reports whether no further step will be taken.
 func (s State) Terminal() bool {
@@ -98,12 +122,12 @@ func ParseState(w string) (State, error) {
 		return State{}, nil
 	}
 	for _, k := range kinds {
-		if !k.ofPhase() && w == string(k) {
+		if !k.named() && w == string(k) {
 			return State{Kind: k}, nil
 		}
 	}
 	for _, k := range kinds {
-		if c, ok := strings.CutPrefix(w, string(k)+"-"); ok && k.ofPhase() && c != "" {
+		if c, ok := strings.CutPrefix(w, string(k)+"-"); ok && k.named() && c != "" {
 			return State{Kind: k, Component: c}, nil
 		}
 	}

@@ -102,6 +102,10 @@ type Upgrade struct {
 	// then on there is no going back (no abort, no rollback).
 	Pin       string    `json:"pin,omitempty"`
 	Finalized time.Time `json:"finalized,omitzero"`
+	// NoReturn is the flow's stage marked as the point of no return
+	// whose beginning set Finalized (zero when that was finalize): an
+	// abort is refused naming it.
+	NoReturn State `json:"no_return,omitzero"`
 	// Stage is the progress of the current migration stage.
 	Stage Stage `json:"stage,omitzero"`
 	// Description is the SHA-256 of the cluster description the upgrade
@@ -179,6 +183,13 @@ type Member struct {
 	// Busy is the time its move needed so far, waits left out: its
 	// actions, becoming healthy, its soak (the lower bound's part).
 	Busy time.Duration `json:"busy,omitempty"`
+	// Restart: this move restarts the member even where it runs its
+	// target already (a rollout: the pin moved); ReplacesPID and
+	// ReplacesStarted name the process it replaces, seen at its
+	// admission: the move is on its target once another process runs.
+	Restart         bool      `json:"restart,omitempty"`
+	ReplacesPID     int       `json:"replaces_pid,omitempty"`
+	ReplacesStarted time.Time `json:"replaces_started,omitzero"`
 	// CrashLoop is set when its move failed on a crash loop.
 	CrashLoop bool   `json:"crash_loop,omitempty"`
 	Detail    string `json:"detail,omitempty"`
@@ -188,11 +199,14 @@ type Member struct {
 type Batch struct {
 	// Phase is the index of its phase in its plan (the rollback's when
 	// Rollback); Number counts the batches of that phase from 1.
-	Phase     int      `json:"phase"`
-	Component string   `json:"component"`
-	Rollback  bool     `json:"rollback,omitempty"`
-	Number    int      `json:"number"`
-	Members   []string `json:"members"`
+	Phase     int    `json:"phase"`
+	Component string `json:"component"`
+	Rollback  bool   `json:"rollback,omitempty"`
+	// Rollout: a batch of a flow's rollout (members restarted on the
+	// release they run).
+	Rollout bool     `json:"rollout,omitempty"`
+	Number  int      `json:"number"`
+	Members []string `json:"members"`
 	// Size is what the strategy asked for, and Why says why; fewer may
 	// have been admitted.
 	Size  int       `json:"size"`
@@ -211,6 +225,9 @@ type Batch struct {
 func (b Batch) Name() string {
 	if b.Rollback {
 		return b.Component + " rollback batch " + itoa(b.Number)
+	}
+	if b.Rollout {
+		return b.Component + " rollout batch " + itoa(b.Number)
 	}
 	return b.Component + " batch " + itoa(b.Number)
 }
@@ -245,6 +262,8 @@ type Stage struct {
 	Acting  int       `json:"acting,omitempty"`
 	Detail  string    `json:"detail,omitempty"`
 	Done    bool      `json:"done,omitempty"`
+	// Called: an action's calls passed; its gate is checked next.
+	Called bool `json:"called,omitempty"`
 }
 
 // Outage is a time the substrate did not answer.
@@ -423,8 +442,14 @@ type Action struct {
 	// Effect is the ID of the effect an ActUndo undoes.
 	Effect string `json:"effect,omitempty"`
 	// Stage is the migration stage of an ActStage action: expand,
-	// migrate, finalize or contract.
+	// migrate, finalize or contract; or a flow's action (action, then
+	// action-gate), named in Name.
 	Stage string `json:"stage,omitempty"`
+	Name  string `json:"name,omitempty"`
+	// Pin is the record's pin when the action was decided: a start
+	// renders the member's run (.Pin) with it, so that members started
+	// after a rollout or finalize moved it carry the new one.
+	Pin string `json:"pin,omitempty"`
 }
 
 // Decision is what Step decided: the record to persist, the actions to

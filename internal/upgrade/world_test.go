@@ -86,6 +86,7 @@ type wmember struct {
 	running, healthy    bool
 	healthySince        time.Time
 	started             time.Time
+	pin                 string // the pin it was last started with
 	readyAt             time.Time
 	exitAt              time.Time // a crash-after fault
 	restarts            int
@@ -371,6 +372,7 @@ func (w *world) apply(a Action) error {
 			return errors.New("start_failed: exec format error")
 		}
 		m.running, m.healthy, m.version, m.started, m.restarts = true, false, a.Version, w.now, 0
+		m.pin = a.Pin
 		m.detail = "starting"
 		fault := w.faults[m.name]
 		if a.Version == w.from {

@@ -36,7 +36,10 @@ type Config struct {
 	// point the way to the leader.
 	KVAddrs []string
 	Version string
-	Logger  *slog.Logger
+	// Pin is the release whose formats the member was told to keep to
+	// (--pin), reported by GET /version.
+	Pin    string
+	Logger *slog.Logger
 
 	// NeverReady makes /ready always answer 503 (a fault build).
 	NeverReady bool
@@ -371,7 +374,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (s *Server) handleVersion(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"name": s.cfg.Name, "component": "api", "version": s.cfg.Version})
+	writeJSON(w, http.StatusOK, map[string]string{"name": s.cfg.Name, "component": "api", "version": s.cfg.Version, "pin": s.cfg.Pin})
 }
 
 func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {

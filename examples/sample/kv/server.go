@@ -87,8 +87,10 @@ type Config struct {
 	Peers []Peer
 	// DataDir holds the raft log, stable store and snapshots.
 	DataDir string
-	// Version is reported by GET /version.
+	// Version is reported by GET /version, and Pin, the release whose
+	// formats the member was told to keep to (--pin), with it.
 	Version string
+	Pin     string
 	Logger  *slog.Logger
 
 	// NeverReady makes /ready always answer 503 (a fault build).
@@ -617,7 +619,7 @@ type errorBody struct {
 }
 
 func (s *Server) handleVersion(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"name": s.cfg.ID, "component": "kv", "version": s.cfg.Version})
+	writeJSON(w, http.StatusOK, map[string]string{"name": s.cfg.ID, "component": "kv", "version": s.cfg.Version, "pin": s.cfg.Pin})
 }
 
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {

@@ -141,6 +141,7 @@ func setupKV(args []string, stdout, stderr io.Writer, log *slog.Logger) (member,
 	raftAddr := fs.String("raft", "", "raft listen address (default: this member's entry in --peers)")
 	peersFlag := fs.String("peers", "", "every voter as name=raftaddr=httpaddr, comma-separated, this member included (required)")
 	data := fs.String("data", "", "data directory for the raft log, stable store and snapshots (required)")
+	pin := fs.String("pin", "", pinUsage)
 	if done, code := parseFlags(fs, args, stdout); done {
 		return nil, nil, code
 	}
@@ -154,7 +155,7 @@ func setupKV(args []string, stdout, stderr io.Writer, log *slog.Logger) (member,
 	}
 	srv, err := kv.New(kv.Config{
 		ID: *id, HTTPAddr: *httpAddr, RaftAddr: *raftAddr, Peers: peers, DataDir: *data,
-		Version: version, Logger: log, NeverReady: fault == faultNeverReady,
+		Version: version, Pin: *pin, Logger: log, NeverReady: fault == faultNeverReady,
 	})
 	if err != nil {
 		log.Error("bad configuration", "err", err)
@@ -172,6 +173,7 @@ func setupAPI(args []string, stdout, stderr io.Writer, log *slog.Logger) (member
 	kvFlag := fs.String("kv", "", "kv members' HTTP addresses, comma-separated (required)")
 	fs.DurationVar(&lameDuck, "lame-duck", 0, "after SIGTERM, keep serving this long before shutting down (as servers behind a slow load balancer do)")
 	readyDelay := fs.Duration("ready-delay", 0, "answer /ready 503 this long after the start (a warm-up)")
+	pin := fs.String("pin", "", pinUsage)
 	if done, code := parseFlags(fs, args, stdout); done {
 		return nil, nil, code
 	}
@@ -184,7 +186,7 @@ func setupAPI(args []string, stdout, stderr io.Writer, log *slog.Logger) (member
 			kvAddrs = append(kvAddrs, a)
 		}
 	}
-	cfg := api.Config{Name: *name, HTTPAddr: *httpAddr, KVAddrs: kvAddrs, Version: version, Logger: log,
+	cfg := api.Config{Name: *name, HTTPAddr: *httpAddr, KVAddrs: kvAddrs, Version: version, Pin: *pin, Logger: log,
 		NeverReady: fault == faultNeverReady, ReadyDelay: *readyDelay}
 	if fault == faultSlow {
 		cfg.ExtraLatency = slowLatency
@@ -226,6 +228,11 @@ func setupLB(args []string, stdout, stderr io.Writer, log *slog.Logger) (member,
 	}
 	return l, 0
 }
+
+// pinUsage says what kv's and api's --pin is: the release whose formats
+// the member keeps to (Ironic's pin_release_version), reported on GET
+// /version so that a test can see which pin each process started with.
+const pinUsage = "the release whose formats this member keeps to (reported on GET /version); empty: its own"
 
 // lameDuck is how long a member keeps serving after SIGTERM (api's
 // --lame-duck).

@@ -1,0 +1,180 @@
+package config
+
+import "strings"
+
+// flow checks a release's flow: each stage known and complete, every
+// component upgraded by exactly one phase, the migrations' stages once
+// each where their calls need them, no member moved to the release
+// after the pin moved (a phase after a rollout or finalize), and at
+// most one point of no return, not after finalize.
+func (v *validator) flow(r *Release, path string, at func(string) int) {
+	if len(r.Flow) == 0 {
+		return
+	}
+	fpath := path + ".flow"
+	phaseAt := map[string]int{}   // component -> index of its phase
+	rolloutAt := map[string]int{} // component -> index of its rollout
+	onceAt := map[string]int{}    // expand, migrate, finalize, contract -> index
+	actionAt := map[string]int{}  // action name -> index
+	noReturn, lastPhase, pinMoved := -1, -1, -1
+	for i := range r.Flow {
+		st := &r.Flow[i]
+		spath := index(fpath, i)
+		rel := index("flow", i)
+		line := at(rel)
+		sat := func(key string) int { return at(rel + "." + key) }
+		// Keys a stage of this kind does not take are named, not ignored.
+		unused := func(key string, set bool) {
+			if set {
+				v.add(sat(key), spath+"."+key, "the %s stage takes no %s", st.Stage, key)
+			}
+		}
+		if st.PointOfNoReturn {
+			if noReturn >= 0 {
+				v.add(sat("point_of_no_return"), spath+".point_of_no_return", "a second point of no return (also %s): an upgrade has one", index(fpath, noReturn))
+			} else {
+				noReturn = i
+			}
+		}
+		switch st.Stage {
+		case StageExpand, StageMigrate, StageFinalize, StageContract:
+			if first, dup := onceAt[st.Stage]; dup {
+				v.add(sat("stage"), spath+".stage", "%s is listed twice (also %s)", st.Stage, index(fpath, first))
+			} else {
+				onceAt[st.Stage] = i
+			}
+			unused("component", st.Component != "")
+			unused("components", len(st.Components) > 0)
+			unused("name", st.Name != "")
+			unused("calls", len(st.Calls) > 0)
+			unused("gate", st.Gate != nil)
+			unused("deadline", st.Deadline != 0)
+			if st.Stage == StageFinalize && pinMoved < 0 {
+				pinMoved = i
+			}
+		case StagePhase:
+			unused("components", len(st.Components) > 0)
+			unused("name", st.Name != "")
+			unused("calls", len(st.Calls) > 0)
+			unused("gate", st.Gate != nil)
+			unused("deadline", st.Deadline != 0)
+			switch {
+			case st.Component == "":
+				v.add(line, spath+".component", "a phase must name its component%s", knownList(componentNames(v.c)))
+			case v.c.Component(st.Component) == nil:
+				v.add(sat("component"), spath+".component", "no component %q%s", st.Component, knownList(componentNames(v.c)))
+			default:
+				if first, dup := phaseAt[st.Component]; dup {
+					v.add(sat("component"), spath+".component", "component %s has a second phase (also %s): a component is upgraded once", st.Component, index(fpath, first))
+					continue
+				}
+				phaseAt[st.Component] = i
+				lastPhase = i
+				if pinMoved >= 0 {
+					v.add(sat("component"), spath+".component", "the phase of %s comes after %s (%s), which moved the pin to %s: members of %s still on the release before would run with a pin they cannot honour; put every phase before it",
+						st.Component, r.Flow[pinMoved].Stage, index(fpath, pinMoved), r.Version, st.Component)
+				}
+			}
+		case StageRollout:
+			unused("component", st.Component != "")
+			unused("name", st.Name != "")
+			unused("calls", len(st.Calls) > 0)
+			unused("gate", st.Gate != nil)
+			unused("deadline", st.Deadline != 0)
+			if len(st.Components) == 0 {
+				v.add(line, spath+".components", "a rollout must list the components it restarts, in order%s", knownList(componentNames(v.c)))
+			}
+			for j, name := range st.Components {
+				cpath := index(spath+".components", j)
+				cline := at(index(rel+".components", j))
+				switch first, dup := rolloutAt[name]; {
+				case v.c.Component(name) == nil:
+					v.add(cline, cpath, "no component %q%s", name, knownList(componentNames(v.c)))
+				case dup:
+					v.add(cline, cpath, "component %s is rolled out twice (also %s)", name, index(fpath, first))
+				default:
+					rolloutAt[name] = i
+					if _, ok := phaseAt[name]; !ok {
+						v.add(cline, cpath, "component %s is rolled out before its phase: a rollout restarts members on the release they already run, so its phase comes first", name)
+					}
+				}
+			}
+			if pinMoved < 0 {
+				pinMoved = i
+			}
+		case StageAction:
+			unused("components", len(st.Components) > 0)
+			switch {
+			case st.Name == "":
+				v.add(line, spath+".name", "an action must have a name (its state is action-NAME)")
+			case !isIdent(st.Name):
+				v.add(sat("name"), spath+".name", "%q is not a name: letters, digits, _ and -, starting with a letter", st.Name)
+			default:
+				if first, dup := actionAt[st.Name]; dup {
+					v.add(sat("name"), spath+".name", "a second action %s (also %s)", st.Name, index(fpath, first))
+				}
+				actionAt[st.Name] = i
+			}
+			comp := v.c.Component(st.Component)
+			if comp == nil {
+				v.add(sat("component"), spath+".component", "must name the component whose running member (.Any) the action's calls are made against%s", knownList(componentNames(v.c)))
+			}
+			if len(st.Calls) == 0 {
+				v.add(line, spath+".calls", "an action needs at least one call")
+			}
+			var samples []TemplateData
+			if comp != nil {
+				samples = v.clusterSample(comp)
+			}
+			for j := range st.Calls {
+				v.call(&st.Calls[j], index(spath+".calls", j), at(index(rel+".calls", j)), samples, true)
+			}
+			if st.Gate != nil {
+				v.call(st.Gate, spath+".gate", sat("gate"), samples, true)
+			}
+			v.within(sat("deadline"), spath+".deadline", st.Deadline, migrateDeadlineRange)
+		case "":
+			v.add(line, spath+".stage", "must be set: one of %s", strings.Join(StageKinds, ", "))
+		default:
+			v.add(sat("stage"), spath+".stage", "unknown stage %q; known: %s", st.Stage, strings.Join(StageKinds, ", "))
+		}
+	}
+	for _, comp := range v.c.ComponentsInOrder() {
+		if _, ok := phaseAt[comp.Name]; !ok {
+			v.add(at("flow"), fpath, "component %s has no phase: a flow upgrades every component once ({stage: phase, component: %s})", comp.Name, comp.Name)
+		}
+	}
+	m := &r.Migrations
+	for _, s := range []struct {
+		name  string
+		calls []Call
+	}{{StageExpand, m.Expand}, {StageMigrate, m.Migrate}, {StageFinalize, m.Finalize}, {StageContract, m.Contract}} {
+		if _, ok := onceAt[s.name]; len(s.calls) > 0 && !ok {
+			v.add(at("migrations."+s.name), path+".migrations."+s.name, "the flow has no %s stage: these calls would never be made; add {stage: %s}", s.name, s.name)
+		}
+	}
+	order := func(before, after string, why string) {
+		b, okb := onceAt[before]
+		a, oka := onceAt[after]
+		if okb && oka && a < b {
+			v.add(at(index("flow", a)), index(fpath, a), "%s comes before %s (%s): %s", after, before, index(fpath, b), why)
+		}
+	}
+	order(StageMigrate, StageFinalize, "finalize moves the pin once the data is migrated")
+	order(StageFinalize, StageContract, "contract drops what only the release before needed, once there is no going back")
+	if e, ok := onceAt[StageExpand]; ok {
+		for _, name := range sortedKeys(phaseAt) {
+			if p := phaseAt[name]; p < e {
+				v.add(at(index("flow", e)), index(fpath, e), "expand comes after the phase of %s (%s): expand runs before any member runs the release", name, index(fpath, p))
+				break
+			}
+		}
+	}
+	if mi, ok := onceAt[StageMigrate]; ok && lastPhase > mi {
+		v.add(at(index("flow", mi)), index(fpath, mi), "migrate comes before the phase of %s (%s): migrate runs once every member runs the release", r.Flow[lastPhase].Component, index(fpath, lastPhase))
+	}
+	if f, ok := onceAt[StageFinalize]; ok && noReturn > f {
+		v.add(at(index("flow", noReturn)+".point_of_no_return"), index(fpath, noReturn)+".point_of_no_return",
+			"the point of no return comes after finalize (%s), which is one already: finalize moves the pin, which nothing undoes", index(fpath, f))
+	}
+}
