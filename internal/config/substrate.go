@@ -214,7 +214,7 @@ func (n Node) Substrate() string { return n.v.c.Substrate }
 // unread refuses key f of a node (at line, path) when the description's
 // substrate does not read it; false when it does.
 func (v *validator) unread(f Field, line int, path string) bool {
-	if v.rulesUnknown || slices.Contains(v.rules.Reads, f) {
+	if !v.rulesKnown || slices.Contains(v.rules.Reads, f) {
 		return false
 	}
 	if why := v.rules.Unread[f]; why != "" {

@@ -42,7 +42,6 @@ var (
 func (c *Cluster) Validate() error {
 	v := &validator{c: c, hostIndex: c.hostIndex()}
 	v.rules, v.rulesKnown = substrateRules(c.Substrate)
-	v.rulesUnknown = !v.rulesKnown
 	v.cluster()
 	if len(v.probs) == 0 {
 		return nil
@@ -68,8 +67,8 @@ type validator struct {
 	// rules are the description's substrate's (substrate.go); when it
 	// is no substrate of this build (said once, at substrate:), no rule
 	// of a substrate applies.
-	rules                    SubstrateRules
-	rulesKnown, rulesUnknown bool
+	rules      SubstrateRules
+	rulesKnown bool
 }
 
 func (v *validator) add(line int, path, format string, args ...any) {
