@@ -605,11 +605,13 @@ func isNotFound(err error) bool {
 	return errors.Is(err, process.ErrNotFound) || errors.Is(err, fs.ErrNotExist)
 }
 
+// substrate names the description's substrate in messages (the
+// default one when the description did not load).
 func substrate(cfg Config) string {
 	if cfg.Cluster != nil && cfg.Cluster.Substrate != "" {
 		return cfg.Cluster.Substrate
 	}
-	return "process"
+	return config.DefaultSubstrate()
 }
 
 func orUnknown(err error) string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/engine"
 	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/substrate"
 )
 
 func clusterCmd(g *globals) *cobra.Command {
@@ -72,6 +73,11 @@ runs (exit 3).`,
 func (g *globals) clusterLocal(ctx context.Context, op func(context.Context, *engine.Engine, engine.Progress) (engine.ClusterReport, error)) error {
 	c, err := g.load()
 	if err != nil {
+		return err
+	}
+	// Refused by the capability's name before a driver is built (a
+	// Kubernetes driver would list pods first): nothing is touched.
+	if err := substrate.Require(c, substrate.ClusterUp); err != nil {
 		return err
 	}
 	e, st, err := g.engineFor(c, nil)

@@ -36,7 +36,7 @@ needs is in deploy/controller.yaml.`,
 			}
 			if kubeconfig != "" {
 				// (client-go would block on a FIFO there.)
-				if _, err := safefile.Read(kubeconfig, maxKubeconfig, safefile.DefaultTimeout); err != nil {
+				if _, err := safefile.Read(kubeconfig, kubernetes.MaxKubeconfig, safefile.DefaultTimeout); err != nil {
 					return fmt.Errorf("--kubeconfig: %w", err)
 				}
 			}

@@ -17,7 +17,7 @@ import (
 // 2.0.0 image, pinned by digest, at the end.
 func TestKubernetesExampleRuns(t *testing.T) {
 	env := kubetest.Start(t, kubetest.Options{})
-	src := filepath.Join("..", "..", "examples", "kubernetes")
+	src := filepath.FromSlash("../../examples/kubernetes")
 	for _, f := range []string{"nodes.yaml", "workloads.yaml"} {
 		b, err := os.ReadFile(filepath.Join(src, f))
 		if err != nil {

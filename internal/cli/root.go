@@ -8,8 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ferry-upgrade/ferry/internal/driver/kubernetes"
-	"github.com/ferry-upgrade/ferry/internal/server"
 	"io"
 	"log/slog"
 	"os"
@@ -19,14 +17,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ferry-upgrade/ferry/internal/bearer"
 	"github.com/ferry-upgrade/ferry/internal/config"
 	"github.com/ferry-upgrade/ferry/internal/driver"
-	"github.com/ferry-upgrade/ferry/internal/driver/process"
 	"github.com/ferry-upgrade/ferry/internal/engine"
-	"github.com/ferry-upgrade/ferry/internal/safefile"
+	"github.com/ferry-upgrade/ferry/internal/server"
 	"github.com/ferry-upgrade/ferry/internal/store"
-	"github.com/ferry-upgrade/ferry/internal/tlspin"
+	"github.com/ferry-upgrade/ferry/internal/substrate"
+	// Every substrate of this build, registered: the CLI reads
+	// descriptions of any of them.
+	_ "github.com/ferry-upgrade/ferry/internal/substrate/all"
 )
 
 // Version is ferry's own version, set at build time.
@@ -197,58 +196,11 @@ func (g *globals) load() (*config.Cluster, error) {
 	return c, nil
 }
 
-// maxKubeconfig bounds a kubeconfig file (certificates inline included).
-const maxKubeconfig = 16 << 20
-
-// maxPEM bounds a CA file (tls.ca_file of a host): a bundle is some KiB.
-const maxPEM = 1 << 20
-
-// newDriver builds the driver for the description's substrate.
+// newDriver builds the driver of the description's substrate through
+// the registry (package substrate), which refuses a description that
+// needs what its substrate cannot do before any driver exists.
 func newDriver(c *config.Cluster, logger *slog.Logger) (driver.Driver, error) {
-	switch c.Substrate {
-	case "", "process":
-		var hosts []process.Host
-		for _, h := range c.Hosts {
-			tok := ""
-			if h.TokenFile != "" {
-				t, err := bearer.Read(c.ResolvePath(h.TokenFile))
-				if err != nil {
-					return nil, fmt.Errorf("host %s: token_file: %w", h.Name, err)
-				}
-				tok = t
-			}
-			ph := process.Host{Name: h.Name, Addr: h.Agent, Token: tok}
-			if h.TLS != nil {
-				ph.Fingerprint = h.TLS.Fingerprint
-				if h.TLS.CAFile != "" {
-					ca, err := safefile.Read(c.ResolvePath(h.TLS.CAFile), maxPEM, safefile.DefaultTimeout)
-					if err != nil {
-						return nil, fmt.Errorf("host %s: tls.ca_file: %w", h.Name, err)
-					}
-					if _, err := tlspin.WithCA(ca); err != nil {
-						return nil, fmt.Errorf("host %s: tls.ca_file %s: %w", h.Name, h.TLS.CAFile, err)
-					}
-					ph.CA = ca
-				}
-			}
-			hosts = append(hosts, ph)
-		}
-		return process.New(hosts), nil
-	case "kubernetes":
-		kc := kubernetes.Config{Kubeconfig: c.Kubernetes.Kubeconfig, Context: c.Kubernetes.Context}
-		if kc.Kubeconfig != "" {
-			kc.Kubeconfig = c.ResolvePath(kc.Kubeconfig)
-			// client-go reads it with os.ReadFile: a FIFO or a device
-			// there would hang ferry. Refused first, with its reason.
-			if _, err := safefile.Read(kc.Kubeconfig, maxKubeconfig, safefile.DefaultTimeout); err != nil {
-				return nil, fmt.Errorf("kubernetes.kubeconfig: %w", err)
-			}
-		}
-		kc.Logger = logger
-		return kubernetes.New(kc)
-	default:
-		return nil, fmt.Errorf("substrate %q is not supported by this build yet", c.Substrate)
-	}
+	return substrate.New(c, substrate.Options{Logger: logger})
 }
 
 // engineFor builds an engine over the description, its driver and the

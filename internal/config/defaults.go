@@ -21,7 +21,8 @@ import (
 // message names the range and the default.
 //
 //	field                                  default            range
-//	substrate                              process            process, kubernetes, ssh
+//	substrate                              the registered default (DefaultSubstrate)
+//	                                                          a registered substrate (SubstrateNames)
 //	hosts[].tls                            none: plain HTTP, allowed only to an agent on loopback
 //	                                                          {fingerprint: "sha256:<64 hex>"} or {ca_file: PATH}
 //	                                                          (required for an agent beyond loopback)
@@ -81,7 +82,6 @@ import (
 // tls.fingerprint is written as "sha256:" and 64 lower-case hex digits
 // (it may be given in upper case, or with openssl's colons).
 const (
-	DefaultSubstrate       = "process"
 	DefaultStrategy        = StrategyType(strategy.Default)
 	DefaultMaxUnavailable  = 1
 	DefaultDeadline        = Duration(60 * time.Second)
@@ -119,7 +119,7 @@ const (
 // above). Parse calls it; it is idempotent.
 func (c *Cluster) ApplyDefaults() {
 	if c.Substrate == "" {
-		c.Substrate = DefaultSubstrate
+		c.Substrate = DefaultSubstrate()
 	}
 	hosts := c.hostIndex()
 	for i := range c.Components {
@@ -441,7 +441,6 @@ var (
 	checkIntervalRange   = durRange{10 * time.Millisecond, time.Hour, DefaultCheckInterval.D(), "the time between two probes"}
 	callTimeoutRange     = durRange{10 * time.Millisecond, time.Hour, 0, "how long one call may take"}
 	crashWindowRange     = durRange{100 * time.Millisecond, 24 * time.Hour, DefaultCrashWindow.D(), "the time after a start within which exits make a crash loop"}
-	drainTimeoutRange    = durRange{time.Second, 24 * time.Hour, DefaultDrainTimeout.D(), "how long a node's drain may take"}
 	migrateDeadlineRange = durRange{time.Second, 24 * time.Hour, DefaultMigrateDeadline, "how long one migration stage may take"}
 	migrateIntervalRange = durRange{10 * time.Millisecond, time.Hour, DefaultMigrateInterval, "the pause between two calls of a stage not done yet"}
 	trafficTimeoutRange  = durRange{10 * time.Millisecond, time.Hour, DefaultTrafficTimeout.D(), "how long one request may take"}

@@ -36,7 +36,7 @@ func TestApplyDefaults(t *testing.T) {
 	c.ApplyDefaults()
 	c.ApplyDefaults() // idempotent
 
-	if c.Substrate != "process" {
+	if c.Substrate != SubstrateProcess {
 		t.Errorf("substrate = %q", c.Substrate)
 	}
 	kv, api := &c.Components[0], &c.Components[1]

@@ -47,10 +47,19 @@ func strategyBatchDefaults() string {
 	return strings.Join(parts, "; ")
 }
 
+// defaultDoc is a key's default: the substrate's is the registered
+// default, known once the substrates have registered (after package
+// variables are set), so it is asked for here.
+func defaultDoc(key string) string {
+	if key == "Cluster.substrate" {
+		return DefaultSubstrate()
+	}
+	return defaultsDoc[key]
+}
+
 // defaultsDoc is each key's default, by "Type.key", where it has one
 // (defaults.go applies them).
 var defaultsDoc = map[string]string{
-	"Cluster.substrate":                   DefaultSubstrate,
 	"Component.deadline":                  DefaultDeadline.String(),
 	"Component.gate_deadline":             DefaultGateDeadline.String(),
 	"Component.soak":                      "0s (no soak)",
@@ -443,7 +452,7 @@ func generateReference(t *testing.T) []byte {
 					fmt.Fprintf(&ref, "| | | | and every key of [%s](#%s): |\n", f.Type.Name(), strings.ToLower(f.Type.Name()))
 					continue
 				}
-				def := defaultsDoc[owner+"."+key]
+				def := defaultDoc(owner + "." + key)
 				if def == "" {
 					def = "-"
 				}

@@ -21,7 +21,7 @@ func TestKubernetesExample(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the example does not validate: %v", err)
 	}
-	if c.Substrate != "kubernetes" || len(c.Components) == 0 || len(c.Releases) < 2 {
+	if c.Substrate != SubstrateKubernetes || len(c.Components) == 0 || len(c.Releases) < 2 {
 		t.Fatalf("substrate %q, %d components, %d releases: want kubernetes, some, two", c.Substrate, len(c.Components), len(c.Releases))
 	}
 	b, err := os.ReadFile("../../examples/kubernetes/workloads.yaml")

@@ -107,3 +107,9 @@ func runTable(t *testing.T, cases []tcase) {
 var dumpWants = os.Getenv("DUMP_WANTS") != ""
 
 var update = flag.Bool("update", false, "rewrite testdata golden files")
+
+// The substrates' names as their own packages say them, for the tests
+// that check a description's substrate: set by the external test file
+// that links the substrates (substrates_test.go) before any test runs;
+// config itself names none.
+var SubstrateProcess, SubstrateKubernetes string

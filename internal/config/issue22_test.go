@@ -65,7 +65,7 @@ func TestIssue22(t *testing.T) {
 			[]string{`t.yaml:14: components[0].run.files[0].path: path "conf/` + strings.Repeat("n", 75) + `..." has an element of 300 bytes, more than 237 (a file name is at most 255 bytes, and the agent writes each file first under its name and 18 more)`}},
 		{"a file name at the agent's limit", []edit{{args, args + "\n      files: [{path: conf/" + strings.Repeat("n", 237) + ", content: x}]"}}, nil},
 		{"substrate ssh", []edit{{"cluster: t", "cluster: t\nsubstrate: ssh"}},
-			[]string{"t.yaml:2: substrate: ssh is not in this build yet; this build has: process, kubernetes"}},
+			[]string{`t.yaml:2: substrate: unknown substrate "ssh"; this build has: kubernetes, process`}},
 		{"an artifact with a path and an image", []edit{{art1, "{path: bin/a-1, image: registry.local/kv:1.0.0, sha256: " + hexA + "}"}},
 			[]string{`t.yaml:27: releases[0].artifacts["*"]: has both a path and an image: an artifact is one of them (a binary for the process substrate, an image for kubernetes), and its sha256 is that one's`}},
 		{"a name that YAML reads as a boolean", []edit{{"{name: api-1,", "{name: true,"}},

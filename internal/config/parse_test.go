@@ -18,7 +18,7 @@ func TestParseGood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Name != "demo" || c.Substrate != "process" || c.File != "testdata/good.yaml" {
+	if c.Name != "demo" || c.Substrate != SubstrateProcess || c.File != "testdata/good.yaml" {
 		t.Errorf("cluster = %q %q %q", c.Name, c.Substrate, c.File)
 	}
 	if h := c.Hosts; len(h) != 1 || h[0].Name != "host-1" || h[0].Agent != "127.0.0.1:7101" || h[0].TokenFile != "agent/token" {

@@ -14,8 +14,10 @@ import (
 // in ferry reads the file.
 type Cluster struct {
 	// Name names the cluster in messages, the dashboard and the metrics.
-	Name      string `yaml:"cluster"`
-	Substrate string `yaml:"substrate"` // process (default) | kubernetes (ssh is planned, not in this build)
+	Name string `yaml:"cluster"`
+	// Substrate is what members run on: a substrate of this build
+	// (process, the default, or kubernetes); `ferry validate` lists them.
+	Substrate string `yaml:"substrate"`
 	// Hosts are the machines members run on, each with its agent (process
 	// substrate).
 	Hosts []Host `yaml:"hosts"`

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
-	"net/netip"
 	"net/url"
 	"path"
 	"regexp"
@@ -18,11 +17,6 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/strategy"
 	"github.com/ferry-upgrade/ferry/internal/tlspin"
 )
-
-// substrates are those this build has drivers for (internal/cli
-// builds one for each); ssh is planned, and refused here rather than
-// when a plan is made.
-var substrates = []string{"process", "kubernetes"}
 
 // Failure policies.
 var onFailures = []string{"rollback", "pause"}
@@ -47,6 +41,7 @@ var (
 // listed, one by one, in validate_test.go.
 func (c *Cluster) Validate() error {
 	v := &validator{c: c, hostIndex: c.hostIndex()}
+	v.rules, v.rulesKnown = substrateRules(c.Substrate)
 	v.cluster()
 	if len(v.probs) == 0 {
 		return nil
@@ -69,6 +64,11 @@ type validator struct {
 	// defTimeout is the default timeout of the calls being checked,
 	// for messages (checks and hooks have different ones).
 	defTimeout Duration
+	// rules are the description's substrate's (substrate.go); when it
+	// is no substrate of this build (said once, at substrate:), no rule
+	// of a substrate applies.
+	rules      SubstrateRules
+	rulesKnown bool
 }
 
 func (v *validator) add(line int, path, format string, args ...any) {
@@ -117,10 +117,11 @@ func (v *validator) cluster() {
 		v.add(c.pos.at("cluster"), "cluster", "%q is not a cluster name: at most %d characters, none of them control characters", truncate(c.Name, 40), maxNameLen)
 	}
 	switch {
-	case c.Substrate == "ssh":
-		v.add(c.pos.at("substrate"), "substrate", "ssh is not in this build yet; this build has: %s", strings.Join(substrates, ", "))
-	case !contains(substrates, c.Substrate):
-		v.add(c.pos.at("substrate"), "substrate", "unknown substrate %q; this build has: %s", c.Substrate, strings.Join(substrates, ", "))
+	case v.rulesKnown:
+	case c.Substrate == "":
+		v.add(c.pos.at("substrate"), "substrate", "must be set: this build has no default substrate; it has: %s", strings.Join(SubstrateNames(), ", "))
+	default:
+		v.add(c.pos.at("substrate"), "substrate", "%s", UnknownSubstrate(c.Substrate))
 	}
 	v.hosts()
 	v.components()
@@ -171,17 +172,13 @@ func (v *validator) hosts() {
 		} else {
 			seen[h.Name] = i
 		}
-		switch {
-		case h.Agent == "" && c.Substrate == "process":
-			v.add(h.pos.at("agent", line), path+".agent", "must be set for the process substrate: the host:port of the host's ferry agent")
-		case h.Agent != "":
+		if h.Agent != "" {
 			if err := checkHostPort(h.Agent); err != nil {
 				v.add(h.pos.at("agent", line), path+".agent", "%v", err)
-			} else if h.TLS == nil && c.Substrate == "process" && !loopbackHostPort(h.Agent) {
-				v.add(h.pos.at("agent", line), path+".agent",
-					"%s is beyond loopback, where ferry speaks to an agent only over TLS (its token runs programs on the host): add tls: {fingerprint: \"sha256:…\"} to host %s (the agent prints its certificate's fingerprint at start and writes it to its DIR/tls/fingerprint), or tls: {ca_file: PATH}",
-					h.Agent, h.Name)
 			}
+		}
+		if v.rules.Host != nil {
+			v.rules.Host(Node{v: v, path: path, pos: &h.pos, line: line}, h)
 		}
 		v.hostTLS(h, path, line)
 	}
@@ -205,23 +202,6 @@ func (v *validator) hostTLS(h *Host, path string, line int) {
 			v.add(at("tls.fingerprint"), path+".tls.fingerprint", "%v", err)
 		}
 	}
-}
-
-// loopbackHostPort reports whether the host of a valid host:port is a
-// loopback address (localhost, 127.0.0.0/8, ::1, an IPv4-mapped form),
-// without any lookup: only there may ferry speak to an agent without
-// TLS.
-func loopbackHostPort(s string) bool {
-	host, _, err := net.SplitHostPort(s)
-	if err != nil {
-		return false
-	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	if host == "localhost" {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.Unmap().IsLoopback()
 }
 
 func (v *validator) components() {
@@ -257,10 +237,15 @@ func (v *validator) components() {
 			orders[comp.Order] = i
 		}
 
-		if len(comp.Members) == 0 && c.Substrate != "kubernetes" {
+		if len(comp.Members) == 0 && !v.rules.FindsMembers {
 			v.add(at("members"), path+".members", "at least one member is needed")
 		}
-		v.workload(comp, path, line)
+		if comp.Workload != nil {
+			v.unread(FieldWorkload, at("workload"), path+".workload")
+		}
+		if v.rules.Component != nil {
+			v.rules.Component(Node{v: v, path: path, pos: &comp.pos, line: line}, comp)
+		}
 		for j := range comp.Members {
 			v.member(comp, j, path, line, members)
 		}
@@ -287,17 +272,17 @@ func (v *validator) member(comp *Component, j int, cpath string, cline int, seen
 			seen[m.Name] = path
 		}
 	}
-	kube := c.Substrate == "kubernetes"
+	found := v.rules.FindsMembers
 	switch {
-	case m.Host == "" && kube:
+	case m.Host == "" && found:
 	case m.Host == "":
 		v.add(at("host"), path+".host", "must be set: the name of one of the hosts")
-	case v.hostIndex[m.Host] == nil && !kube && !v.badHostName:
+	case v.hostIndex[m.Host] == nil && !found && !v.badHostName:
 		// (A host whose name is refused may be the one meant: its
 		// problem is said once, at the host.)
 		v.add(at("host"), path+".host", "no host %q in hosts%s", m.Host, knownList(hostNames(c)))
 	}
-	if m.Address == "" && !kube {
+	if m.Address == "" && !found {
 		v.add(at("address"), path+".address", "must be set: the member's host:port")
 	} else if m.Address == "" {
 	} else if err := checkHostPort(m.Address); err != nil {
@@ -492,8 +477,7 @@ func (v *validator) adoption(comp *Component, cpath string, at func(string) int)
 
 // adopt checks one adopt: exactly one of pid_file and listen.
 func (v *validator) adopt(a *Adopt, path string, at func(string) int, samples []TemplateData) {
-	if v.c.Substrate == "kubernetes" {
-		v.add(at(""), path, "applies to the process substrate (a pod is found through its workload)")
+	if v.unread(FieldAdopt, at(""), path) {
 		return
 	}
 	switch {
@@ -652,8 +636,7 @@ func (v *validator) runFiles(r *Run, cpath string, rline int, samples []Template
 		return
 	}
 	at := func(rel string) int { return r.pos.at(rel, rline) }
-	if v.c.Substrate == "kubernetes" {
-		v.add(at("files"), cpath+".run.files", "applies to the process substrate (a pod's files come from its image and volumes)")
+	if v.unread(FieldRunFiles, at("files"), cpath+".run.files") {
 		return
 	}
 	if len(r.Files) > memberfile.MaxFiles {
@@ -951,10 +934,10 @@ func (v *validator) artifacts(r *Release, path string, at func(string) int) {
 			v.add(at(rel), p, "needs a path (a binary) or an image")
 		case a.Path != "" && a.Image != "":
 			v.add(at(rel+".image"), p, "has both a path and an image: an artifact is one of them (a binary for the process substrate, an image for kubernetes), and its sha256 is that one's")
-		case a.Path == "" && (c.Substrate == "process" || c.Substrate == "ssh"):
+		case a.Path == "" && v.rules.Runs == ArtifactBinary:
 			v.add(at(rel), p+".path", "must be set: the %s substrate runs binaries", c.Substrate)
-		case a.Image == "" && c.Substrate == "kubernetes":
-			v.add(at(rel), p+".image", "must be set: the kubernetes substrate runs images")
+		case a.Image == "" && v.rules.Runs == ArtifactImage:
+			v.add(at(rel), p+".image", "must be set: the %s substrate runs images", c.Substrate)
 		}
 		switch {
 		case a.SHA256 == "":
@@ -989,70 +972,6 @@ func (v *validator) artifacts(r *Release, path string, at func(string) int) {
 		v.add(at("artifacts"), path+".artifacts", "no artifact for %s %s: add one, or a \"*\" entry for any component",
 			noun, strings.Join(missing, ", "))
 	}
-}
-
-var workloadKinds = []string{KindStatefulSet, KindDaemonSet, KindDeployment, KindNodePool}
-
-// selectorRE is an equality-based label selector: key, key=value,
-// key==value, key!=value, or !key, separated by commas.
-var selectorRE = regexp.MustCompile(`^\s*!?[A-Za-z0-9][A-Za-z0-9./_-]*(\s*(=|==|!=)\s*[A-Za-z0-9._-]*)?(\s*,\s*!?[A-Za-z0-9][A-Za-z0-9./_-]*(\s*(=|==|!=)\s*[A-Za-z0-9._-]*)?)*\s*$`)
-
-// dnsLabelRE is a Kubernetes object name (RFC 1123 subdomain, short).
-var dnsLabelRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$`)
-
-// workload checks a component's Kubernetes workload.
-func (v *validator) workload(comp *Component, cpath string, cline int) {
-	w := comp.Workload
-	path := cpath + ".workload"
-	line := comp.pos.at("workload", cline)
-	kube := v.c.Substrate == "kubernetes"
-	switch {
-	case w == nil && kube:
-		v.add(line, path, "must be set for the kubernetes substrate: kind (%s) and name or selector", strings.Join(workloadKinds, ", "))
-		return
-	case w == nil:
-		return
-	case !kube:
-		v.add(line, path, "applies to the kubernetes substrate only (this description's is %s)", v.c.Substrate)
-		return
-	}
-	at := func(rel string) int { return comp.pos.at("workload."+rel, line) }
-	if !contains(workloadKinds, w.Kind) {
-		v.add(at("kind"), path+".kind", "unknown kind %q; known: %s", w.Kind, strings.Join(workloadKinds, ", "))
-		return
-	}
-	if w.Selector != "" && !selectorRE.MatchString(w.Selector) {
-		v.add(at("selector"), path+".selector", "%q is not a label selector (key=value, key!=value, key, !key, separated by commas)", truncate(w.Selector, 70))
-	}
-	if w.Kind == KindNodePool {
-		if w.Selector == "" {
-			v.add(at("selector"), path+".selector", "must be set: the label selector of the pool's nodes")
-		}
-		if w.Name != "" || w.Namespace != "" || w.Container != "" {
-			v.add(at("kind"), path, "a NodePool is found by its selector: name, namespace and container do not apply")
-		}
-		for i, a := range w.Upgrade {
-			if a == "" {
-				v.add(at(index("upgrade", i)), index(path+".upgrade", i), "must not be empty")
-			}
-		}
-	} else {
-		switch {
-		case w.Name == "" && w.Selector == "":
-			v.add(at("name"), path+".name", "must be set, or a selector that matches exactly one %s", w.Kind)
-		case w.Name != "" && w.Selector != "":
-			v.add(at("selector"), path+".selector", "name and selector are exclusive: name the %s, or select it", w.Kind)
-		case w.Name != "" && !dnsLabelRE.MatchString(w.Name):
-			v.add(at("name"), path+".name", "%q is not a Kubernetes object name", truncate(w.Name, 70))
-		}
-		if w.Namespace != "" && !dnsLabelRE.MatchString(w.Namespace) {
-			v.add(at("namespace"), path+".namespace", "%q is not a namespace name", truncate(w.Namespace, 70))
-		}
-		if len(w.Upgrade) > 0 {
-			v.add(at("upgrade"), path+".upgrade", "applies to a NodePool only: a %s's members are upgraded by their image", w.Kind)
-		}
-	}
-	v.within(at("drain_timeout"), path+".drain_timeout", w.DrainTimeout, drainTimeoutRange)
 }
 
 // traffic checks the traffic spec.

@@ -29,6 +29,7 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/config"
 	"github.com/ferry-upgrade/ferry/internal/driver"
+	"github.com/ferry-upgrade/ferry/internal/driver/kubernetes"
 	"github.com/ferry-upgrade/ferry/internal/engine"
 )
 
@@ -199,8 +200,8 @@ func (r *Reconciler) drive(ctx context.Context, key types.NamespacedName) error 
 	if err != nil {
 		return refuse("InvalidDescription", err)
 	}
-	if c.Substrate != "kubernetes" {
-		return refuse("InvalidDescription", fmt.Errorf("spec.description: substrate is %q; the controller drives substrate kubernetes", c.Substrate))
+	if c.Substrate != kubernetes.Name {
+		return refuse("InvalidDescription", fmt.Errorf("spec.description: substrate is %q; the controller drives substrate %s", c.Substrate, kubernetes.Name))
 	}
 	d, err := r.NewDriver(r.Rest)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/plan"
 	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/strategy"
+	"github.com/ferry-upgrade/ferry/internal/substrate"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
@@ -34,9 +35,10 @@ var (
 	// ErrNotHealthy: members were started but did not become healthy
 	// (or a cluster gate green) within their component's deadline.
 	ErrNotHealthy = errors.New("not healthy in time")
-	// ErrNotProcess: up and down start and stop processes; other
-	// substrates run their own workloads.
-	ErrNotProcess = errors.New("cluster up and down are for the process substrate")
+	// ErrIncapable: the description's substrate cannot do what was
+	// asked (bring a cluster up: Kubernetes runs its own workloads);
+	// nothing was touched. The error says which capability, by name.
+	ErrIncapable = substrate.ErrIncapable
 	// ErrArtifact: an artifact of the release is missing or not what
 	// its sha256 says; Up started nothing.
 	ErrArtifact = errors.New("artifact not usable")
@@ -154,8 +156,8 @@ func (e *Engine) Up(ctx context.Context, version string, progress Progress) (Clu
 			progress(fmt.Sprintf(format, args...))
 		}
 	}
-	if e.c.Substrate != "process" {
-		return rep, fmt.Errorf("%w (this description's is %s)", ErrNotProcess, e.c.Substrate)
+	if err := e.Require(substrate.ClusterUp); err != nil {
+		return rep, fmt.Errorf("cluster up: %w", err)
 	}
 	if err := e.refuseDuringUpgrade("cluster up"); err != nil {
 		return rep, err
@@ -409,8 +411,8 @@ func (e *Engine) Down(ctx context.Context, progress Progress) (ClusterReport, er
 			progress(fmt.Sprintf(format, args...))
 		}
 	}
-	if e.c.Substrate != "process" {
-		return rep, fmt.Errorf("%w (this description's is %s)", ErrNotProcess, e.c.Substrate)
+	if err := e.Require(substrate.ClusterUp); err != nil {
+		return rep, fmt.Errorf("cluster down: %w", err)
 	}
 	if err := e.refuseDuringUpgrade("cluster down"); err != nil {
 		return rep, err
@@ -464,4 +466,12 @@ func (e *Engine) Down(ctx context.Context, progress Progress) (ClusterReport, er
 	rep.DurationS = time.Since(began).Seconds()
 	say("cluster down: every member stopped (%.1fs)", rep.DurationS)
 	return rep, nil
+}
+
+// Require refuses, by the capability's name, what the description's
+// substrate cannot do (substrate.IncapableError): a command, or a step
+// that needs a host locked or a switchover, asks before it touches
+// anything.
+func (e *Engine) Require(c substrate.Capability) error {
+	return substrate.Require(e.c, c)
 }

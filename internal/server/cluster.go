@@ -12,11 +12,11 @@ import (
 
 // Error codes of cluster up and down.
 const (
-	CodeVersionsDiffer = "versions_differ"  // 422: up, and members run another release; nothing started
-	CodeNotHealthy     = "not_healthy"      // 503: members started but not healthy within their deadline
-	CodeNotProcess     = "not_process"      // 422: up and down are for the process substrate
-	CodeArtifact       = "artifact_invalid" // 422: up, and an artifact is missing or has the wrong sha256
-	CodePinned         = "pinned"           // 422: up at a release the catalog does not allow from the one last finalized; nothing started
+	CodeVersionsDiffer = "versions_differ"     // 422: up, and members run another release; nothing started
+	CodeNotHealthy     = "not_healthy"         // 503: members started but not healthy within their deadline
+	CodeIncapable      = "substrate_incapable" // 422: the substrate cannot bring a cluster up and down
+	CodeArtifact       = "artifact_invalid"    // 422: up, and an artifact is missing or has the wrong sha256
+	CodePinned         = "pinned"              // 422: up at a release the catalog does not allow from the one last finalized; nothing started
 )
 
 // ClusterUpRequest is the body of POST /v1/cluster/up.
@@ -98,8 +98,8 @@ func (s *Server) clusterOp(w http.ResponseWriter, r *http.Request, op func(conte
 			return errf(http.StatusUnprocessableEntity, CodePinned, "%v", err)
 		case errors.Is(err, engine.ErrArtifact):
 			return errf(http.StatusUnprocessableEntity, CodeArtifact, "%v", err)
-		case errors.Is(err, engine.ErrNotProcess):
-			return errf(http.StatusUnprocessableEntity, CodeNotProcess, "%v", err)
+		case errors.Is(err, engine.ErrIncapable):
+			return errf(http.StatusUnprocessableEntity, CodeIncapable, "%v", err)
 		case errors.Is(err, engine.ErrNotHealthy):
 			return errf(http.StatusServiceUnavailable, CodeNotHealthy, "%v", err)
 		case errors.Is(err, driver.ErrUnreachable):

@@ -1,0 +1,125 @@
+package all_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ferry-upgrade/ferry/internal/substrate"
+	_ "github.com/ferry-upgrade/ferry/internal/substrate/all"
+)
+
+// TestNoSubstrateNamedOutsideItsPackage walks every .go file of the
+// repository and fails on a string literal that is a registered
+// substrate's name ("process", "kubernetes") outside the substrate's
+// own package and this registry (internal/substrate): anywhere else such
+// a literal is a switch on the substrate, which the registry's rules
+// and capabilities replace. It looks at Go source only, so the
+// description's docs (docs/description.md, generated from the types'
+// comments), the examples' YAML (examples/) and the test fixtures
+// (testdata/, descriptions in YAML) may name substrates freely: that
+// is where an operator reads or writes them. A literal that merely
+// contains the word ("applies to the process substrate") is prose, not
+// a switch, and is not counted.
+func TestNoSubstrateNamedOutsideItsPackage(t *testing.T) {
+	root := repoRoot(t)
+	own := map[string]string{} // name -> its package's directory, relative to root
+	for _, name := range substrate.Names() {
+		s, err := substrate.Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		own[name] = relDir(t, root, s.Dir())
+	}
+	if len(own) == 0 {
+		t.Fatal("no substrate registered")
+	}
+	registry := filepath.Join("internal", "substrate")
+	var files int
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "testdata", "examples", "node_modules", "vendor":
+				return filepath.SkipDir
+			}
+			if rel == registry {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		files++
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.BasicLit)
+			if !ok || lit.Kind != token.STRING {
+				return true
+			}
+			v, err := strconv.Unquote(lit.Value)
+			if err != nil {
+				return true
+			}
+			dir, ok := own[v]
+			if !ok || filepath.Dir(rel) == dir {
+				return true
+			}
+			t.Errorf("%s: the substrate name %q outside its package (%s): ask the registry (package substrate: its capabilities, its rules) or use the package's Name", fset.Position(lit.Pos()).String()[len(root)+1:], v, dir)
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Errorf("walked %d .go files under %s: the walk missed the tree", files, root)
+	}
+}
+
+// repoRoot is the module's root: the directory above this package's
+// with go.mod.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			t.Fatalf("no go.mod above %s", dir)
+		}
+	}
+}
+
+// relDir is a registering package's directory relative to the root
+// (Dir is absolute, or module-relative in a -trimpath build).
+func relDir(t *testing.T, root, dir string) string {
+	t.Helper()
+	if rel, err := filepath.Rel(root, dir); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	if i := strings.Index(dir, "/internal/"); i >= 0 {
+		return dir[i+1:]
+	}
+	t.Fatalf("cannot place the package directory %s under %s", dir, root)
+	return ""
+}
