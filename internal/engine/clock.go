@@ -48,7 +48,6 @@ func (r realTimer) C() <-chan time.Time        { return r.t.C }
 func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
 func (r realTimer) Stop() bool                 { return r.t.Stop() }
 
-
 // now is the time on the engine's clock.
 func (e *Engine) now() time.Time { return e.cfg.Clock.Now() }
 
