@@ -89,8 +89,9 @@ type Result struct {
 	// Err is why the run could not finish (the engine refused, or the
 	// virtual time ran out).
 	Err string `json:"error,omitempty"`
-	// Record is the upgrade's last record.
+	// Record is the upgrade's last record, Events every event stored.
 	Record upgrade.Upgrade `json:"-"`
+	Events []store.Event   `json:"-"`
 }
 
 // Broken lists every invariant breach.
@@ -186,6 +187,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		u = cur
 	}
 	res.Record = u
+	res.Events = st.Events()
 	res.State, res.Reason = u.State, u.Reason
 	if !u.Created.IsZero() {
 		end := u.Ended
