@@ -138,4 +138,3 @@ func BenchmarkTenThousand(b *testing.B) {
 		b.Logf("%d members: %s in %s of virtual time, %s real", res.Members, res.State, res.Took.Round(time.Second), time.Since(began).Round(time.Millisecond))
 	}
 }
-
