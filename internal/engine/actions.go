@@ -327,7 +327,7 @@ func (j *journaler) Done(_ context.Context, key string) error {
 // record writes a driver's effect into the record (or drops one it
 // undid itself), with its event, before the driver acts.
 func (l *loop) record(r journalReq) error {
-	now := l.e.cfg.Now()
+	now := l.e.now()
 	var ev store.Event
 	if r.done != "" {
 		u, ef, ok := upgrade.Undone(l.u, r.done, now)
@@ -365,7 +365,7 @@ func (l *loop) crashLoopOutput(ctx context.Context, a, b upgrade.Upgrade) {
 		}
 		msg := fmt.Sprintf("%s: crash loop on %s: exited %d times, the last: %s", n, target, mb.Exits, orDash(mb.ExitDetail))
 		if ok {
-			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			cctx, cancel := l.e.cfg.Clock.WithTimeout(ctx, 3*time.Second)
 			out, err := lg.Logs(cctx, l.e.members[n].spec, false, 20)
 			cancel()
 			switch {
@@ -375,7 +375,7 @@ func (l *loop) crashLoopOutput(ctx context.Context, a, b upgrade.Upgrade) {
 				msg += "; its last output:\n" + bounded(out)
 			}
 		}
-		l.e.emit(l.e.cfg.Now(), b, store.Event{Kind: "output", Member: n, Component: mb.Component, Message: msg})
+		l.e.emit(l.e.now(), b, store.Event{Kind: "output", Member: n, Component: mb.Component, Message: msg})
 	}
 }
 

@@ -57,7 +57,7 @@ func adoptSpec(c *config.Cluster, a *config.Adopt, m *config.Member, data config
 // for a stopped one, the version it last ran. The calls are made
 // concurrently, each bounded by its own timeout.
 func (e *Engine) learnVersions(ctx context.Context, sts []driver.Status) {
-	now := time.Now()
+	now := e.now()
 	var wg sync.WaitGroup
 	for i := range sts {
 		st := &sts[i]
@@ -95,7 +95,7 @@ func (e *Engine) learnVersions(ctx context.Context, sts []driver.Status) {
 			if ctx.Err() != nil {
 				return
 			}
-			nl := learntVersion{pid: st.PID, since: st.Since, version: v, at: time.Now()}
+			nl := learntVersion{pid: st.PID, since: st.Since, version: v, at: e.now()}
 			if !r.OK {
 				nl.version, nl.detail = "", "version call: "+r.Detail
 			}

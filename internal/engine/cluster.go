@@ -149,7 +149,7 @@ func (e *Engine) refuseBelowPin(version string) error {
 // (ErrPinned), when a member runs another release (that is an upgrade),
 // and when an artifact is missing or has the wrong checksum.
 func (e *Engine) Up(ctx context.Context, version string, progress Progress) (ClusterReport, error) {
-	began := time.Now()
+	began := e.now()
 	rep := ClusterReport{Operation: "up", Version: version}
 	say := func(format string, args ...any) {
 		if progress != nil {
@@ -219,7 +219,7 @@ func (e *Engine) Up(ctx context.Context, version string, progress Progress) (Clu
 		started := map[string]time.Time{}
 		var mu sync.Mutex
 		startOne := func(n string) error {
-			t := time.Now()
+			t := e.now()
 			spec, err := e.specWithPin(n, version) // a cluster brought up at a release is pinned to it
 			if err != nil {
 				return err
@@ -281,7 +281,7 @@ func (e *Engine) Up(ctx context.Context, version string, progress Progress) (Clu
 			rep.Members = append(rep.Members, cm)
 		}
 	}
-	rep.DurationS = time.Since(began).Seconds()
+	rep.DurationS = e.since(began).Seconds()
 	say("cluster up: every member runs %s, healthy (%.1fs)", version, rep.DurationS)
 	return rep, nil
 }
@@ -289,7 +289,7 @@ func (e *Engine) Up(ctx context.Context, version string, progress Progress) (Clu
 // waitUp waits until every member of names runs version and passes its
 // check, within the component's deadline from now.
 func (e *Engine) waitUp(ctx context.Context, o *observer, comp *config.Component, names []string, version string, started map[string]time.Time, say func(string, ...any)) error {
-	deadline := time.Now().Add(comp.Deadline.D())
+	deadline := e.now().Add(comp.Deadline.D())
 	waiting := slices.Clone(names)
 	for {
 		snap := o.snapshot()
@@ -299,7 +299,7 @@ func (e *Engine) waitUp(ctx context.Context, o *observer, comp *config.Component
 			if mh.Running && mh.Healthy && mh.Version == version {
 				after := ""
 				if t, ok := started[n]; ok {
-					after = fmt.Sprintf(" after %.1fs", time.Since(t).Seconds())
+					after = fmt.Sprintf(" after %.1fs", e.since(t).Seconds())
 				}
 				say("%s: healthy on %s%s", n, version, after)
 				continue
@@ -329,7 +329,7 @@ func (e *Engine) waitUp(ctx context.Context, o *observer, comp *config.Component
 				return fmt.Errorf("%w: %s on %s: %s%s", ErrNotHealthy, n, version, why, e.lastOutput(ctx, n))
 			}
 		}
-		if time.Now().After(deadline) {
+		if e.now().After(deadline) {
 			var why []string
 			for _, n := range waiting {
 				mh := snap.Obs.Members[n]
@@ -338,7 +338,7 @@ func (e *Engine) waitUp(ctx context.Context, o *observer, comp *config.Component
 			return fmt.Errorf("%w: %s not healthy on %s within the deadline of %s (%s): %s", ErrNotHealthy,
 				strings.Join(waiting, ", "), version, comp.Deadline, comp.Name, strings.Join(why, "; "))
 		}
-		if err := wait(ctx, o, time.Until(deadline)); err != nil {
+		if err := wait(ctx, o, deadline.Sub(e.now())); err != nil {
 			return err
 		}
 	}
@@ -351,7 +351,7 @@ func (e *Engine) lastOutput(ctx context.Context, n string) string {
 	if !ok {
 		return ""
 	}
-	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	cctx, cancel := e.cfg.Clock.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	out, err := lg.Logs(cctx, e.members[n].spec, false, 10)
 	if err != nil || strings.TrimSpace(out) == "" {
@@ -367,7 +367,7 @@ func (e *Engine) waitGate(ctx context.Context, o *observer, comp *config.Compone
 	if comp.Health.Cluster == nil {
 		return nil
 	}
-	from := time.Now()
+	from := e.now()
 	deadline := from.Add(comp.GateDeadline.D())
 	o.kick("gate:" + comp.Name)
 	for {
@@ -376,10 +376,10 @@ func (e *Engine) waitGate(ctx context.Context, o *observer, comp *config.Compone
 			say("%s: cluster gate green: %s", comp.Name, orDash(g.Detail))
 			return nil
 		}
-		if time.Now().After(deadline) {
+		if e.now().After(deadline) {
 			return fmt.Errorf("%w: the cluster gate of %s is not green within its gate_deadline of %s: %s", ErrNotHealthy, comp.Name, comp.GateDeadline, orDash(g.Detail))
 		}
-		if err := wait(ctx, o, time.Until(deadline)); err != nil {
+		if err := wait(ctx, o, deadline.Sub(e.now())); err != nil {
 			return err
 		}
 	}
@@ -388,13 +388,13 @@ func (e *Engine) waitGate(ctx context.Context, o *observer, comp *config.Compone
 // wait returns at the observer's next news, after a tick at most, or
 // with ctx's error.
 func wait(ctx context.Context, o *observer, limit time.Duration) error {
-	t := time.NewTimer(max(min(o.tick, limit), time.Millisecond))
+	t := o.e.cfg.Clock.NewTimer(max(min(o.tick, limit), time.Millisecond))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-o.changed:
-	case <-t.C:
+	case <-t.C():
 	}
 	return nil
 }
@@ -404,7 +404,7 @@ func wait(ctx context.Context, o *observer, limit time.Duration) error {
 // reverse of the plan's order, a component's members together. Members
 // ferry adopted are stopped too. It refuses while an upgrade runs.
 func (e *Engine) Down(ctx context.Context, progress Progress) (ClusterReport, error) {
-	began := time.Now()
+	began := e.now()
 	rep := ClusterReport{Operation: "down"}
 	say := func(format string, args ...any) {
 		if progress != nil {
@@ -463,7 +463,7 @@ func (e *Engine) Down(ctx context.Context, progress Progress) (ClusterReport, er
 			rep.Members = append(rep.Members, cm)
 		}
 	}
-	rep.DurationS = time.Since(began).Seconds()
+	rep.DurationS = e.since(began).Seconds()
 	say("cluster down: every member stopped (%.1fs)", rep.DurationS)
 	return rep, nil
 }

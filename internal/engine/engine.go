@@ -26,8 +26,14 @@ type Config struct {
 	Driver  driver.Driver
 	Store   Store
 	Logger  *slog.Logger
-	// Now is the clock (default time.Now); tests may pass their own.
-	Now func() time.Time
+	// Clock is the time the engine reads and waits on (default
+	// RealClock); a simulation passes a virtual one.
+	Clock Clock
+	// Calls makes the description's calls: checks, gates, roles, hooks,
+	// undos, migrations and version calls (default health.NewProber()).
+	// A simulation answers them itself. The engine bounds each call by
+	// its timeout on Clock, whatever Calls does.
+	Calls Caller
 	// OnEvent, if set, is called with every event once it is stored
 	// (the CLI's live view). It must not block for long.
 	OnEvent func(store.Event)
@@ -73,8 +79,9 @@ type Engine struct {
 	order   []string              // member names in description order
 	tracker *health.Tracker
 
-	// prober makes every check, hook and undo call of this engine.
-	prober *health.Prober
+	// prober makes every check, hook and undo call of this engine
+	// (Config.Calls, bounded by call).
+	prober prober
 
 	sums sums // artifact checksums, for the preflight
 
@@ -99,14 +106,17 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Cluster == nil || cfg.Driver == nil || cfg.Store == nil {
 		return nil, errors.New("engine: cluster, driver and store are required")
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = RealClock{}
+	}
+	if cfg.Calls == nil {
+		cfg.Calls = health.NewProber()
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{cfg: cfg, c: cfg.Cluster, members: map[string]memberInfo{}, tracker: &health.Tracker{},
-		prober: health.NewProber(), learnt: map[string]learntVersion{}}
+		prober: prober{calls: cfg.Calls, clock: cfg.Clock}, learnt: map[string]learntVersion{}}
 	for _, comp := range cfg.Cluster.ComponentsInOrder() {
 		all := cfg.Cluster.MembersData(comp)
 		for i := range comp.Members {
@@ -219,7 +229,7 @@ func (e *Engine) Begin(ctx context.Context, to string) (upgrade.Upgrade, error) 
 	if err := nothingToDo(p); err != nil {
 		return upgrade.Upgrade{}, err
 	}
-	now := e.cfg.Now()
+	now := e.now()
 	u := upgrade.New(newID(now), p, snap.Versions(), nil, now)
 	u.Description = e.c.Digest
 	if len(p.Path) > 1 {

@@ -61,7 +61,7 @@ func (e *Engine) newObserver() *observer {
 	}
 	o := &observer{e: e, tick: tick, statuses: map[string]driver.Status{}, seen: map[string]time.Time{},
 		probed: map[string]time.Time{}, members: map[string]health.State{}, roles: map[string]bool{}, roleAt: map[string]time.Time{},
-		gates: map[string]upgrade.Gate{}, anyFrom: map[string]int{}, since: e.cfg.Now(),
+		gates: map[string]upgrade.Gate{}, anyFrom: map[string]int{}, since: e.now(),
 		changed: make(chan struct{}, 1), kicks: map[string]chan struct{}{}, answers: map[string]upgrade.Answer{}, asking: map[string]bool{}}
 	for _, n := range e.order {
 		o.kicks["member:"+n] = make(chan struct{}, 1)
@@ -113,11 +113,11 @@ func (o *observer) loop(ctx context.Context, key string, interval func() time.Du
 	kick := o.kicks[key]
 	for ctx.Err() == nil {
 		probe(ctx)
-		t := time.NewTimer(max(interval(), time.Millisecond))
+		t := o.e.cfg.Clock.NewTimer(max(interval(), time.Millisecond))
 		select {
 		case <-ctx.Done():
 		case <-kick:
-		case <-t.C:
+		case <-t.C():
 		}
 		t.Stop()
 	}
@@ -143,8 +143,8 @@ func (o *observer) notify() {
 // pollStatuses asks the substrate what runs. A member whose process
 // changed (a new start, an exit) has its check made at once.
 func (o *observer) pollStatuses(ctx context.Context) {
-	now := o.e.cfg.Now()
-	octx, cancel := context.WithTimeout(ctx, max(o.tick*50, 10*time.Second))
+	now := o.e.now()
+	octx, cancel := o.e.cfg.Clock.WithTimeout(ctx, max(o.tick*50, 10*time.Second))
 	sts, err := o.e.cfg.Driver.Observe(octx, o.e.Members())
 	cancel()
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
@@ -207,7 +207,7 @@ func (o *observer) probeMember(ctx context.Context, n string) {
 	if !ok || !st.Running || st.Unknown {
 		return // the snapshot says not running; nothing to ask
 	}
-	start := o.e.cfg.Now()
+	start := o.e.now()
 	data := info.data
 	data.Version = st.Version
 	data.PID = st.PID
@@ -215,7 +215,7 @@ func (o *observer) probeMember(ctx context.Context, n string) {
 	if ctx.Err() != nil {
 		return
 	}
-	now := o.e.cfg.Now()
+	now := o.e.now()
 	hs := o.e.tracker.Observe(n, res, now, chk.SuccessThreshold, chk.FailureThreshold)
 	o.mu.Lock()
 	prev, had := o.members[n]
@@ -236,7 +236,7 @@ func (o *observer) probeRole(ctx context.Context, n string) {
 	}
 	data := info.data
 	data.Version, data.PID = st.Version, st.PID
-	start := o.e.cfg.Now()
+	start := o.e.now()
 	res := o.e.prober.Do(ctx, info.comp.Role.Check.Call, data)
 	if ctx.Err() != nil {
 		return
@@ -258,7 +258,7 @@ func (o *observer) probeRole(ctx context.Context, n string) {
 // member: one last seen healthy, a different one after a failure.
 func (o *observer) probeGate(ctx context.Context, comp *config.Component) {
 	chk := comp.Health.Cluster
-	start := o.e.cfg.Now()
+	start := o.e.now()
 	o.mu.Lock()
 	from := o.anyFrom[comp.Name]
 	var pick *config.Member
@@ -289,7 +289,7 @@ func (o *observer) probeGate(ctx context.Context, comp *config.Component) {
 	if ctx.Err() != nil {
 		return
 	}
-	now := o.e.cfg.Now()
+	now := o.e.now()
 	hs := o.e.tracker.Observe("cluster:"+comp.Name, res, now, chk.SuccessThreshold, chk.FailureThreshold)
 	o.mu.Lock()
 	if !res.OK {
@@ -335,7 +335,7 @@ func (o *observer) askSystem(ctx context.Context, n string, info memberInfo) {
 	st, _ := o.status(n)
 	data := info.data
 	data.Version, data.PID = st.Version, st.PID
-	start := o.e.cfg.Now()
+	start := o.e.now()
 	res := o.e.prober.Do(ctx, *info.comp.OKToStop, data)
 	o.mu.Lock()
 	delete(o.asking, n)
@@ -350,7 +350,7 @@ func (o *observer) askSystem(ctx context.Context, n string, info memberInfo) {
 func (o *observer) snapshot() Snapshot {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	snap := Snapshot{Time: o.e.cfg.Now(), Statuses: make(map[string]driver.Status, len(o.statuses)),
+	snap := Snapshot{Time: o.e.now(), Statuses: make(map[string]driver.Status, len(o.statuses)),
 		Obs: upgrade.Observation{Members: make(map[string]upgrade.MemberHealth, len(o.e.order)), Gates: make(map[string]upgrade.Gate, len(o.gates))}}
 	for _, n := range o.e.order {
 		st, ok := o.statuses[n]

@@ -123,13 +123,13 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 	e := l.e
 	tick := l.ob.tick
 	var lastIntent, lastPass time.Time
-	timer := time.NewTimer(0)
+	timer := e.cfg.Clock.NewTimer(0)
 	defer timer.Stop()
 	for {
 		if err := ctx.Err(); err != nil {
 			return l.u, err
 		}
-		now := e.cfg.Now()
+		now := e.now()
 		if !lastPass.IsZero() && now.Sub(lastPass) > stalled(tick) {
 			// Far more time passed than a tick: the engine itself was
 			// stopped or starved. That time was not watched.
@@ -235,14 +235,9 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 			}
 		case r := <-l.journal:
 			r.reply <- l.record(r)
-		case <-timer.C:
+		case <-timer.C():
 		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
+		timer.Stop()
 	}
 }
 
@@ -258,7 +253,7 @@ func recordChanged(a, b upgrade.Upgrade) bool {
 // dispatch starts action a in its own goroutine, with its deadline and
 // the upgrade's journal in its context.
 func (l *loop) dispatch(actx context.Context, a upgrade.Action) {
-	ctx, cancel := context.WithTimeout(actx, l.e.timeout(l.u, a))
+	ctx, cancel := l.e.cfg.Clock.WithTimeout(actx, l.e.timeout(l.u, a))
 	ctx = withJournal(ctx, l, a)
 	l.inflight[a.Seq] = cancel
 	u := l.u
@@ -266,12 +261,12 @@ func (l *loop) dispatch(actx context.Context, a upgrade.Action) {
 	go func() {
 		defer l.wg.Done()
 		defer cancel()
-		start := time.Now()
+		start := l.e.now()
 		detail, err := l.e.do(ctx, u, a)
 		if err != nil && ctx.Err() == context.DeadlineExceeded {
 			err = fmt.Errorf("%w (its deadline of %s passed)", err, l.e.timeout(u, a))
 		}
-		l.outcomes <- outcome{a: a, err: err, detail: detail, took: time.Since(start)}
+		l.outcomes <- outcome{a: a, err: err, detail: detail, took: l.e.since(start)}
 	}()
 }
 
@@ -279,7 +274,7 @@ func (l *loop) dispatch(actx context.Context, a upgrade.Action) {
 func (l *loop) finished(o outcome) error {
 	e := l.e
 	delete(l.inflight, o.a.Seq)
-	now := e.cfg.Now()
+	now := e.now()
 	before := l.u
 	l.u = upgrade.Finished(l.u, o.a, o.err, o.took, now)
 	ev := store.Event{Kind: "action", Member: o.a.Member, Component: e.componentOf(o.a),
@@ -310,7 +305,7 @@ func (l *loop) finished(o outcome) error {
 func (l *loop) drain() {
 	done := make(chan struct{})
 	go func() { l.wg.Wait(); close(done) }()
-	bound := time.NewTimer(30 * time.Second)
+	bound := l.e.cfg.Clock.NewTimer(30 * time.Second)
 	defer bound.Stop()
 	for {
 		select {
@@ -329,7 +324,7 @@ func (l *loop) drain() {
 					return
 				}
 			}
-		case <-bound.C:
+		case <-bound.C():
 			l.e.cfg.Logger.Error("actions still running 30s after their cancellation; leaving them")
 			return
 		}
@@ -363,17 +358,6 @@ func (e *Engine) componentOf(a upgrade.Action) string {
 		return comp
 	}
 	return ""
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // batchesEnded returns the indexes in b.Batches of the forward batches
