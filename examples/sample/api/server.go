@@ -374,7 +374,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (s *Server) handleVersion(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"name": s.cfg.Name, "component": "api", "version": s.cfg.Version, "pin": s.cfg.Pin})
+	v := map[string]string{"name": s.cfg.Name, "component": "api", "version": s.cfg.Version}
+	if s.cfg.Pin != "" {
+		v["pin"] = s.cfg.Pin // only when pinned: an unpinned member's answer is unchanged
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {

@@ -619,7 +619,11 @@ type errorBody struct {
 }
 
 func (s *Server) handleVersion(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"name": s.cfg.ID, "component": "kv", "version": s.cfg.Version, "pin": s.cfg.Pin})
+	v := map[string]string{"name": s.cfg.ID, "component": "kv", "version": s.cfg.Version}
+	if s.cfg.Pin != "" {
+		v["pin"] = s.cfg.Pin // only when pinned: an unpinned member's answer is unchanged
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
