@@ -39,8 +39,9 @@ go test -count=1 -timeout 30m ./...
 # The race detector: the pure packages, then the engine, the agent, the
 # server, the Kubernetes controller (FERRY_KUBE=1), the process driver,
 # the traffic generator and the proof session, where the goroutines are.
-# Warm, on 2 cores, about 4 min (the controller's 3 min the longest,
-# beside the others).
+# Warm, on 2 cores: 10.6 min with other work at load 15 (2026-11-25);
+# alone at low load the controller took 3 min and the server 2 min, the
+# longest two, run side by side.
 go test -count=1 -race -timeout 20m ./internal/upgrade/ ./internal/plan/ ./internal/config/ ./internal/health/ ./internal/store/ \
 	./internal/engine/ ./internal/agent/... ./internal/server/ ./internal/controller/ ./internal/driver/process/ ./internal/traffic/ \
 	./internal/proof/
