@@ -23,7 +23,9 @@ demo: build sample
 	$(BIN)/ferry demo --artifacts $(BIN) --report $(BIN)/demo-report.json
 
 # The whole suite: vet, then every test (real processes, a real raft
-# cluster), the pure packages under the race detector too.
+# cluster), the pure packages and those with goroutines (engine, agent,
+# server, controller, process driver, traffic, proof) under the race
+# detector too.
 test:
 	bash scripts/test.sh
 

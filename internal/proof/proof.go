@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/config"
@@ -36,8 +37,12 @@ type Session struct {
 	signal Signal
 	policy impact.Policy
 
-	began  time.Time // traffic started: the baseline's start
-	baseTo time.Time // the upgrade's start: the baseline's end
+	began time.Time // traffic started: the baseline's start
+	// baseTo is the upgrade's start, the baseline's end: set by
+	// WaitBaseline in the request that starts the upgrade while other
+	// requests and the engine's judge read it, so under mu.
+	mu     sync.Mutex
+	baseTo time.Time
 	cancel context.CancelFunc
 	done   <-chan struct{}
 }
@@ -88,15 +93,23 @@ func (s *Session) WaitBaseline(ctx context.Context) error {
 		return ctx.Err()
 	case <-t.C:
 	}
+	s.mu.Lock()
 	s.baseTo = time.Now()
+	s.mu.Unlock()
 	return nil
 }
 
 // BaselineDone reports whether the baseline has ended.
-func (s *Session) BaselineDone() bool { return !s.baseTo.IsZero() }
+func (s *Session) BaselineDone() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.baseTo.IsZero()
+}
 
 // BaselineEnd is when the baseline ended (the upgrade's start).
 func (s *Session) BaselineEnd() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.baseTo.IsZero() {
 		return time.Now()
 	}

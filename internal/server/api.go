@@ -298,7 +298,7 @@ func (s *Server) postUpgrade(w http.ResponseWriter, r *http.Request) error {
 		id := s.drivingID()
 		return errf(http.StatusConflict, CodeUpgradeInProgress, "upgrade %s is in progress, driven by this server; follow it with GET /v1/upgrade", id)
 	}
-	unlock, err := s.cfg.Store.LockEngine()
+	unlock, err := s.lockEngine()
 	if err != nil {
 		s.release()
 		if errors.Is(err, store.ErrLocked) {

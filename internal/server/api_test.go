@@ -401,6 +401,39 @@ func TestUpgradeInProgress(t *testing.T) {
 	}
 }
 
+// TestDrivenByWhileRetrying: a server that retries often to take up an
+// upgrade another server drives never reports itself as its driver, and
+// the one that drives never reports another process, however the views
+// fall between the retries' reservations and their takes of the engine
+// lock (each once answered "server" and "other-process" in that window).
+func TestDrivenByWhileRetrying(t *testing.T) {
+	o := offlineCluster(t)
+	fast := func(c *Config) { c.Poll, c.Retry = 5*time.Millisecond, time.Millisecond }
+	a := newTestServer(t, o, fast)
+	u := stuckUpgrade(t, a.cfg.Store, o.cfg.Digest)
+	ca := serve(t, a)
+	waitFor(t, 5*time.Second, "server A drives the stuck upgrade", func() bool {
+		var us UpgradeStatus
+		ca.do("GET", "/v1/upgrade", nil).expect(t, "GET", 200).json(t, &us)
+		return us.DrivenBy == DrivenByServer && us.Upgrade.ID == u.ID
+	})
+	b := newTestServer(t, o, fast)
+	cb := serve(t, b)
+	for i := 0; i < 60; i++ {
+		var ua, ub UpgradeStatus
+		cb.do("GET", "/v1/upgrade", nil).expect(t, "GET on B", 200).json(t, &ub)
+		ca.do("GET", "/v1/upgrade", nil).expect(t, "GET on A", 200).json(t, &ua)
+		if ub.DrivenBy != DrivenByOther || ua.DrivenBy != DrivenByServer {
+			t.Fatalf("GET %d: B says driven by %q, A by %q; want %s and %s", i, ub.DrivenBy, ua.DrivenBy, DrivenByOther, DrivenByServer)
+		}
+	}
+	var h Healthz
+	ca.do("GET", "/v1/healthz", nil).json(t, &h)
+	if h.Driving != u.ID {
+		t.Errorf("A's healthz driving %q, want %s", h.Driving, u.ID)
+	}
+}
+
 // TestClusterLocked: an upgrade begun with another description is
 // neither driven nor acted on by this server.
 func TestClusterLocked(t *testing.T) {

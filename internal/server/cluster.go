@@ -75,7 +75,7 @@ func (s *Server) clusterOp(w http.ResponseWriter, r *http.Request, op func(conte
 	}
 	defer s.signal()
 	defer s.release()
-	unlock, err := s.cfg.Store.LockEngine()
+	unlock, err := s.lockEngine()
 	if err != nil {
 		if errors.Is(err, store.ErrLocked) {
 			return errf(http.StatusConflict, CodeUpgradeInProgress, "another ferry process drives the cluster: %v", err)

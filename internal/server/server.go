@@ -123,6 +123,14 @@ type Server struct {
 	kick   chan struct{}
 	start  sync.Once
 
+	// lockMu is held around every take of the engine lock by this
+	// server, and by drivenBy around its look at busy and its probe of
+	// the lock: an flock conflicts within the process too, so a probe
+	// made while the server takes the lock would refuse the server its
+	// own lock; and a view never sees ensureDriving between its
+	// reservation and its answer (busy, but maybe not driving).
+	lockMu sync.Mutex
+
 	mu   sync.Mutex
 	busy bool          // an engine goroutine drives, or is being started, or an import commits
 	idle chan struct{} // closed when busy ends
@@ -397,6 +405,8 @@ func (s *Server) reserveAfterEnd(ctx context.Context, limit time.Duration) bool 
 // ensureDriving starts the engine goroutine on the current upgrade
 // unless one runs; it says who drives the upgrade now.
 func (s *Server) ensureDriving() (string, error) {
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
 	if !s.reserve() {
 		return DrivenByServer, nil
 	}
@@ -416,6 +426,14 @@ func (s *Server) ensureDriving() (string, error) {
 	}
 	s.run(unlock)
 	return DrivenByServer, nil
+}
+
+// lockEngine takes the engine lock for a caller that has reserved the
+// server, under lockMu (see there).
+func (s *Server) lockEngine() (func(), error) {
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
+	return s.cfg.Store.LockEngine()
 }
 
 func (s *Server) note(msg string) {
@@ -473,6 +491,8 @@ func (s *Server) run(unlock func()) {
 // drivenBy says who drives the current upgrade u or, once it ended,
 // who drove it as this server saw it (none when it did not see it run).
 func (s *Server) drivenBy(u upgrade.Upgrade) string {
+	s.lockMu.Lock()
+	defer s.lockMu.Unlock()
 	s.mu.Lock()
 	busy := s.busy && !s.importing
 	drove := s.drove[u.ID]
