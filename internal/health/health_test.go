@@ -240,10 +240,12 @@ func TestExecOutputTail(t *testing.T) {
 
 // TestExecTimeout: a command past its timeout is killed, with the
 // children it started (the shell's sleep would hold the output pipe).
+// The timeout leaves the shell 2 s to write its first line: at 200 ms a
+// loaded machine (CI, load 15) sometimes killed it before it had.
 func TestExecTimeout(t *testing.T) {
-	call := config.Call{Exec: []string{"sh", "-c", "echo started; sleep 30; echo never"}, Timeout: sec(200 * time.Millisecond)}
+	call := config.Call{Exec: []string{"sh", "-c", "echo started; sleep 30; echo never"}, Timeout: sec(2 * time.Second)}
 	r := Do(context.Background(), call, member(""))
-	checkResult(t, r, false, "killed: no exit within 200ms: started")
+	checkResult(t, r, false, "killed: no exit within 2s: started")
 	if r.Duration > 10*time.Second {
 		t.Errorf("took %v: the sleep was not killed", r.Duration)
 	}
