@@ -204,16 +204,6 @@ func (c *Clock) Advance() bool {
 	return true
 }
 
-// Pending is the time of the next timer, if any.
-func (c *Clock) Pending() (time.Time, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.timers) == 0 {
-		return time.Time{}, false
-	}
-	return c.timers[0].when, true
-}
-
 var idleSamples = []metrics.Sample{{Name: "/sched/goroutines/running:goroutines"}, {Name: "/sched/goroutines/runnable:goroutines"}}
 
 var samplesMu sync.Mutex

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -380,16 +381,16 @@ func RandomFaults(c *config.Cluster, seed uint64, to string) Faults {
 // String says what the faults are, in a line.
 func (f Faults) String() string {
 	var out []string
-	for _, n := range slices.Sorted(mapsKeys(f.NeverReady)) {
+	for _, n := range slices.Sorted(maps.Keys(f.NeverReady)) {
 		out = append(out, fmt.Sprintf("%s never healthy on %s", n, f.NeverReady[n]))
 	}
-	for _, n := range slices.Sorted(mapsKeys(f.CrashLoop)) {
+	for _, n := range slices.Sorted(maps.Keys(f.CrashLoop)) {
 		out = append(out, fmt.Sprintf("%s crash-loops on %s", n, f.CrashLoop[n]))
 	}
-	for _, n := range slices.Sorted(mapsKeys(f.HangStart)) {
+	for _, n := range slices.Sorted(maps.Keys(f.HangStart)) {
 		out = append(out, fmt.Sprintf("a start of %s on %s never returns", n, f.HangStart[n]))
 	}
-	for _, n := range slices.Sorted(mapsKeys(f.SlowProbe)) {
+	for _, n := range slices.Sorted(maps.Keys(f.SlowProbe)) {
 		out = append(out, fmt.Sprintf("%s's check answers after %s", n, f.SlowProbe[n]))
 	}
 	for _, o := range f.Outages {
@@ -399,14 +400,4 @@ func (f Faults) String() string {
 		return "none"
 	}
 	return strings.Join(out, "; ")
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }

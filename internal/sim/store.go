@@ -19,8 +19,6 @@ type Store struct {
 	current string
 	records map[string]upgrade.Upgrade
 	events  []store.Event
-	// onSave, if set, sees every record written, in order.
-	onSave func(upgrade.Upgrade)
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -58,6 +56,7 @@ func (s *Store) Get(id string) (upgrade.Upgrade, error) {
 
 func (s *Store) SaveWithEvents(u upgrade.Upgrade, evs []store.Event) ([]store.Event, error) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if old, ok := s.records[u.ID]; ok {
 		// The operator's requests are the store's: a save keeps the
 		// later ones, as store.Store's does.
@@ -69,13 +68,7 @@ func (s *Store) SaveWithEvents(u upgrade.Upgrade, evs []store.Event) ([]store.Ev
 		}
 	}
 	s.records[u.ID] = u
-	evs = s.appendLocked(evs)
-	f := s.onSave
-	s.mu.Unlock()
-	if f != nil {
-		f(u)
-	}
-	return evs, nil
+	return s.appendLocked(evs), nil
 }
 
 func (s *Store) Append(evs ...store.Event) ([]store.Event, error) {

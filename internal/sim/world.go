@@ -2,11 +2,9 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -418,23 +416,9 @@ var (
 	_ engine.Caller = (*World)(nil)
 )
 
-// versions is what each member runs, by name.
-func (w *World) versions() map[string]string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := map[string]string{}
-	for n, m := range w.members {
-		out[n] = m.version
-	}
-	return out
-}
-
 func suffix(s string) string {
 	if s == "" {
 		return ""
 	}
 	return ": " + s
 }
-
-var _ = errors.New
-var _ = sort.Strings
