@@ -230,15 +230,23 @@ func (c *Clock) Drive(ctx context.Context, limit time.Time, f func(context.Conte
 			cancel()
 		}
 	}
-	for {
+	// returned is f's error once f has returned (why, if Drive stopped
+	// it), looked at once the process is idle.
+	returned := func() (bool, error) {
 		c.Settle()
 		select {
 		case err := <-done:
 			if why != nil {
-				return why
+				return true, why
 			}
-			return err
+			return true, err
 		default:
+			return false, nil
+		}
+	}
+	for {
+		if ok, err := returned(); ok {
+			return err
 		}
 		if metrics.Read(heap); heap[0].Value.Uint64()-heap[1].Value.Uint64() > collectAt {
 			runtime.GC()
@@ -253,14 +261,8 @@ func (c *Clock) Drive(ctx context.Context, limit time.Time, f func(context.Conte
 			why = ctx.Err()
 		}
 		if !c.Advance() {
-			c.Settle()
-			select {
-			case err := <-done:
-				if why != nil {
-					return why
-				}
+			if ok, err := returned(); ok {
 				return err
-			default:
 			}
 			if why != nil {
 				if os.Getenv("FERRY_SIM_DEBUG") != "" {
