@@ -2,10 +2,10 @@ package sim
 
 import (
 	"fmt"
-	"github.com/ferry-upgrade/ferry/internal/strategy"
 	"sort"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/strategy"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
@@ -106,9 +106,10 @@ func (w *World) checkDown(m *member, why string) {
 		w.inv.check(InvPerDomain, inDomain <= s.MaxUnavailablePerDomain, now, "%s: %d of %s down in domain %s, max %d", what, inDomain, m.comp, m.domain, s.MaxUnavailablePerDomain)
 	}
 	// The quorum the component's strategy keeps, as its registry says.
-	if st, ok := strategy.Lookup(string(s.Type)); ok && st.Quorum(s.Settings(), len(comp.Members)) > 0 {
-		q := st.Quorum(s.Settings(), len(comp.Members))
-		w.inv.check(InvQuorum, healthy >= q, now, "%s: %d others of %s healthy, quorum %d", what, healthy, m.comp, q)
+	if st, ok := strategy.Lookup(string(s.Type)); ok {
+		if q := st.Quorum(s.Settings(), len(comp.Members)); q > 0 {
+			w.inv.check(InvQuorum, healthy >= q, now, "%s: %d others of %s healthy, quorum %d", what, healthy, m.comp, q)
+		}
 	}
 	sort.Strings(others)
 	w.inv.check(InvOnePhase, len(others) == 0, now, "%s while %v are in their phase", what, others)
