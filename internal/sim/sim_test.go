@@ -138,3 +138,46 @@ func BenchmarkTenThousand(b *testing.B) {
 		b.Logf("%d members: %s in %s of virtual time, %s real", res.Members, res.State, res.Took.Round(time.Second), time.Since(began).Round(time.Millisecond))
 	}
 }
+
+// TestInvariantsCatchBreaches: the checks TestSeeds relies on find a
+// breach when there is one. Members are put down by hand in the world
+// of testdata/cluster.yaml and one more is taken down: each case wants
+// exactly the invariants it breaks reported broken, and the rest held.
+func TestInvariantsCatchBreaches(t *testing.T) {
+	c := load(t)
+	for _, tc := range []struct {
+		name   string
+		down   []string // not healthy, taken down by ferry before
+		take   string
+		broken []string
+	}{
+		{"within every budget", nil, "api-1", nil},
+		{"a third api member down, max_unavailable 2", []string{"api-3", "api-4"}, "api-1", []string{InvMaxUnavailable}},
+		{"a second api member down in zone-a, max_unavailable_per_domain 1", []string{"api-1"}, "api-2", []string{InvPerDomain}},
+		{"kv below its quorum of 2", []string{"kv-1"}, "kv-2", []string{InvMaxUnavailable, InvQuorum}},
+		{"api taken down while a worker is in its phase", []string{"worker-1"}, "api-1", []string{InvOnePhase}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(NewClock(), c, 1, DefaultTiming, Faults{}, "1.0.0", true)
+			w.mu.Lock()
+			for _, n := range tc.down {
+				w.members[n].ready, w.members[n].ferryDown = false, true
+			}
+			w.takeDown(w.members[tc.take], "test")
+			w.mu.Unlock()
+			var broken []string
+			for _, inv := range w.inv.List() {
+				if len(inv.Broken) > 0 {
+					broken = append(broken, inv.Name)
+					t.Logf("%s: %v", inv.Name, inv.Broken)
+				}
+				if inv.Name == InvMaxUnavailable && inv.Checks != 1 {
+					t.Errorf("%s checked %d times, want once", inv.Name, inv.Checks)
+				}
+			}
+			if !slices.Equal(broken, tc.broken) {
+				t.Errorf("broken %q, want %q", broken, tc.broken)
+			}
+		})
+	}
+}
