@@ -20,7 +20,7 @@ func TestSimulateReplays(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("exit %d: %s%s", r.code, r.stdout, r.stderr)
 		}
-		for _, want := range []string{"simulation: seed 5 (--seed 5 replays it), 15 members", "INVARIANT", "quorum (one-at-a-time)", "ended completed: the upgrade would take "} {
+		for _, want := range []string{"simulation: seed 5 (--seed 5 replays it), 15 members", "INVARIANT", "quorum (the strategy's)", "ended completed: the upgrade would take "} {
 			if !strings.Contains(r.stdout, want) {
 				t.Fatalf("the output lacks %q:\n%s", want, r.stdout)
 			}

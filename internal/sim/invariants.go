@@ -23,7 +23,7 @@ const (
 	InvMaxUnavailable = "max_unavailable per component"
 	InvPerHost        = "max_unavailable_per_host"
 	InvPerDomain      = "max_unavailable_per_domain"
-	InvQuorum         = "quorum (one-at-a-time)"
+	InvQuorum         = "quorum (the strategy's)"
 	InvOnePhase       = "one component's phase at a time"
 	InvOneSwitchover  = "one switchover at a time"
 	InvEnd            = "every member ends on the target (completed) or the source (rolled back)"
