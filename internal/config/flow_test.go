@@ -48,6 +48,15 @@ func TestValidateFlow(t *testing.T) {
 				"t.yaml:36: releases[1].flow[3].stage: expand is listed twice (also releases[1].flow[0])"}},
 		{"a key the stage does not take", flow("{stage: expand, component: kv}", kv, api),
 			[]string{"t.yaml:33: releases[1].flow[0].component: the expand stage takes no component"}},
+		{"keys the phase, rollout and action stages do not take", flow("{stage: phase, component: kv, name: x, deadline: 5m}", api,
+			"{stage: rollout, components: [kv], component: kv, gate: {http: \"http://{{.Any}}/ok\"}}",
+			`{stage: action, name: net, component: kv, components: [kv], calls: [{http: "http://{{.Any}}/net", method: POST}]}`),
+			[]string{
+				"t.yaml:33: releases[1].flow[0].name: the phase stage takes no name",
+				"t.yaml:33: releases[1].flow[0].deadline: the phase stage takes no deadline",
+				"t.yaml:35: releases[1].flow[2].component: the rollout stage takes no component",
+				"t.yaml:35: releases[1].flow[2].gate: the rollout stage takes no gate",
+				"t.yaml:36: releases[1].flow[3].components: the action stage takes no components"}},
 		{"an action without a name, a component or calls", flow(kv, api, "{stage: action}"),
 			[]string{
 				"t.yaml:35: releases[1].flow[2].name: an action must have a name (its state is action-NAME)",
