@@ -306,10 +306,8 @@ func (s *Strategy) applyDefaults() {
 	}
 	if s.MaxBatch == 0 && !s.pos.written("max_batch") {
 		// The strategy has its own (canary: max_unavailable); an
-		// unknown type is refused by validation.
-		if st, ok := strategy.Lookup(string(s.Type)); ok {
-			s.MaxBatch = st.Defaults(s.Settings()).MaxBatch
-		}
+		// unknown type is refused by validation (and left at 0 here).
+		s.MaxBatch = defaultBatch(s)
 	}
 }
 

@@ -8,8 +8,6 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/strategy"
 )
 
-// TestApplyDefaults builds a cluster in Go, leaving everything with a
-// default out, and checks the table in defaults.go.
 // The strategies these tests describe, by their registered names
 // (config itself names none).
 const (
@@ -17,6 +15,8 @@ const (
 	Canary     = StrategyType(strategy.Canary)
 )
 
+// TestApplyDefaults builds a cluster in Go, leaving everything with a
+// default out, and checks the table in defaults.go.
 func TestApplyDefaults(t *testing.T) {
 	c := &Cluster{
 		Components: []Component{{

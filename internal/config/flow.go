@@ -1,6 +1,9 @@
 package config
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // flow checks a release's flow: each stage known and complete, every
 // component upgraded by exactly one phase, the migrations' stages once
@@ -24,9 +27,17 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 		line := at(rel)
 		sat := func(key string) int { return at(rel + "." + key) }
 		// Keys a stage of this kind does not take are named, not ignored.
-		unused := func(key string, set bool) {
-			if set {
-				v.add(sat(key), spath+"."+key, "the %s stage takes no %s", st.Stage, key)
+		unused := func(takes ...string) {
+			for _, k := range []struct {
+				key string
+				set bool
+			}{
+				{"component", st.Component != ""}, {"components", len(st.Components) > 0}, {"name", st.Name != ""},
+				{"calls", len(st.Calls) > 0}, {"gate", st.Gate != nil}, {"deadline", st.Deadline != 0},
+			} {
+				if k.set && !slices.Contains(takes, k.key) {
+					v.add(sat(k.key), spath+"."+k.key, "the %s stage takes no %s", st.Stage, k.key)
+				}
 			}
 		}
 		if st.PointOfNoReturn {
@@ -43,21 +54,12 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 			} else {
 				onceAt[st.Stage] = i
 			}
-			unused("component", st.Component != "")
-			unused("components", len(st.Components) > 0)
-			unused("name", st.Name != "")
-			unused("calls", len(st.Calls) > 0)
-			unused("gate", st.Gate != nil)
-			unused("deadline", st.Deadline != 0)
+			unused()
 			if st.Stage == StageFinalize && pinMoved < 0 {
 				pinMoved = i
 			}
 		case StagePhase:
-			unused("components", len(st.Components) > 0)
-			unused("name", st.Name != "")
-			unused("calls", len(st.Calls) > 0)
-			unused("gate", st.Gate != nil)
-			unused("deadline", st.Deadline != 0)
+			unused("component")
 			switch {
 			case st.Component == "":
 				v.add(line, spath+".component", "a phase must name its component%s", knownList(componentNames(v.c)))
@@ -76,11 +78,7 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 				}
 			}
 		case StageRollout:
-			unused("component", st.Component != "")
-			unused("name", st.Name != "")
-			unused("calls", len(st.Calls) > 0)
-			unused("gate", st.Gate != nil)
-			unused("deadline", st.Deadline != 0)
+			unused("components")
 			if len(st.Components) == 0 {
 				v.add(line, spath+".components", "a rollout must list the components it restarts, in order%s", knownList(componentNames(v.c)))
 			}
@@ -103,7 +101,7 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 				pinMoved = i
 			}
 		case StageAction:
-			unused("components", len(st.Components) > 0)
+			unused("component", "name", "calls", "gate", "deadline")
 			switch {
 			case st.Name == "":
 				v.add(line, spath+".name", "an action must have a name (its state is action-NAME)")

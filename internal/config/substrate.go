@@ -143,13 +143,17 @@ func readers(f Field) []string {
 	return out
 }
 
+// linkSubstrates is the hint when this build has no substrate: the
+// program forgot to link them.
+const linkSubstrates = "a program or test that reads descriptions imports internal/substrate/all"
+
 // UnknownSubstrate says that name is no substrate of this build, and
 // which are: the words of `ferry validate`, shared by whoever looks a
 // substrate up.
 func UnknownSubstrate(name string) string {
 	names := SubstrateNames()
 	if len(names) == 0 {
-		return fmt.Sprintf("unknown substrate %q; this build has none (a program or test that reads descriptions imports internal/substrate/all)", name)
+		return fmt.Sprintf("unknown substrate %q; this build has none (%s)", name, linkSubstrates)
 	}
 	return fmt.Sprintf("unknown substrate %q; this build has: %s", name, strings.Join(names, ", "))
 }

@@ -610,18 +610,14 @@ func (r *Release) StageCalls(stage, name string) (component string, calls []Call
 	case StageContract:
 		return m.Component, m.Contract
 	case StageAction, StageActionGate:
-		for i := range r.Flow {
-			st := &r.Flow[i]
-			if st.Stage != StageAction || st.Name != name {
-				continue
-			}
-			if stage == StageActionGate {
-				if st.Gate == nil {
-					return st.Component, nil
-				}
-				return st.Component, []Call{*st.Gate}
-			}
+		switch st := r.FlowAction(name); {
+		case st == nil:
+		case stage == StageAction:
 			return st.Component, st.Calls
+		case st.Gate != nil:
+			return st.Component, []Call{*st.Gate}
+		default:
+			return st.Component, nil
 		}
 	}
 	return "", nil

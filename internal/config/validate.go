@@ -118,6 +118,9 @@ func (v *validator) cluster() {
 	}
 	switch {
 	case v.rulesKnown:
+	case c.Substrate == "" && len(SubstrateNames()) == 0:
+		// Most descriptions name none: the hint is needed here most.
+		v.add(c.pos.at("substrate"), "substrate", "must be set: this build has no substrate (%s)", linkSubstrates)
 	case c.Substrate == "":
 		v.add(c.pos.at("substrate"), "substrate", "must be set: this build has no default substrate; it has: %s", strings.Join(SubstrateNames(), ", "))
 	default:
