@@ -98,7 +98,7 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 		}
 		if def.Admit {
 			v := s.view(comp, ph, true)
-			if r, awaiting := s.admit(v, m.Name); r != nil {
+			if r, awaiting := s.admit(v, m.Name, true); r != nil {
 				if awaiting {
 					s.wait("%s: drained, asking the system whether it may stop", m.Name)
 					return

@@ -166,23 +166,17 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 	var asking []string
 	askCap := max(1, ph.Settings.MaxBatch)
 	check := func(n string) *strategy.Refusal {
-		if len(asking) >= askCap && !slices.Contains(asking, n) {
-			if r := strategy.Admit(v, s.admissionMember(v, n), s.overridden); r != nil {
-				if r.Predicate != strategy.PredOKToStop {
-					refuse(*r)
-				}
-				return r
-			}
-			return nil
-		}
-		r, awaiting := s.admit(v, n)
+		// Past the cap, ok_to_stop's refusal is neither asked about
+		// nor kept: the system is asked of it once others answer.
+		mayAsk := len(asking) < askCap || slices.Contains(asking, n)
+		r, awaiting := s.admit(v, n, mayAsk)
 		switch {
 		case r == nil:
 		case awaiting:
 			if !slices.Contains(asking, n) {
 				asking = append(asking, n)
 			}
-		default:
+		case mayAsk || r.Predicate != strategy.PredOKToStop:
 			refuse(*r)
 		}
 		return r
@@ -367,7 +361,7 @@ func (s *stepper) runBatch(comp *config.Component, ph plan.Phase, b *Batch) {
 				continue
 			}
 			v := s.view(comp, ph, true)
-			if r, awaiting := s.admit(v, n); r != nil {
+			if r, awaiting := s.admit(v, n, true); r != nil {
 				if awaiting {
 					s.wait("%s: asking the system whether it may stop", n)
 				} else {
