@@ -44,7 +44,7 @@ func Compute(c *config.Cluster, obs Observed, to string) (Plan, error) {
 		}
 		sortVersions(known)
 		return Plan{}, fmt.Errorf("%w: %q is not in the catalog of cluster %s (releases: %s)",
-			ErrUnknownRelease, to, c.Name, orNone(strings.Join(known, ", ")))
+			ErrUnknownRelease, to, c.Name, cmp.Or(strings.Join(known, ", "), "none"))
 	}
 	p := Plan{From: observedVersions(c, obs), To: to}
 	from := newUpgradeFrom(c, rel)
@@ -414,11 +414,4 @@ func plural(ms []string, one, many string) string {
 		return one
 	}
 	return many
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
 }
