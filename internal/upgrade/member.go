@@ -133,7 +133,7 @@ func (s *stepper) deadlineReason(comp *config.Component, m *Member, def step.Def
 		}
 		return fmt.Sprintf("%s did not succeed within healthy_deadline %s; %s", a, comp.Deadline, last)
 	}
-	why := cmp.Or(cmp.Or(o.Detail, m.Detail), "-")
+	why := cmp.Or(o.Detail, m.Detail, "-")
 	if strings.HasPrefix(m.Detail, step.SoakBroken) {
 		// It was healthy, then was not: that is the news.
 		why = m.Detail + "; last seen: " + cmp.Or(o.Detail, "-")
