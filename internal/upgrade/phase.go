@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -302,13 +303,7 @@ func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admi
 		return 1, "", strategy.Take(members(left), 1, admit), ""
 	}
 	// A plan recorded without its settings names its strategy only.
-	name := ph.Settings.Type
-	if name == "" {
-		name = ph.Strategy
-	}
-	if name == "" {
-		name = strategy.Default
-	}
+	name := cmp.Or(ph.Settings.Type, ph.Strategy, strategy.Default)
 	st, ok := strategy.Lookup(name)
 	if !ok {
 		return 0, "", nil, fmt.Sprintf("component %s: strategy %q is not in this build (known: %s)", ph.Component, name, strings.Join(strategy.Names(), ", "))
