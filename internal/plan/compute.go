@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -43,7 +44,7 @@ func Compute(c *config.Cluster, obs Observed, to string) (Plan, error) {
 		}
 		sortVersions(known)
 		return Plan{}, fmt.Errorf("%w: %q is not in the catalog of cluster %s (releases: %s)",
-			ErrUnknownRelease, to, c.Name, orNone(strings.Join(known, ", ")))
+			ErrUnknownRelease, to, c.Name, cmp.Or(strings.Join(known, ", "), "none"))
 	}
 	p := Plan{From: observedVersions(c, obs), To: to}
 	from := newUpgradeFrom(c, rel)
@@ -128,7 +129,6 @@ func rolloutOf(comp *config.Component, to string) (Phase, error) {
 		members[i] = strategy.Member{Name: m.Name, Component: comp.Name, Host: m.Host, Domain: m.Domain,
 			Healthy: true, Pending: true, Version: to}
 	}
-	ph.Quorum = st.Quorum(ph.Settings, len(members))
 	batches, _ := st.Expected(ph.Settings, members)
 	for _, b := range batches {
 		ph.Batches = append(ph.Batches, Batch{Members: b})
@@ -139,38 +139,34 @@ func rolloutOf(comp *config.Component, to string) (Phase, error) {
 }
 
 // strategyOf is the phase of comp as its strategy makes it, before any
-// member is placed: its type, budget and settings.
+// member is placed: its type, budget, settings and quorum. On an
+// unknown strategy the phase has its type and budget only.
 func strategyOf(comp *config.Component) (Phase, strategy.Strategy, error) {
 	s := comp.Strategy
-	typ := s.Type
-	if typ == "" {
-		typ = config.DefaultStrategy
-	}
-	maxU := max(1, s.MaxUnavailable)
+	typ := cmp.Or(s.Type, config.DefaultStrategy)
+	maxU := max(1, s.MaxUnavailable) // 0 means 1
 	ph := Phase{Component: comp.Name, Strategy: string(typ), MaxUnavailable: maxU}
 	st, ok := strategy.Lookup(string(typ))
 	if !ok {
 		return ph, nil, fmt.Errorf("%w: component %s has strategy %q (known: %s)",
 			ErrUnknownStrategy, comp.Name, typ, strings.Join(strategy.Names(), ", "))
 	}
+	// A Cluster built in Go may lack the defaults Parse applies.
 	settings := s.Settings()
 	settings.Type, settings.MaxUnavailable = string(typ), maxU
 	if settings.MaxBatch < 1 {
+		settings.MaxBatch = 0 // Defaults fills a zero field only
 		settings.MaxBatch = max(1, st.Defaults(settings).MaxBatch)
 	}
 	ph.Settings = settings
+	ph.Quorum = st.Quorum(settings, len(comp.Members))
 	return ph, st, nil
 }
 
 // phaseOf plans one component.
 func phaseOf(comp *config.Component, obs Observed, to string, from *upgradeFrom) (Phase, error) {
-	s := comp.Strategy
-	typ := s.Type
-	if typ == "" {
-		typ = config.DefaultStrategy
-	}
-	maxU := max(1, s.MaxUnavailable) // 0 means 1
-	ph := Phase{Component: comp.Name, Strategy: string(typ), MaxUnavailable: maxU}
+	ph, st, strategyErr := strategyOf(comp)
+	maxU := ph.MaxUnavailable
 
 	var (
 		downFirst    []string          // down, need the upgrade: they go first
@@ -224,27 +220,16 @@ func phaseOf(comp *config.Component, obs Observed, to string, from *upgradeFrom)
 
 	budget := maxU - len(downAtTarget)
 	var strategyNote string
-	st, ok := strategy.Lookup(string(typ))
-	if !ok {
-		errs = append(errs, fmt.Errorf("%w: component %s has strategy %q (known: %s)",
-			ErrUnknownStrategy, comp.Name, typ, strings.Join(strategy.Names(), ", ")))
+	if strategyErr != nil {
+		errs = append(errs, strategyErr)
 	} else {
-		// A Cluster built in Go may lack the defaults Parse applies.
-		settings := s.Settings()
-		settings.Type, settings.MaxUnavailable = string(typ), maxU
-		if settings.MaxBatch < 1 {
-			settings.MaxBatch = 0
-			settings.MaxBatch = max(1, st.Defaults(settings).MaxBatch)
-		}
-		ph.Settings = settings
-		ph.Quorum = st.Quorum(settings, len(comp.Members))
-		expect := settings
-		if budget < 1 || budget < settings.MaxBatch {
+		expect := ph.Settings
+		if budget < 1 || budget < expect.MaxBatch {
 			// Members down at the target use the budget for the whole
 			// phase: the batches the plan expects are no larger than
 			// what is left (the machine waits when nothing is).
 			limit := max(1, budget)
-			expect = strategy.Settings{Type: settings.Type, MaxBatch: min(max(1, settings.MaxBatch), limit), MaxUnavailable: limit}
+			expect = strategy.Settings{Type: expect.Type, MaxBatch: min(expect.MaxBatch, limit), MaxUnavailable: limit}
 		}
 		var batches [][]string
 		batches, strategyNote = st.Expected(expect, toMove)
@@ -429,11 +414,4 @@ func plural(ms []string, one, many string) string {
 		return one
 	}
 	return many
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
 }

@@ -7,8 +7,11 @@
 // # Contract
 //
 // Compute returns one Phase per component, in the order of
-// config.Cluster.ComponentsInOrder. Nothing of another component moves
-// while a phase runs. Inside a phase:
+// config.Cluster.ComponentsInOrder, or in the order the target
+// release's flow names them when it declares one (Plan.Flow lists its
+// stages); a flow's rollout adds a Phase (Rollout) per component it
+// restarts, of every member, none skipped. Nothing of another component
+// moves while a phase runs. Inside a phase that is not a rollout:
 //
 //   - Every member of the component appears exactly once: in one Batch,
 //     or in Skipped when it already runs the target (a phase whose

@@ -67,13 +67,12 @@ func TestComputeFlow(t *testing.T) {
 				t.Errorf("flow:\n  got  %s\n  want %s", got, tc.flow1)
 			}
 			for i, ph := range p.Phases {
-				if st := (Stage{Kind: "phase", Component: ph.Component}); ph.Rollout {
-					st.Kind = "rollout"
-					if p.PhaseOf(st) != i {
-						t.Errorf("PhaseOf(%+v) = %d, want %d", st, p.PhaseOf(st), i)
-					}
-				} else if p.PhaseOf(st) != i {
-					t.Errorf("PhaseOf(%+v) = %d, want %d", st, p.PhaseOf(st), i)
+				st := Stage{Kind: config.StagePhase, Component: ph.Component}
+				if ph.Rollout {
+					st.Kind = config.StageRollout
+				}
+				if got := p.PhaseOf(st); got != i {
+					t.Errorf("PhaseOf(%+v) = %d, want %d", st, got, i)
 				}
 			}
 		})

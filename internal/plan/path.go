@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -76,7 +77,7 @@ func Path(c *config.Cluster, running []string, to string) ([]string, error) {
 		how = "it upgrades from [" + strings.Join(target.UpgradeFrom, ", ") + "]"
 	}
 	return nil, fmt.Errorf("%w from %s to %s: %s, and no chain of releases in the catalog leads there; from %s ferry can reach: %s",
-		ErrNoPath, strings.Join(running, ", "), to, how, strings.Join(running, ", "), orNone(strings.Join(reach, ", ")))
+		ErrNoPath, strings.Join(running, ", "), to, how, strings.Join(running, ", "), cmp.Or(strings.Join(reach, ", "), "none"))
 }
 
 // ComputePath is Compute, except that a target more than one step away

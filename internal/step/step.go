@@ -13,6 +13,7 @@
 package step
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 )
@@ -142,7 +143,7 @@ var Move = []Def{
 		Complete: func(f Facts) bool { return f.OnTarget && f.Healthy },
 		Fail: func(f Facts) string {
 			if f.CrashLimit > 0 && f.Exits >= f.CrashLimit {
-				return fmt.Sprintf("crash loop: exited %d times since its start (%s)", f.Exits, orDash(f.ExitDetail))
+				return fmt.Sprintf("crash loop: exited %d times since its start (%s)", f.Exits, cmp.Or(f.ExitDetail, "-"))
 			}
 			return ""
 		},
@@ -162,7 +163,7 @@ var Move = []Def{
 		Wait: func(f Facts) (string, time.Time) { return "", f.HealthySince.Add(f.Soak) },
 		Fail: func(f Facts) string {
 			if f.CrashLimit > 0 && f.Exits >= f.CrashLimit {
-				return fmt.Sprintf("crash loop: exited %d times since its start (%s)", f.Exits, orDash(f.ExitDetail))
+				return fmt.Sprintf("crash loop: exited %d times since its start (%s)", f.Exits, cmp.Or(f.ExitDetail, "-"))
 			}
 			return ""
 		},
@@ -210,11 +211,4 @@ func Opens(d Def) string {
 		return d.Hooks
 	}
 	return ""
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -25,14 +25,8 @@ func init() { Register(ByDomain, byDomain{}) }
 type byDomain struct{}
 
 func (byDomain) Validate(s Settings, members []Member) []Problem {
-	var ps []Problem
-	if s.Quorum != 0 {
-		ps = append(ps, Problem{"quorum", "applies to one-at-a-time only; by-domain is bounded by max_unavailable"})
-	}
-	if s.MaxBatch > s.MaxUnavailable && s.MaxUnavailable >= 1 {
-		ps = append(ps, Problem{"max_batch", fmt.Sprintf("max_batch %d is more than max_unavailable %d: a batch that large could never move", s.MaxBatch, s.MaxUnavailable)})
-	}
-	if len(members) > 0 && !slices.ContainsFunc(members, func(m Member) bool { return m.Domain != "" }) {
+	ps := growingProblems(ByDomain, s)
+	if len(members) > 0 && !anyDomain(members) {
 		ps = append(ps, Problem{"", fmt.Sprintf("by-domain moves one failure domain at a time, but none of the %s has a domain: set domain: on the members or their hosts (a zone, a rack)", plural(len(members), "member"))})
 	}
 	return ps
@@ -40,12 +34,7 @@ func (byDomain) Validate(s Settings, members []Member) []Problem {
 
 // Defaults: batches grow within a domain up to what the budget lets
 // down at once, as a canary's do.
-func (byDomain) Defaults(s Settings) Settings {
-	if s.MaxBatch == 0 {
-		s.MaxBatch = max(1, s.MaxUnavailable)
-	}
-	return s
-}
+func (byDomain) Defaults(s Settings) Settings { return growingDefaults(s) }
 
 func (byDomain) Quorum(Settings, int) int { return 0 }
 
@@ -63,7 +52,7 @@ func (byDomain) Expected(s Settings, members []Member) ([][]string, string) {
 		out = append(out, Cut(DefaultOrder(g.members), growing(s, len(g.members)))...)
 		parts = append(parts, fmt.Sprintf("%s (%d)", g.label(), len(g.members)))
 	}
-	if !slices.ContainsFunc(members, func(m Member) bool { return m.Domain != "" }) {
+	if !anyDomain(members) {
 		return out, "no member's failure domain is known: they move as one group, in growing batches"
 	}
 	return out, "one failure domain at a time: " + strings.Join(parts, ", ")
@@ -137,6 +126,11 @@ func (g group) label() string {
 // onlyRole: every member left holds the role.
 func (g group) onlyRole() bool {
 	return !slices.ContainsFunc(g.members, func(m Member) bool { return !m.Role })
+}
+
+// anyDomain: some member has a failure domain.
+func anyDomain(ms []Member) bool {
+	return slices.ContainsFunc(ms, func(m Member) bool { return m.Domain != "" })
 }
 
 // domainGroups groups members by domain, the domains in the order

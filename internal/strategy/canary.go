@@ -14,24 +14,10 @@ func init() { Register(Canary, canary{}) }
 
 type canary struct{}
 
-func (canary) Validate(s Settings, _ []Member) []Problem {
-	var ps []Problem
-	if s.Quorum != 0 {
-		ps = append(ps, Problem{"quorum", "applies to one-at-a-time only; canary is bounded by max_unavailable"})
-	}
-	if s.MaxBatch > s.MaxUnavailable && s.MaxUnavailable >= 1 {
-		ps = append(ps, Problem{"max_batch", fmt.Sprintf("max_batch %d is more than max_unavailable %d: a batch that large could never move", s.MaxBatch, s.MaxUnavailable)})
-	}
-	return ps
-}
+func (canary) Validate(s Settings, _ []Member) []Problem { return growingProblems(Canary, s) }
 
 // Defaults: a canary grows up to what the budget lets down at once.
-func (canary) Defaults(s Settings) Settings {
-	if s.MaxBatch == 0 {
-		s.MaxBatch = max(1, s.MaxUnavailable)
-	}
-	return s
-}
+func (canary) Defaults(s Settings) Settings { return growingDefaults(s) }
 
 func (canary) Quorum(Settings, int) int { return 0 }
 
@@ -46,6 +32,29 @@ func (canary) Next(r Round) Choice {
 
 func (canary) Explain() string {
 	return "batches: the sizes expected when every batch goes well; a canary's next batch doubles after a clean batch and halves after a strained one, and members down go first, those holding a role last, as observed before each batch"
+}
+
+// growingProblems are the rules of a strategy whose batches grow
+// (name's): bounded by max_unavailable, not by a quorum, and no batch
+// larger than the budget.
+func growingProblems(name string, s Settings) []Problem {
+	var ps []Problem
+	if s.Quorum != 0 {
+		ps = append(ps, Problem{"quorum", "applies to one-at-a-time only; " + name + " is bounded by max_unavailable"})
+	}
+	if s.MaxBatch > s.MaxUnavailable && s.MaxUnavailable >= 1 {
+		ps = append(ps, Problem{"max_batch", fmt.Sprintf("max_batch %d is more than max_unavailable %d: a batch that large could never move", s.MaxBatch, s.MaxUnavailable)})
+	}
+	return ps
+}
+
+// growingDefaults: batches grow up to what the budget lets down at
+// once.
+func growingDefaults(s Settings) Settings {
+	if s.MaxBatch == 0 {
+		s.MaxBatch = max(1, s.MaxUnavailable)
+	}
+	return s
 }
 
 // growing is the sizes of batches of n members that all go well: 1,

@@ -150,19 +150,7 @@ func TestByDomainValidate(t *testing.T) {
 		{"max_batch above budget", Settings{Type: ByDomain, MaxUnavailable: 1, MaxBatch: 2}, zoned, "max_batch", "could never move"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ps := Validate(tc.s, tc.members)
-			if tc.field == "" {
-				if len(ps) > 0 {
-					t.Fatalf("problems %v, want none", ps)
-				}
-				return
-			}
-			for _, p := range ps {
-				if (p.Field == tc.field || tc.field == "-" && p.Field == "") && strings.Contains(p.Reason, tc.msg) {
-					return
-				}
-			}
-			t.Errorf("problems %v, want %s: %q", ps, tc.field, tc.msg)
+			wantProblem(t, Validate(tc.s, tc.members), tc.field, tc.msg)
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 )
@@ -192,7 +193,7 @@ func gate(v *View, _ Member) string {
 		case !g.Fresh:
 			red = append(red, fmt.Sprintf("cluster gate %s not checked since the last batch", g.Component))
 		case !g.Healthy:
-			red = append(red, fmt.Sprintf("cluster gate %s red: %s", g.Component, orDash(g.Detail)))
+			red = append(red, fmt.Sprintf("cluster gate %s red: %s", g.Component, cmp.Or(g.Detail, "-")))
 		}
 	}
 	return strings.Join(red, "; ")
@@ -324,7 +325,7 @@ func okToStop(v *View, c Member) string {
 	case !c.System.Answered:
 		return AskingTheSystem
 	case !c.System.Yes:
-		return "the system says no: " + orDash(c.System.Words)
+		return "the system says no: " + cmp.Or(c.System.Words, "-")
 	}
 	return ""
 }
@@ -334,11 +335,4 @@ func names(ns []string) string {
 		return strings.Join(ns, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(ns[:maxNamedInAReason], ", "), len(ns)-maxNamedInAReason)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

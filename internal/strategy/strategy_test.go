@@ -87,21 +87,27 @@ func TestValidate(t *testing.T) {
 		{"max_batch on one-at-a-time", Settings{Type: OneAtATime, MaxUnavailable: 2, MaxBatch: 2}, 3, "max_batch", "canary only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ps := Validate(tc.s, members(tc.n))
-			if tc.field == "" {
-				if len(ps) > 0 {
-					t.Fatalf("problems %v, want none", ps)
-				}
-				return
-			}
-			for _, p := range ps {
-				if (p.Field == tc.field || tc.field == "-" && p.Field == "") && strings.Contains(p.Reason, tc.msg) {
-					return
-				}
-			}
-			t.Errorf("problems %v, want %s: %q", ps, tc.field, tc.msg)
+			wantProblem(t, Validate(tc.s, members(tc.n)), tc.field, tc.msg)
 		})
 	}
+}
+
+// wantProblem fails unless ps has a problem of field ("" for none
+// wanted, "-" for the settings as a whole) whose reason contains msg.
+func wantProblem(t *testing.T, ps []Problem, field, msg string) {
+	t.Helper()
+	if field == "" {
+		if len(ps) > 0 {
+			t.Fatalf("problems %v, want none", ps)
+		}
+		return
+	}
+	for _, p := range ps {
+		if (p.Field == field || field == "-" && p.Field == "") && strings.Contains(p.Reason, msg) {
+			return
+		}
+	}
+	t.Errorf("problems %v, want %s: %q", ps, field, msg)
 }
 
 // members are n members m1 … mn, healthy, without a domain.

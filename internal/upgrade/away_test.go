@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ferry-upgrade/ferry/internal/config"
 )
 
 const awayCluster = `cluster: t
@@ -26,11 +24,7 @@ components:
 
 func awayWorld(t *testing.T) *world {
 	t.Helper()
-	c, err := config.Parse([]byte(awayCluster+scriptReleases), "away.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := newWorld(c, "1.0.0")
+	w := describedWorld(t, awayCluster)
 	w.ready = time.Second
 	if err := w.begin("2.0.0"); err != nil {
 		t.Fatal(err)

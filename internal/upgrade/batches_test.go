@@ -22,11 +22,25 @@ func describe(comp, strategy string, n int, extra string, member func(i int) str
 	return b.String()
 }
 
+// onThreeHosts places member i on host h1, h2 or h3 in turn (zones a,
+// b and c in describe's hosts).
+func onThreeHosts(i int) string { return fmt.Sprintf("host: h%d", i%3+1) }
+
+// describedWorld is the simulated world of description desc (with
+// scriptReleases), every member running 1.0.0.
+func describedWorld(tb testing.TB, desc string) *world {
+	tb.Helper()
+	c, err := config.Parse([]byte(desc+scriptReleases), "t.yaml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return newWorld(c, "1.0.0")
+}
+
 // TestBatches runs whole upgrades against the simulated world and
 // checks the batches the machine formed: their sizes (adaptive growth
 // and shrinkage), their members (failure domains, role order).
 func TestBatches(t *testing.T) {
-	host := func(i int) string { return fmt.Sprintf("host: h%d", i%3+1) }
 	for _, tc := range []struct {
 		name  string
 		desc  string
@@ -38,16 +52,16 @@ func TestBatches(t *testing.T) {
 		check func(t *testing.T, w *world)
 	}{
 		{name: "canary doubles after clean batches, capped",
-			desc:  describe("api", "{type: canary, max_batch: 4, max_unavailable: 4}", 12, "", host),
+			desc:  describe("api", "{type: canary, max_batch: 4, max_unavailable: 4}", 12, "", onThreeHosts),
 			sizes: []int{1, 2, 4, 4, 1}},
 		{name: "halves after a strained batch, grows again after a clean one",
-			desc: describe("api", "{type: canary, max_batch: 8, max_unavailable: 8}", 20, "    hooks: {pre_stop: [{http: \"http://lb/{{.Name}}/drain\", method: POST}]}\n", host),
+			desc: describe("api", "{type: canary, max_batch: 8, max_unavailable: 8}", 20, "    hooks: {pre_stop: [{http: \"http://lb/{{.Name}}/drain\", method: POST}]}\n", onThreeHosts),
 			// The 4th batch (8) strains: each drain needs a retry.
 			at:    func(w *world) bool { return len(w.u.Batches) >= 4 },
 			then:  func(w *world) { w.faults["hook:pre_stop"] = "fail-once" },
 			sizes: []int{1, 2, 4, 8, 4, 1}},
 		{name: "halves after a batch that hurt the clients",
-			desc: describe("api", "{type: canary, max_batch: 4, max_unavailable: 4}", 8, "", host),
+			desc: describe("api", "{type: canary, max_batch: 4, max_unavailable: 4}", 8, "", onThreeHosts),
 			// The traffic verdict judges the second batch impacted
 			// (policy on_impact: continue): the third is 1, not 4.
 			setup: func(w *world) {
@@ -65,10 +79,10 @@ func TestBatches(t *testing.T) {
 				}
 			}},
 		{name: "one-at-a-time stays at one",
-			desc:  describe("kv", "{type: one-at-a-time}", 5, "", host),
+			desc:  describe("kv", "{type: one-at-a-time}", 5, "", onThreeHosts),
 			sizes: []int{1, 1, 1, 1, 1}},
 		{name: "one member per zone at most",
-			desc:  describe("api", "{type: canary, max_batch: 3, max_unavailable: 3, max_unavailable_per_domain: 1}", 9, "", host),
+			desc:  describe("api", "{type: canary, max_batch: 3, max_unavailable: 3, max_unavailable_per_domain: 1}", 9, "", onThreeHosts),
 			sizes: []int{1, 2, 3, 3},
 			check: func(t *testing.T, w *world) {
 				for _, b := range w.u.Batches {
@@ -83,7 +97,7 @@ func TestBatches(t *testing.T) {
 				}
 			}},
 		{name: "a zone with a member down waits",
-			desc: describe("api", "{type: canary, max_batch: 3, max_unavailable: 3, max_unavailable_per_domain: 1}", 6, "", host),
+			desc: describe("api", "{type: canary, max_batch: 3, max_unavailable: 3, max_unavailable_per_domain: 1}", 6, "", onThreeHosts),
 			// api-1 (zone-a) dies once the upgrade began: it goes first.
 			at:    func(w *world) bool { return w.u.State == Upgrading("api") },
 			then:  func(w *world) { w.exit(w.members["api-1"], "killed") },
@@ -94,7 +108,7 @@ func TestBatches(t *testing.T) {
 				}
 			}},
 		{name: "the leader goes last",
-			desc:  describe("kv", "{type: one-at-a-time}", 3, "    role: {name: leader, check: {http: \"http://{{.Address}}/role\"}}\n", host),
+			desc:  describe("kv", "{type: one-at-a-time}", 3, "    role: {name: leader, check: {http: \"http://{{.Address}}/role\"}}\n", onThreeHosts),
 			setup: func(w *world) { w.leader = "kv-1" },
 			sizes: []int{1, 1, 1},
 			check: func(t *testing.T, w *world) {
@@ -107,7 +121,7 @@ func TestBatches(t *testing.T) {
 				}
 			}},
 		{name: "the order follows the leader it finds",
-			desc:  describe("kv", "{type: one-at-a-time}", 3, "    role: {name: leader, check: {http: \"http://{{.Address}}/role\"}}\n", host),
+			desc:  describe("kv", "{type: one-at-a-time}", 3, "    role: {name: leader, check: {http: \"http://{{.Address}}/role\"}}\n", onThreeHosts),
 			setup: func(w *world) { w.leader = "kv-2" },
 			sizes: []int{1, 1, 1},
 			check: func(t *testing.T, w *world) {
@@ -121,11 +135,7 @@ func TestBatches(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := config.Parse([]byte(tc.desc+scriptReleases), "t.yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := newWorld(c, "1.0.0")
+			w := describedWorld(t, tc.desc)
 			if tc.setup != nil {
 				tc.setup(w)
 			}
@@ -157,15 +167,10 @@ func TestBatches(t *testing.T) {
 // BenchmarkStep is the pure decision cost of one engine iteration in
 // the middle of a phase, for a small cluster and a thousand members.
 func BenchmarkStep(b *testing.B) {
-	host := func(i int) string { return fmt.Sprintf("host: h%d", i%3+1) }
 	for _, n := range []int{10, 1000} {
 		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
 			k := min(n, 100)
-			c, err := config.Parse([]byte(describe("api", fmt.Sprintf("{type: canary, max_batch: %d, max_unavailable: %d}", k, k), n, "", host)+scriptReleases), "b.yaml")
-			if err != nil {
-				b.Fatal(err)
-			}
-			w := newWorld(c, "1.0.0")
+			w := describedWorld(b, describe("api", fmt.Sprintf("{type: canary, max_batch: %d, max_unavailable: %d}", k, k), n, "", onThreeHosts))
 			if err := w.begin("2.0.0"); err != nil {
 				b.Fatal(err)
 			}
@@ -174,7 +179,7 @@ func BenchmarkStep(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				_ = Step(c, w.u, obs, w.now)
+				_ = Step(w.c, w.u, obs, w.now)
 			}
 		})
 	}

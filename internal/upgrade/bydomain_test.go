@@ -1,14 +1,11 @@
 package upgrade
 
 import (
-	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ferry-upgrade/ferry/internal/config"
 )
 
 // TestByDomain runs whole upgrades of a by-domain component whose
@@ -20,7 +17,6 @@ import (
 func TestByDomain(t *testing.T) {
 	// Hosts h1, h2, h3 are zones a, b, c: api-1, 4, 7 in zone-a,
 	// api-2, 5, 8 in zone-b, api-3, 6 in zone-c.
-	host := func(i int) string { return fmt.Sprintf("host: h%d", i%3+1) }
 	role := "    role: {name: leader, check: {http: \"http://{{.Address}}/role\"}}\n"
 	for _, tc := range []struct {
 		name  string
@@ -50,13 +46,8 @@ func TestByDomain(t *testing.T) {
 			batches: [][]string{{"api-2"}, {"api-5", "api-8"}, {"api-3"}, {"api-6"}, {"api-1"}, {"api-7", "api-4"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			desc := describe("api", "{type: by-domain, max_batch: 2, max_unavailable: 2}", 8, tc.extra, host)
-			c, err := config.Parse([]byte(desc+scriptReleases), "t.yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			domain := func(n string) string { _, m := c.MemberOf(n); return m.Domain }
-			w := newWorld(c, "1.0.0")
+			w := describedWorld(t, describe("api", "{type: by-domain, max_batch: 2, max_unavailable: 2}", 8, tc.extra, onThreeHosts))
+			domain := func(n string) string { _, m := w.c.MemberOf(n); return m.Domain }
 			if tc.setup != nil {
 				tc.setup(w)
 			}

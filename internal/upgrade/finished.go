@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -122,7 +123,7 @@ func Describe(a Action) string {
 		}
 		return "undo " + a.Effect
 	case ActHooks:
-		owner := firstNonEmpty(a.Member, a.Component, "the upgrade")
+		owner := cmp.Or(a.Member, a.Component, "the upgrade")
 		return fmt.Sprintf("%s hooks of %s", a.Hooks, owner)
 	}
 	return fmt.Sprintf("%s %s", a.Kind, a.Member)

@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -59,7 +60,7 @@ func (s *stepper) openHookEffects(calls []config.Call, list, component, member s
 		}
 		owner := member
 		if owner == "" {
-			owner = firstNonEmpty(component, "the cluster")
+			owner = cmp.Or(component, "the cluster")
 		}
 		s.u.Effects.Open(effect.Effect{
 			Key:      hookKey(list, component, member, i),
@@ -221,7 +222,7 @@ func memberOf(e *effect.Effect) string {
 // ends as if the cluster were restored while it is not.
 func (s *stepper) pauseOnUndo(e *effect.Effect, d time.Duration) {
 	reason := fmt.Sprintf("the undo of %s (%s; its undo: %s) failed for %s: %s; fix its cause and 'ferry upgrade resume' to try it again, or 'ferry upgrade override --effect %s' to leave it undone",
-		e.ID, e.What, e.UndoWhat, d, orDash(e.Error), e.ID)
+		e.ID, e.What, e.UndoWhat, d, cmp.Or(e.Error, "-"), e.ID)
 	if s.u.State == StatePaused {
 		s.u.Reason = reason
 		return
@@ -271,22 +272,22 @@ func (s *stepper) hooks(list, component string, deadline time.Duration) bool {
 	}
 	if h.Acting != 0 {
 		if s.inFlight(h.Acting) {
-			s.wait("%s hooks of %s running", list, firstNonEmpty(component, "the upgrade"))
+			s.wait("%s hooks of %s running", list, cmp.Or(component, "the upgrade"))
 			return false
 		}
 		h.Acting = 0
 	}
 	if s.now.Sub(h.Since) > deadline {
-		s.fail("%s hooks of %s failed for %s: %s", list, firstNonEmpty(component, "the upgrade"), deadline, orDash(h.Detail))
+		s.fail("%s hooks of %s failed for %s: %s", list, cmp.Or(component, "the upgrade"), deadline, cmp.Or(h.Detail, "-"))
 		return false
 	}
 	if !s.backoff(h.Tries, h.LastTry) {
-		s.wait("%s hooks of %s: %s", list, firstNonEmpty(component, "the upgrade"), orDash(h.Detail))
+		s.wait("%s hooks of %s: %s", list, cmp.Or(component, "the upgrade"), cmp.Or(h.Detail, "-"))
 		return false
 	}
 	if strings.HasPrefix(list, "pre_") {
 		if s.undoing(calls, list, component, "") {
-			s.wait("%s hooks of %s: waiting for an undo in flight", list, firstNonEmpty(component, "the upgrade"))
+			s.wait("%s hooks of %s: waiting for an undo in flight", list, cmp.Or(component, "the upgrade"))
 			return false
 		}
 		s.openHookEffects(calls, list, component, "")

@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"cmp"
 	"fmt"
 	"sort"
 	"strconv"
@@ -581,7 +582,7 @@ func (s *stepper) preflight() bool {
 	for _, name := range sortedNames(s.u.Members) {
 		o := s.obs.Members[name]
 		if !o.Healthy {
-			sick = append(sick, fmt.Sprintf("%s not healthy (%s)", name, orDash(o.Detail)))
+			sick = append(sick, fmt.Sprintf("%s not healthy (%s)", name, cmp.Or(o.Detail, "-")))
 		}
 	}
 	if gate := s.redGates(time.Time{}); gate != "" {
@@ -625,7 +626,7 @@ func (s *stepper) redGates(after time.Time) string {
 			s.probe[n] = true
 			red = append(red, fmt.Sprintf("cluster gate %s not checked since the last batch", n))
 		case !g.Healthy:
-			red = append(red, fmt.Sprintf("cluster gate %s red (%s)", n, orDash(g.Detail)))
+			red = append(red, fmt.Sprintf("cluster gate %s red (%s)", n, cmp.Or(g.Detail, "-")))
 		}
 	}
 	return strings.Join(red, ", ")
@@ -704,22 +705,6 @@ func (u Upgrade) clone() Upgrade {
 
 // Clone returns a deep copy, for callers that keep records around.
 func (u Upgrade) Clone() Upgrade { return u.clone() }
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func firstNonEmpty(ss ...string) string {
-	for _, s := range ss {
-		if s != "" {
-			return s
-		}
-	}
-	return ""
-}
 
 // names lists member names, the first few of them when there are many.
 func names(ns []string) string {

@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -44,7 +45,7 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 		}
 		if def.Back != nil {
 			if back, why := def.Back(f); back != "" {
-				m.Detail = why + orDash(o.Detail)
+				m.Detail = why + cmp.Or(o.Detail, "-")
 				m.HealthySince = time.Time{}
 				m.SoakBroke = true
 				s.setStep(m, back)
@@ -62,7 +63,7 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 				// on what is seen meanwhile: a pre_stop hook that makes a
 				// leader step down makes it unready, which is not its stop.
 				if def.Action == step.ActStart {
-					s.wait("%s: waiting to be healthy on %s (%s)", m.Name, m.Target, orDash(o.Detail))
+					s.wait("%s: waiting to be healthy on %s (%s)", m.Name, m.Target, cmp.Or(o.Detail, "-"))
 				}
 				return
 			}
@@ -91,14 +92,14 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 		}
 		if !needs {
 			if def.Action == step.ActStart {
-				s.wait("%s: waiting to be healthy on %s (%s)", m.Name, m.Target, orDash(o.Detail))
+				s.wait("%s: waiting to be healthy on %s (%s)", m.Name, m.Target, cmp.Or(o.Detail, "-"))
 				s.wake(m.Began.Add(comp.Deadline.D() + time.Millisecond))
 			}
 			return
 		}
 		if def.Admit {
 			v := s.view(comp, ph, true)
-			if r, awaiting := s.admit(v, m.Name); r != nil {
+			if r, awaiting := s.admit(v, m.Name, true); r != nil {
 				if awaiting {
 					s.wait("%s: drained, asking the system whether it may stop", m.Name)
 					return
@@ -132,10 +133,10 @@ func (s *stepper) deadlineReason(comp *config.Component, m *Member, def step.Def
 		}
 		return fmt.Sprintf("%s did not succeed within healthy_deadline %s; %s", a, comp.Deadline, last)
 	}
-	why := orDash(firstNonEmpty(o.Detail, m.Detail))
+	why := cmp.Or(o.Detail, m.Detail, "-")
 	if strings.HasPrefix(m.Detail, step.SoakBroken) {
 		// It was healthy, then was not: that is the news.
-		why = m.Detail + "; last seen: " + orDash(o.Detail)
+		why = m.Detail + "; last seen: " + cmp.Or(o.Detail, "-")
 	}
 	return fmt.Sprintf("not healthy on %s within healthy_deadline %s: %s", m.Target, comp.Deadline, why)
 }
@@ -206,7 +207,7 @@ func (s *stepper) countExits(comp *config.Component, m *Member, o MemberHealth) 
 	if o.Restarts > m.RestartsSeen {
 		m.Exits += o.Restarts - m.RestartsSeen
 		m.RestartsSeen = o.Restarts
-		m.ExitDetail = firstNonEmpty(o.Detail, "restarted by its substrate")
+		m.ExitDetail = cmp.Or(o.Detail, "restarted by its substrate")
 	}
 	if !o.Running && o.Version == m.Target && !o.Started.IsZero() && !o.Started.Before(m.Started.Add(-time.Second)) &&
 		!o.Started.Equal(m.LastExit) && o.Seen.After(m.StartDone) {

@@ -60,13 +60,13 @@ func (s *stepper) systemAnswer(m *Member, name string, stopping bool) strategy.A
 }
 
 // admit asks every admission predicate about member n. A refusal by
-// ok_to_stop has the system asked: at once when it has no answer that
-// counts (awaiting is then set: the refusal only awaits the answer),
-// again once a no is askAgain old.
-func (s *stepper) admit(v *strategy.View, n string) (r *strategy.Refusal, awaiting bool) {
+// ok_to_stop has the system asked, if mayAsk: at once when it has no
+// answer that counts (awaiting is then set: the refusal only awaits
+// the answer), again once a no is askAgain old.
+func (s *stepper) admit(v *strategy.View, n string, mayAsk bool) (r *strategy.Refusal, awaiting bool) {
 	c := s.admissionMember(v, n)
 	r = strategy.Admit(v, c, s.overridden)
-	if r == nil || r.Predicate != strategy.PredOKToStop {
+	if r == nil || r.Predicate != strategy.PredOKToStop || !mayAsk {
 		return r, false
 	}
 	if a, ok := s.obs.Answers[n]; ok && c.System.Answered && !a.Yes {

@@ -1,11 +1,8 @@
 package upgrade
 
 import (
-	"fmt"
 	"testing"
 	"time"
-
-	"github.com/ferry-upgrade/ferry/internal/config"
 )
 
 // TestCoarseSubstrateClock: with a substrate whose times are whole
@@ -15,23 +12,18 @@ import (
 // of its stop was "down for -27ms", and a soak counted from a truncated
 // time ended before the lower bound said it could (×0.96).
 func TestCoarseSubstrateClock(t *testing.T) {
-	host := func(i int) string { return fmt.Sprintf("host: h%d", i%3+1) }
 	drain := "    hooks: {pre_stop: [{http: \"http://lb/{{.Name}}/drain\", method: POST}]}\n"
 	for _, tc := range []struct {
 		name  string
 		desc  string
 		ready time.Duration
 	}{
-		{"canary, ready at once", describe("api", "{type: canary, max_batch: 4, max_unavailable: 4}", 12, "", host), 5 * time.Millisecond},
-		{"canary, drained first", describe("api", "{type: canary, max_batch: 4, max_unavailable: 4}", 12, drain, host), 300 * time.Millisecond},
-		{"one at a time, drained first", describe("kv", "{type: one-at-a-time}", 5, drain, host), 50 * time.Millisecond},
+		{"canary, ready at once", describe("api", "{type: canary, max_batch: 4, max_unavailable: 4}", 12, "", onThreeHosts), 5 * time.Millisecond},
+		{"canary, drained first", describe("api", "{type: canary, max_batch: 4, max_unavailable: 4}", 12, drain, onThreeHosts), 300 * time.Millisecond},
+		{"one at a time, drained first", describe("kv", "{type: one-at-a-time}", 5, drain, onThreeHosts), 50 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := config.Parse([]byte(tc.desc+scriptReleases), "t.yaml")
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := newWorld(c, "1.0.0")
+			w := describedWorld(t, tc.desc)
 			w.coarse, w.ready = true, tc.ready
 			// Start in the middle of a second, as a real clock does.
 			w.now = w.now.Add(700 * time.Millisecond)

@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -166,23 +167,17 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 	var asking []string
 	askCap := max(1, ph.Settings.MaxBatch)
 	check := func(n string) *strategy.Refusal {
-		if len(asking) >= askCap && !slices.Contains(asking, n) {
-			if r := strategy.Admit(v, s.admissionMember(v, n), s.overridden); r != nil {
-				if r.Predicate != strategy.PredOKToStop {
-					refuse(*r)
-				}
-				return r
-			}
-			return nil
-		}
-		r, awaiting := s.admit(v, n)
+		// Past the cap, ok_to_stop's refusal is neither asked about
+		// nor kept: the system is asked of it once others answer.
+		mayAsk := len(asking) < askCap || slices.Contains(asking, n)
+		r, awaiting := s.admit(v, n, mayAsk)
 		switch {
 		case r == nil:
 		case awaiting:
 			if !slices.Contains(asking, n) {
 				asking = append(asking, n)
 			}
-		default:
+		case mayAsk || r.Predicate != strategy.PredOKToStop:
 			refuse(*r)
 		}
 		return r
@@ -308,13 +303,7 @@ func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admi
 		return 1, "", strategy.Take(members(left), 1, admit), ""
 	}
 	// A plan recorded without its settings names its strategy only.
-	name := ph.Settings.Type
-	if name == "" {
-		name = ph.Strategy
-	}
-	if name == "" {
-		name = strategy.Default
-	}
+	name := cmp.Or(ph.Settings.Type, ph.Strategy, strategy.Default)
 	st, ok := strategy.Lookup(name)
 	if !ok {
 		return 0, "", nil, fmt.Sprintf("component %s: strategy %q is not in this build (known: %s)", ph.Component, name, strings.Join(strategy.Names(), ", "))
@@ -367,7 +356,7 @@ func (s *stepper) runBatch(comp *config.Component, ph plan.Phase, b *Batch) {
 				continue
 			}
 			v := s.view(comp, ph, true)
-			if r, awaiting := s.admit(v, n); r != nil {
+			if r, awaiting := s.admit(v, n, true); r != nil {
 				if awaiting {
 					s.wait("%s: asking the system whether it may stop", n)
 				} else {

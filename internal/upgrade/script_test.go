@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"testing"
@@ -165,9 +166,9 @@ func TestScripts(t *testing.T) {
 				var b strings.Builder
 				for _, n := range w.order {
 					m := w.members[n]
-					fmt.Fprintf(&b, "%s %s pin %s\n", n, m.version, orDash(m.pin))
+					fmt.Fprintf(&b, "%s %s pin %s\n", n, m.version, cmp.Or(m.pin, "-"))
 				}
-				fmt.Fprintf(&b, "record pin %s, point of no return %s\n", w.u.Pin, orDash(w.u.NoReturn.String()))
+				fmt.Fprintf(&b, "record pin %s, point of no return %s\n", w.u.Pin, cmp.Or(w.u.NoReturn.String(), "-"))
 				return b.String()
 			}
 			t.Fatalf("%s: unknown command %q", d.Pos, d.Cmd)

@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -80,13 +81,13 @@ func (s *stepper) stage(st State) {
 	}
 	if u.Stage.Acting != 0 {
 		if s.inFlight(u.Stage.Acting) {
-			s.wait("%s: %s", st, orDash(u.Stage.Detail))
+			s.wait("%s: %s", st, cmp.Or(u.Stage.Detail, "-"))
 			return
 		}
 		u.Stage.Acting = 0
 	}
 	if s.now.Sub(u.Stage.Since) > deadline {
-		s.fail("%s: not done within %s: %s", st, deadline, orDash(u.Stage.Detail))
+		s.fail("%s: not done within %s: %s", st, deadline, cmp.Or(u.Stage.Detail, "-"))
 		return
 	}
 	if s.u.Pausing {
@@ -94,7 +95,7 @@ func (s *stepper) stage(st State) {
 	}
 	if !u.Stage.LastTry.IsZero() {
 		if next := u.Stage.LastTry.Add(interval); s.now.Before(next) {
-			s.wait("%s: %s", st, orDash(u.Stage.Detail))
+			s.wait("%s: %s", st, cmp.Or(u.Stage.Detail, "-"))
 			s.wake(next)
 			return
 		}

@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -326,7 +327,7 @@ func (w *world) elect(not string) {
 	}
 	if w.leader != old {
 		w.leaderChanges++
-		w.logf("(world) leader %s → %s", old, orDash(w.leader))
+		w.logf("(world) leader %s → %s", old, cmp.Or(w.leader, "-"))
 	}
 }
 
@@ -398,7 +399,7 @@ func (w *world) apply(a Action) error {
 			}
 			return errors.New(a.Hooks + " hook 1: 503 Service Unavailable")
 		case "fail-once":
-			key := "failed:" + a.Hooks + ":" + firstNonEmpty(a.Member, a.Component, "cluster")
+			key := "failed:" + a.Hooks + ":" + cmp.Or(a.Member, a.Component, "cluster")
 			if w.faults[key] == "" {
 				w.faults[key] = "yes"
 				return errors.New(a.Hooks + " hook 1: 503 Service Unavailable (once)")
@@ -413,7 +414,7 @@ func (w *world) apply(a Action) error {
 				w.drained[m.name] = true
 			}
 		case "pre_phase", "pre_upgrade":
-			w.flags[a.Hooks+":"+firstNonEmpty(a.Component, "cluster")] = true
+			w.flags[a.Hooks+":"+cmp.Or(a.Component, "cluster")] = true
 		}
 	case ActUndo:
 		if f := w.faults["undo"]; f == "fail" {
@@ -429,7 +430,7 @@ func (w *world) apply(a Action) error {
 			case "pre_stop":
 				delete(w.drained, h.Member)
 			default:
-				delete(w.flags, h.List+":"+firstNonEmpty(h.Component, "cluster"))
+				delete(w.flags, h.List+":"+cmp.Or(h.Component, "cluster"))
 			}
 		}
 	case ActStage:
@@ -671,19 +672,19 @@ func (w *world) status() string {
 		}
 		fmt.Fprintf(&b, "%s %s %s target %s step %s\n", n, m.version, run, target, step)
 	}
-	fmt.Fprintf(&b, "leader %s, moved %d times\n", orDash(w.leader), w.leaderChanges)
-	fmt.Fprintf(&b, "drained: %s\n", orDash(strings.Join(sortedKeys(w.drained), ", ")))
-	fmt.Fprintf(&b, "flags: %s\n", orDash(strings.Join(sortedKeys(w.flags), ", ")))
+	fmt.Fprintf(&b, "leader %s, moved %d times\n", cmp.Or(w.leader, "-"), w.leaderChanges)
+	fmt.Fprintf(&b, "drained: %s\n", cmp.Or(strings.Join(sortedKeys(w.drained), ", "), "-"))
+	fmt.Fprintf(&b, "flags: %s\n", cmp.Or(strings.Join(sortedKeys(w.flags), ", "), "-"))
 	var owed []string
 	for _, e := range w.u.Effects {
 		owed = append(owed, fmt.Sprintf("%s %s (%s)", e.ID, e.State, e.What))
 	}
-	fmt.Fprintf(&b, "effects owed: %s\n", orDash(strings.Join(owed, "; ")))
+	fmt.Fprintf(&b, "effects owed: %s\n", cmp.Or(strings.Join(owed, "; "), "-"))
 	var sizes []string
 	for _, bb := range w.u.Batches {
 		sizes = append(sizes, fmt.Sprintf("%s=%d", bb.Name(), len(bb.Members)))
 	}
-	fmt.Fprintf(&b, "batches: %s\n", orDash(strings.Join(sizes, ", ")))
+	fmt.Fprintf(&b, "batches: %s\n", cmp.Or(strings.Join(sizes, ", "), "-"))
 	for _, r := range w.u.Refusals {
 		fmt.Fprintf(&b, "refused: %s\n", r)
 	}

@@ -2,15 +2,13 @@ package all_test
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/ferry-upgrade/ferry/internal/sourcetree"
 	"github.com/ferry-upgrade/ferry/internal/substrate"
 	_ "github.com/ferry-upgrade/ferry/internal/substrate/all"
 )
@@ -28,7 +26,7 @@ import (
 // contains the word ("applies to the process substrate") is prose, not
 // a switch, and is not counted.
 func TestNoSubstrateNamedOutsideItsPackage(t *testing.T) {
-	root := repoRoot(t)
+	root := sourcetree.Root(t)
 	own := map[string]string{} // name -> its package's directory, relative to root
 	for _, name := range substrate.Names() {
 		s, err := substrate.Lookup(name)
@@ -41,31 +39,14 @@ func TestNoSubstrateNamedOutsideItsPackage(t *testing.T) {
 		t.Fatal("no substrate registered")
 	}
 	registry := filepath.Join("internal", "substrate")
-	var files int
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	skip := func(rel string) bool {
+		switch filepath.Base(rel) {
+		case "testdata", "examples", "node_modules", "vendor":
+			return true
 		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			switch d.Name() {
-			case ".git", "testdata", "examples", "node_modules", "vendor":
-				return filepath.SkipDir
-			}
-			if rel == registry {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") {
-			return nil
-		}
-		files++
-		fset := token.NewFileSet()
-		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+		return rel == registry
+	}
+	sourcetree.Walk(t, skip, func(rel string, fset *token.FileSet, f *ast.File) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			lit, ok := n.(*ast.BasicLit)
 			if !ok || lit.Kind != token.STRING {
@@ -79,35 +60,10 @@ func TestNoSubstrateNamedOutsideItsPackage(t *testing.T) {
 			if !ok || filepath.Dir(rel) == dir {
 				return true
 			}
-			t.Errorf("%s: the substrate name %q outside its package (%s): ask the registry (package substrate: its capabilities, its rules) or use the package's Name", fset.Position(lit.Pos()).String()[len(root)+1:], v, dir)
+			t.Errorf("%s: the substrate name %q outside its package (%s): ask the registry (package substrate: its capabilities, its rules) or use the package's Name", fset.Position(lit.Pos()), v, dir)
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if files < 100 {
-		t.Errorf("walked %d .go files under %s: the walk missed the tree", files, root)
-	}
-}
-
-// repoRoot is the module's root: the directory above this package's
-// with go.mod.
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d
-		}
-		if filepath.Dir(d) == d {
-			t.Fatalf("no go.mod above %s", dir)
-		}
-	}
 }
 
 // relDir is a registering package's directory relative to the root

@@ -1,0 +1,87 @@
+// Package sourcetree walks the repository's Go source for the tests
+// that keep a rule over the whole tree (no strategy's or substrate's
+// name spelled outside its own package), so that each such test says
+// only what it looks for, not again how to find and parse the files.
+// Tests alone import it.
+package sourcetree
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// minFiles is fewer .go files than the repository has: a walk that
+// parsed fewer missed the tree and proves nothing.
+const minFiles = 100
+
+// Root is the module's root: the nearest directory above the working
+// directory (a test's package) that holds go.mod.
+func Root(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			t.Fatalf("no go.mod above %s", dir)
+		}
+	}
+}
+
+// Walk parses every .go file under the module's root, outside hidden
+// directories (.git) and the directories skip reports (given their
+// path relative to the root), and calls visit with each file parsed
+// and its path relative to the root (the name fset's positions give).
+// It fails the test if the walk fails or parses fewer than minFiles
+// files.
+func Walk(t testing.TB, skip func(rel string) bool, visit func(rel string, fset *token.FileSet, f *ast.File)) {
+	t.Helper()
+	root := Root(t)
+	fset := token.NewFileSet()
+	files := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || skip(rel)) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		f, err := parser.ParseFile(fset, rel, src, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files++
+		visit(rel, fset, f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < minFiles {
+		t.Fatalf("walked %d .go files under %s: the walk missed the tree", files, root)
+	}
+}
