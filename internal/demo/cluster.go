@@ -3,7 +3,9 @@ package demo
 import (
 	"context"
 	"fmt"
+	"github.com/ferry-upgrade/ferry/internal/loopback"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -51,6 +53,9 @@ const KVMigrations = `{component: kv, deadline: 2m, interval: 200ms,
 
 // ClusterOptions describe a sample cluster to start.
 type ClusterOptions struct {
+	// drawn, if set, is told the ports drawn (by their placeholder
+	// names) before anything starts: a test takes one to cause a clash.
+	drawn func(ports map[string]string)
 	// Dir is the cluster's work directory (description, agent, data).
 	Dir string
 	// Self is the ferry binary that runs the agent.
@@ -113,7 +118,57 @@ type Cluster struct {
 // balancer and every member on the start release (engine.Up, what
 // 'ferry cluster up' does), and waits until all are healthy and the
 // load balancer sees every backend.
-func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error) {
+//
+// Its ports are drawn at random below the kernel's ephemeral range; a
+// member that finds its port taken (another process bound it between
+// the draw and the member's start) makes it start again on new ports,
+// up to three times.
+func StartCluster(ctx context.Context, o ClusterOptions) (*Cluster, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	before := map[string]bool{}
+	if es, err := os.ReadDir(o.Dir); err == nil {
+		for _, e := range es {
+			before[e.Name()] = true
+		}
+	}
+	for try := 1; ; try++ {
+		cl, err := startCluster(ctx, o)
+		if err == nil || try == 3 || ctx.Err() != nil || !portClash(o.Dir) {
+			return cl, err
+		}
+		o.Logger.Warn("demo: a member's port was taken; starting again on new ports", "try", try, "err", err)
+		// What this try made (description, agent, store, the members'
+		// data with the old addresses in it) goes; what was there stays.
+		es, err := os.ReadDir(o.Dir)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			if !before[e.Name()] {
+				if err := os.RemoveAll(filepath.Join(o.Dir, e.Name())); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+}
+
+// portClash reports whether a member's log in the cluster directory
+// dir says its address was in use.
+func portClash(dir string) bool {
+	logs, _ := filepath.Glob(filepath.Join(dir, "agent", "logs", "*", "*.log"))
+	logs = append(logs, filepath.Join(dir, "agent", "agent.log"))
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil && loopback.Clash(b) {
+			return true
+		}
+	}
+	return false
+}
+
+func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -142,7 +197,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(13)
+	ports, err := loopback.Ports(rand.Uint64(), 13)
 	if err != nil {
 		return nil, err
 	}
@@ -169,6 +224,9 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	}
 	for i, n := range names {
 		vars[n] = strconv.Itoa(ports[i])
+	}
+	if o.drawn != nil {
+		o.drawn(vars)
 	}
 	if o.SlowSteps > 0 {
 		// Each step of an api member's move takes about that long: a
@@ -280,7 +338,7 @@ func StartCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	if _, err := eng.Up(ctx, o.Start, nil); err != nil {
 		return nil, fmt.Errorf("demo: cluster up: %w", err)
 	}
-	if err := waitHealthy(ctx, eng, cl.LBAdmin, 60*time.Second); err != nil {
+	if err := waitHealthy(ctx, eng, cl.LBAdmin, dir, 60*time.Second); err != nil {
 		return nil, err
 	}
 	return cl, nil

@@ -101,7 +101,7 @@ func compareOne(ctx context.Context, o Options, bins map[string]string, dir stri
 			}
 		}
 	}
-	if err := waitHealthy(ctx, eng, cl.LBAdmin, 60*time.Second); err != nil {
+	if err := waitHealthy(ctx, eng, cl.LBAdmin, cl.Dir, 60*time.Second); err != nil {
 		return Comparison{}, err
 	}
 	end := time.Now()

@@ -14,7 +14,6 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/proof"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -430,26 +429,6 @@ var placeholder = regexp.MustCompile(`\$\{[A-Z0-9]+\}`)
 
 func fileSHA256(p string) (string, error) { return checksum.File(p) }
 
-// freePorts asks the kernel for n distinct free loopback ports.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 // startAgent runs 'ferry agent' as its own process (its own session, so
 // that the members it owns outlive any ferry process) and waits for it.
 func startAgent(ctx context.Context, self, addr, dir string) (func(), error) {
@@ -505,10 +484,13 @@ func startAgent(ctx context.Context, self, addr, dir string) (func(), error) {
 
 // waitHealthy waits until every member is healthy, every gate green
 // and the load balancer sees every backend healthy.
-func waitHealthy(ctx context.Context, eng *engine.Engine, lbAdmin string, limit time.Duration) error {
+func waitHealthy(ctx context.Context, eng *engine.Engine, lbAdmin, dir string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	why := ""
 	for time.Now().Before(deadline) {
+		if portClash(dir) {
+			return fmt.Errorf("demo: a member's port was taken by another process (see the logs in %s)", filepath.Join(dir, "agent"))
+		}
 		snap, err := eng.Observe(ctx)
 		if err == nil {
 			why = sick(snap)

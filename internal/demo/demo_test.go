@@ -5,6 +5,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/server"
 	"github.com/ferry-upgrade/ferry/internal/store"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -118,5 +119,55 @@ func TestNaiveAllAtOnce(t *testing.T) {
 	t.Logf("all at once: %d requests, %d failed, in %.1fs; zero downtime %v", c.Requests.Total, c.Requests.Failed, c.DurationS, c.ZeroDowntime)
 	if c.ZeroDowntime || c.Requests.Failed == 0 {
 		t.Errorf("restarting every api member at once: %+v; want failed requests and zero_downtime false", c)
+	}
+}
+
+// TestStartClusterOnAPortClash takes api-4's port after it is drawn and
+// before api-4 starts, as another process may: api-4 fails to bind, the
+// start is given up at once (not after the minute's wait for health) and
+// made again on new ports, and the cluster comes up healthy.
+func TestStartClusterOnAPortClash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: builds binaries and runs a real cluster")
+	}
+	self, arts := buildAll(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var held net.Listener
+	var heldPort string
+	defer func() {
+		if held != nil {
+			held.Close()
+		}
+	}()
+	o := ClusterOptions{Dir: t.TempDir(), Self: self, Start: "1.0.0", Soak: 300 * time.Millisecond,
+		Releases: []Release{{Version: "1.0.0", Path: filepath.Join(arts, "sample-1.0.0")}}}
+	o.drawn = func(ports map[string]string) {
+		if held != nil {
+			return
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+ports["API4"])
+		if err != nil {
+			t.Errorf("take api-4's port %s: %v", ports["API4"], err)
+			return
+		}
+		held, heldPort = l, ports["API4"]
+	}
+	start := time.Now()
+	cl, err := StartCluster(ctx, o)
+	if err != nil {
+		t.Fatalf("start with api-4's port taken once: %v", err)
+	}
+	defer cl.Close()
+	took := time.Since(start)
+	t.Logf("started in %s; api-4's first port %s, now %s", took.Round(time.Millisecond), heldPort, cl.Addresses["api-4"])
+	if held == nil {
+		t.Fatal("no port was taken")
+	}
+	if cl.Addresses["api-4"] == "127.0.0.1:"+heldPort {
+		t.Errorf("api-4 is on the taken port %s", heldPort)
+	}
+	if took > 55*time.Second {
+		t.Errorf("the clash was waited out (%s), not seen", took)
 	}
 }

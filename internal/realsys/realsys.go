@@ -20,9 +20,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ferry-upgrade/ferry/internal/loopback"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -343,7 +343,7 @@ func New(ctx context.Context, sys *System, ferry, dir string, o Options) (*Clust
 	}
 	c := &Cluster{Sys: sys, Dir: dir, File: filepath.Join(dir, "cluster.yaml"), Data: filepath.Join(dir, "data"), Ferry: ferry,
 		Seed: o.Seed, log: o.Log, Ports: map[string]string{}}
-	ports, err := freePorts(o.Seed, len(sys.ports)+1)
+	ports, err := loopback.Ports(o.Seed, len(sys.ports)+1)
 	if err != nil {
 		return nil, err
 	}
@@ -414,32 +414,6 @@ func FileSHA256(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// freePorts picks n ports below the kernel's ephemeral range (32768 and
-// up, where an outgoing connection may take a port between its check
-// and its use), at random from seed, each free when picked.
-func freePorts(seed uint64, n int) ([]int, error) {
-	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	seen := map[int]bool{}
-	var out []int
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 10000 {
-			return nil, errors.New("realsys: no free ports between 20000 and 32000")
-		}
-		p := 20000 + r.IntN(12000)
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		out = append(out, p)
-	}
-	return out, nil
 }
 
 // startAgent runs the cluster's agent in its own session (its members
