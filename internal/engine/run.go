@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -191,7 +189,7 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 		}
 		// Write before acting: the record names what is about to
 		// happen, and the effects it is about to make.
-		if len(evs) > 0 || recordChanged(l.u, d.Upgrade) || now.Sub(l.saved) >= heartbeat {
+		if len(evs) > 0 || !upgrade.Same(l.u, d.Upgrade) || now.Sub(l.saved) >= heartbeat {
 			if err := e.save(now, d.Upgrade, evs); err != nil {
 				return l.u, err
 			}
@@ -239,15 +237,6 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 		}
 		timer.Stop()
 	}
-}
-
-// recordChanged reports whether b says more than a, beyond its times.
-func recordChanged(a, b upgrade.Upgrade) bool {
-	a.Updated, b.Updated = time.Time{}, time.Time{}
-	a.Alive, b.Alive = time.Time{}, time.Time{}
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	return !bytes.Equal(ja, jb)
 }
 
 // dispatch starts action a in its own goroutine, with its deadline and

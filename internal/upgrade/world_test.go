@@ -513,8 +513,12 @@ func (w *world) finish() {
 	}
 }
 
-// report prints how record b differs from a.
+// report prints how record b differs from a. It checks that Same
+// says what the records' JSON says (the engine writes on it).
 func (w *world) report(a, b Upgrade) {
+	if err := sameAsJSON(a, b); err != nil {
+		panic(err)
+	}
 	if a.State != b.State {
 		msg := fmt.Sprintf("state %s → %s", orState(a.State, State{Kind: "-"}), b.State)
 		if b.Reason != "" && b.Reason != a.Reason {
