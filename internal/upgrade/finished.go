@@ -62,10 +62,10 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 		h.Done, h.Detail = true, ""
 		u.Bound.Hooks += took
 	default:
-		m := u.Members[a.Member]
-		if m == nil || m.Acting != a.Seq {
+		if m := u.Members[a.Member]; m == nil || m.Acting != a.Seq {
 			return u
 		}
+		m := u.own(a.Member)
 		m.Acting = 0
 		if errors.Is(err, context.Canceled) {
 			// Cancelled by an abort: no failure of the member's, and no

@@ -3,6 +3,7 @@ package upgrade
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -77,6 +78,7 @@ func majority(versions map[string]string) string {
 // returned action is taken.
 func Step(c *config.Cluster, u Upgrade, obs Observation, now time.Time) Decision {
 	s := stepper{c: c, u: u.clone(), obs: obs, now: now, probe: map[string]bool{}, ask: map[string]bool{}}
+	// u's members are shared with s.u until s.edit copies one.
 	s.away()
 	s.run()
 	s.u.Waiting = strings.Join(append(s.notes, s.waiting...), "; ")
@@ -112,6 +114,32 @@ type stepper struct {
 	// failed is set once a step failed in this pass: the phase stops
 	// advancing members, whatever the policy made of the failure.
 	failed bool
+	// mine names the members this step copied to change (edit); nil
+	// until the first, when the members map is copied too.
+	mine map[string]bool
+}
+
+// edit returns member n of the record being stepped, to change: a copy
+// made the first time (and of the members map, the first time any
+// member changes), so that the record Step was given is never changed
+// and the members a step leaves alone stay shared between the two
+// records (a pass over ten thousand members copies the few it moves).
+// A member's record is changed only through what edit returned.
+// Helpers that take a *Member to change want edit's; those that take a
+// name edit it themselves when they change it.
+func (s *stepper) edit(n string) *Member {
+	m := s.u.Members[n]
+	if m == nil || s.mine[n] {
+		return m
+	}
+	if s.mine == nil {
+		s.mine = map[string]bool{}
+		s.u.Members = maps.Clone(s.u.Members)
+	}
+	c := *m
+	s.u.Members[n] = &c
+	s.mine[n] = true
+	return &c
 }
 
 // wake asks to be stepped again no later than at t.
@@ -339,14 +367,14 @@ func (s *stepper) resume() {
 		}
 	}
 	for _, n := range sortedNames(u.Members) {
-		m := u.Members[n]
-		switch {
+		switch m := u.Members[n]; {
 		case m.Step == StepFailed:
+			m = s.edit(n)
 			s.resetMove(m)
 			m.Detail = "tried again after resume"
 			s.setStep(m, StepPending)
 		case m.Step.InFlight():
-			m.Began = s.now
+			s.edit(n).Began = s.now
 		}
 	}
 }
@@ -568,9 +596,9 @@ func (s *stepper) shift(d time.Duration) {
 	for i := range u.Effects {
 		move(&u.Effects[i].Undoing)
 	}
-	for _, m := range u.Members {
-		if m.Step.InFlight() {
-			move(&m.Began)
+	for n, m := range u.Members {
+		if m.Step.InFlight() && !m.Began.IsZero() {
+			move(&s.edit(n).Began)
 		}
 	}
 }
@@ -678,17 +706,14 @@ func Impacted(c *config.Cluster, u Upgrade, i int, why string, now time.Time) (_
 	return s.u, true
 }
 
+// clone is the next record made from u, for the machine to change:
+// its own lists of batches, effects, overrides and refusals, hook run
+// and outage; the plans, each batch's members and the members' records
+// shared with u (a batch's members and a plan are never changed in
+// place; a member is copied before it changes: stepper.edit, own).
 func (u Upgrade) clone() Upgrade {
 	c := u
-	c.Members = make(map[string]*Member, len(u.Members))
-	for k, v := range u.Members {
-		m := *v
-		c.Members[k] = &m
-	}
 	c.Batches = append([]Batch(nil), u.Batches...)
-	for i := range c.Batches {
-		c.Batches[i].Members = append([]string(nil), c.Batches[i].Members...)
-	}
 	c.Effects = append(c.Effects[:0:0], u.Effects...)
 	c.Overrides = append([]Override(nil), u.Overrides...)
 	c.Refusals = append([]strategy.Refusal(nil), u.Refusals...)
@@ -704,7 +729,27 @@ func (u Upgrade) clone() Upgrade {
 }
 
 // Clone returns a deep copy, for callers that keep records around.
-func (u Upgrade) Clone() Upgrade { return u.clone() }
+func (u Upgrade) Clone() Upgrade {
+	c := u.clone()
+	c.Members = make(map[string]*Member, len(u.Members))
+	for k, v := range u.Members {
+		m := *v
+		c.Members[k] = &m
+	}
+	for i := range c.Batches {
+		c.Batches[i].Members = append([]string(nil), c.Batches[i].Members...)
+	}
+	return c
+}
+
+// own gives record u its own copy of member n (and of the members map)
+// to change: the record it was cloned from keeps its own.
+func (u *Upgrade) own(n string) *Member {
+	c := *u.Members[n]
+	u.Members = maps.Clone(u.Members)
+	u.Members[n] = &c
+	return &c
+}
 
 // names lists member names, the first few of them when there are many.
 func names(ns []string) string {

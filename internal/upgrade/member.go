@@ -12,14 +12,16 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/step"
 )
 
-// advance moves member m through its move (package step) as far as it
+// advance moves member n through its move (package step) as far as it
 // can go without acting, and emits the action it needs next, if any.
 // The machine knows no step by name: each step's Def says what to do,
-// when it is over, and what ends it badly.
-func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
-	o := s.obs.Members[m.Name]
-	s.countExits(comp, m, o)
+// when it is over, and what ends it badly. The member's record is
+// copied (edit) only once something of it changes.
+func (s *stepper) advance(comp *config.Component, ph plan.Phase, n string) {
+	o := s.obs.Members[n]
+	s.countExits(comp, n, o)
 	for range 2 * len(step.Move) {
+		m := s.u.Members[n]
 		def, _, ok := step.Of(m.Step)
 		if !ok {
 			return // pending, done, failed
@@ -32,12 +34,13 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 		}
 		owed := len(s.owedOf(m.Name))
 		if !(def.Closes && owed > 0) && s.now.Sub(m.Began) > comp.Deadline.D() {
-			s.failMember(m, s.deadlineReason(comp, m, def, o))
+			s.failMember(s.edit(n), s.deadlineReason(comp, m, def, o))
 			return
 		}
 		f := s.facts(comp, m, o, owed)
 		if def.Fail != nil {
 			if why := def.Fail(f); why != "" {
+				m = s.edit(n)
 				m.CrashLoop = true
 				s.failMember(m, fmt.Sprintf("%s on %s", why, m.Target))
 				return
@@ -45,6 +48,7 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 		}
 		if def.Back != nil {
 			if back, why := def.Back(f); back != "" {
+				m = s.edit(n)
 				m.Detail = why + cmp.Or(o.Detail, "-")
 				m.HealthySince = time.Time{}
 				m.SoakBroke = true
@@ -67,10 +71,11 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 				}
 				return
 			}
+			m = s.edit(n)
 			m.Acting = 0 // lost with a process: taken again, at once
 		}
 		if (def.Skip != nil && def.Skip(f)) || (def.Complete != nil && def.Complete(f)) {
-			s.leave(comp, m, o)
+			s.leave(comp, s.edit(n), o)
 			continue
 		}
 		if def.Action == "" {
@@ -109,7 +114,7 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 				return
 			}
 		}
-		s.try(comp, m, def)
+		s.try(comp, n, def)
 		return
 	}
 }
@@ -162,8 +167,9 @@ func (s *stepper) facts(comp *config.Component, m *Member, o MemberHealth, owed 
 	}
 }
 
-// leave moves m past its current step, keeping what the lower bound
-// and the events need: when it became healthy, its time down.
+// leave moves m (s.edit's) past its current step, keeping what the
+// lower bound and the events need: when it became healthy, its time
+// down.
 func (s *stepper) leave(comp *config.Component, m *Member, o MemberHealth) {
 	switch m.Step {
 	case StepStarting:
@@ -194,10 +200,11 @@ func (s *stepper) leave(comp *config.Component, m *Member, o MemberHealth) {
 	s.setStep(m, step.After(m.Step))
 }
 
-// countExits counts member m's exits on its target since its first
+// countExits counts member n's exits on its target since its first
 // start in this move, within the crash-loop window: an instance seen
 // exited (by its start time), or restarts the substrate made itself.
-func (s *stepper) countExits(comp *config.Component, m *Member, o MemberHealth) {
+func (s *stepper) countExits(comp *config.Component, n string, o MemberHealth) {
+	m := s.u.Members[n]
 	if m.Started.IsZero() || (m.Step != StepStarting && m.Step != StepSoaking) || o.Unknown {
 		return
 	}
@@ -205,29 +212,32 @@ func (s *stepper) countExits(comp *config.Component, m *Member, o MemberHealth) 
 		return
 	}
 	if o.Restarts > m.RestartsSeen {
+		m = s.edit(n)
 		m.Exits += o.Restarts - m.RestartsSeen
 		m.RestartsSeen = o.Restarts
 		m.ExitDetail = cmp.Or(o.Detail, "restarted by its substrate")
 	}
 	if !o.Running && o.Version == m.Target && !o.Started.IsZero() && !o.Started.Before(m.Started.Add(-time.Second)) &&
 		!o.Started.Equal(m.LastExit) && o.Seen.After(m.StartDone) {
+		m = s.edit(n)
 		m.Exits++
 		m.LastExit = o.Started
 		m.ExitDetail = o.Detail
 	}
 }
 
-// failMember fails m's move and the step with it.
+// failMember fails m's move (m is s.edit's) and the step with it.
 func (s *stepper) failMember(m *Member, why string) {
 	s.setStep(m, StepFailed)
 	m.Detail = why
 	s.fail("member %s: %s", m.Name, why)
 }
 
-// try emits the action of step def for m, unless a previous try failed
-// too recently. A hook step opens the effects of its calls that have
-// an undo first, in the record written before the action.
-func (s *stepper) try(comp *config.Component, m *Member, def step.Def) {
+// try emits the action of step def for member n, unless a previous try
+// failed too recently. A hook step opens the effects of its calls that
+// have an undo first, in the record written before the action.
+func (s *stepper) try(comp *config.Component, n string, def step.Def) {
+	m := s.u.Members[n]
 	if !s.backoff(m.Tries, m.LastTry) {
 		return
 	}
@@ -250,11 +260,13 @@ func (s *stepper) try(comp *config.Component, m *Member, def step.Def) {
 		s.fail("member %s: step %s has an action ferry does not know (%q)", m.Name, def.Name, def.Action)
 		return
 	}
+	m = s.edit(n)
 	m.LastTry = s.now
 	m.Tries++
 	m.Acting = s.act(a)
 }
 
+// setStep moves m (s.edit's) to step st.
 func (s *stepper) setStep(m *Member, st MemberStep) {
 	if m.Step != st {
 		m.Step = st

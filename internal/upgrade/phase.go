@@ -114,6 +114,7 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 	for _, n := range pending {
 		m, o := u.Members[n], s.obs.Members[n]
 		if o.Running && o.Version == m.Target && o.Healthy && len(s.owedOf(n)) == 0 && !m.Restart {
+			m = s.edit(n)
 			s.setStep(m, StepDone)
 			m.Detail = "already running " + m.Target
 			continue
@@ -239,7 +240,7 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		Members: admitted, Size: size, Why: why, Began: s.now, Waited: !u.WaitSince.IsZero()}
 	u.WaitSince = time.Time{}
 	for _, n := range admitted {
-		s.begin(u.Members[n])
+		s.begin(s.edit(n))
 	}
 	u.Batches = append(u.Batches, b)
 	s.runBatch(comp, ph, &u.Batches[len(u.Batches)-1])
@@ -316,8 +317,8 @@ func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admi
 	return max(1, c.Size), c.Why, c.Members, ""
 }
 
-// begin starts member m's move; a restart notes the process it
-// replaces.
+// begin starts member m's move (s.edit's); a restart notes the
+// process it replaces.
 func (s *stepper) begin(m *Member) {
 	s.resetMove(m)
 	m.Began = s.now
@@ -329,7 +330,7 @@ func (s *stepper) begin(m *Member) {
 	s.setStep(m, step.First())
 }
 
-// resetMove clears what one move of m recorded.
+// resetMove clears what one move of m (s.edit's) recorded.
 func (s *stepper) resetMove(m *Member) {
 	m.Began, m.HealthySince, m.Started, m.LastExit, m.StartDone, m.Stopped = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	m.HealthyPID, m.HealthyStarted = 0, time.Time{}
@@ -366,15 +367,15 @@ func (s *stepper) runBatch(comp *config.Component, ph plan.Phase, b *Batch) {
 				done = false
 				continue
 			}
-			s.begin(m)
+			s.begin(s.edit(n))
 		}
 		if u.State != StatePaused {
-			s.advance(comp, ph, m)
+			s.advance(comp, ph, n)
 		}
 		if s.failed {
 			return
 		}
-		if m.Step != StepDone {
+		if u.Members[n].Step != StepDone {
 			done = false
 		}
 	}
@@ -594,6 +595,7 @@ func (s *stepper) rollback(reason string) {
 			// Its move's record stays until the rollback admits it (how
 			// it failed: a crash loop's exits, for the events); begin
 			// resets it then.
+			m = s.edit(n)
 			m.Target = m.From
 			m.Detail = ""
 			m.Restart = restart[n]
@@ -626,6 +628,7 @@ func (s *stepper) rollback(reason string) {
 func (s *stepper) untouched(why string, except map[string]bool) {
 	for _, n := range sortedNames(s.u.Members) {
 		if m := s.u.Members[n]; m.Step == StepPending && !except[n] {
+			m = s.edit(n)
 			m.Target = m.From
 			m.Detail = "untouched: " + why
 			s.setStep(m, StepDone)

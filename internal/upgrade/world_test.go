@@ -1,6 +1,7 @@
 package upgrade
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -457,7 +458,8 @@ func (w *world) step() Decision {
 	}
 	obs := w.observe(acting)
 	obs.Judging = w.judge != nil
-	d := Step(w.c, w.u, obs, w.now)
+	var d Decision
+	pure(w.u, func() { d = Step(w.c, w.u, obs, w.now) })
 	if w.judge != nil {
 		for i, b := range d.Upgrade.Batches {
 			if b.Rollback || b.Ended.IsZero() || i < len(w.u.Batches) && !w.u.Batches[i].Ended.IsZero() {
@@ -465,7 +467,9 @@ func (w *world) step() Decision {
 			}
 			if why := w.judge(b); why != "" {
 				var stop bool
-				if d.Upgrade, stop = Impacted(w.c, d.Upgrade, i, why, w.now); stop {
+				in := d.Upgrade
+				pure(in, func() { d.Upgrade, stop = Impacted(w.c, in, i, why, w.now) })
+				if stop {
 					d.Actions = nil
 				}
 			}
@@ -477,7 +481,8 @@ func (w *world) step() Decision {
 			if x.a.Seq == seq {
 				w.logf("cancel #%d %s", seq, Describe(x.a))
 				w.inflight = slices.Delete(w.inflight, i, i+1)
-				d.Upgrade = Finished(d.Upgrade, x.a, context.Canceled, 0, w.now)
+				in := d.Upgrade
+				pure(in, func() { d.Upgrade = Finished(in, x.a, context.Canceled, 0, w.now) })
 				break
 			}
 		}
@@ -505,11 +510,24 @@ func (w *world) step() Decision {
 func (w *world) finish() {
 	for _, r := range w.complete() {
 		before := w.u
-		w.u = Finished(w.u, r.a, r.err, w.took, w.now)
+		in := w.u
+		pure(in, func() { w.u = Finished(in, r.a, r.err, w.took, w.now) })
 		if r.err != nil {
 			w.logf("fail #%d %s: %v", r.a.Seq, Describe(r.a), r.err)
 		}
 		w.report(before, w.u)
+	}
+}
+
+// pure runs f, which makes a new record from u, and panics if f
+// changed u itself: the machine copies what it changes (stepper.edit,
+// Upgrade.own) and shares the rest, so a change in place would change
+// the record the engine saved before, unseen.
+func pure(u Upgrade, f func()) {
+	before := jsonOf(u)
+	f()
+	if after := jsonOf(u); !bytes.Equal(before, after) {
+		panic(fmt.Sprintf("the machine changed the record it was given:\n%s\n%s", before, after))
 	}
 }
 
@@ -629,7 +647,8 @@ func (w *world) away(d time.Duration, kill bool) {
 	w.logf("(world) ferry stopped for %s, continued", d)
 	for _, r := range done {
 		before := w.u
-		w.u = Finished(w.u, r.a, r.err, w.took, w.now)
+		in := w.u
+		pure(in, func() { w.u = Finished(in, r.a, r.err, w.took, w.now) })
 		w.report(before, w.u)
 	}
 }
