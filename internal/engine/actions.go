@@ -354,7 +354,7 @@ func (l *loop) record(r journalReq) error {
 // (from the driver, when it keeps them).
 func (l *loop) crashLoopOutput(ctx context.Context, a, b upgrade.Upgrade) {
 	lg, ok := l.e.cfg.Driver.(driver.Logger)
-	for _, n := range sortedKeys(b.Members) {
+	for _, n := range upgrade.Touched(a, b) {
 		mb, ma := b.Members[n], a.Members[n]
 		if !mb.CrashLoop || (ma != nil && ma.CrashLoop) {
 			continue

@@ -50,7 +50,7 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 					bb.Name(), bb.Ended.Sub(bb.Began).Round(time.Millisecond), how, bb.Bound.Round(time.Millisecond))})
 		}
 	}
-	for _, n := range sortedKeys(b.Members) {
+	for _, n := range upgrade.Touched(a, b) {
 		mb := b.Members[n]
 		ma := a.Members[n]
 		if ma == nil || ma.Step != mb.Step {
@@ -207,7 +207,7 @@ func (e *Engine) overheads(a upgrade.Upgrade, d upgrade.Decision, now time.Time)
 		return nil
 	}
 	var evs []store.Event
-	for _, n := range sortedKeys(d.Upgrade.Members) {
+	for _, n := range upgrade.Touched(a, d.Upgrade) {
 		ma, mb := a.Members[n], d.Upgrade.Members[n]
 		if ma == nil || ma.Step != upgrade.StepSoaking || mb.Step == upgrade.StepSoaking || mb.Step == upgrade.StepStarting {
 			continue

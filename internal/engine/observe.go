@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -486,15 +488,21 @@ func (o *observer) returned(now time.Time) {
 	}
 }
 
-// setMoving tells the observer which members the upgrade has in flight.
-func (o *observer) setMoving(u upgrade.Upgrade) {
-	moving := map[string]bool{}
-	for n, m := range u.Members {
-		if m.Step.InFlight() {
-			moving[n] = true
+// setMoving tells the observer which members upgrade u has in flight:
+// every member the first time, then those the record from before
+// changed (upgrade.Touched, passed each time the record changes).
+func (o *observer) setMoving(u upgrade.Upgrade, touched []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.moving == nil {
+		o.moving = map[string]bool{}
+		touched = slices.Collect(maps.Keys(u.Members))
+	}
+	for _, n := range touched {
+		if m := u.Members[n]; m != nil && m.Step.InFlight() {
+			o.moving[n] = true
+		} else {
+			delete(o.moving, n)
 		}
 	}
-	o.mu.Lock()
-	o.moving = moving
-	o.mu.Unlock()
 }

@@ -196,8 +196,8 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 			l.saved = now
 		}
 		l.crashLoopOutput(actx, l.u, d.Upgrade)
+		l.ob.setMoving(d.Upgrade, upgrade.Touched(l.u, d.Upgrade))
 		l.u = d.Upgrade
-		l.ob.setMoving(l.u)
 		for _, seq := range d.Cancel {
 			if cancel := l.inflight[seq]; cancel != nil {
 				cancel()
@@ -284,6 +284,7 @@ func (l *loop) finished(o outcome) error {
 		}
 	}
 	evs := append([]store.Event{ev}, changes(before, l.u)...)
+	l.ob.setMoving(l.u, upgrade.Touched(before, l.u))
 	l.saved = now
 	return e.save(now, l.u, evs)
 }

@@ -134,12 +134,9 @@ func (s *stepper) edit(n string) *Member {
 	}
 	if s.mine == nil {
 		s.mine = map[string]bool{}
-		s.u.Members = maps.Clone(s.u.Members)
 	}
-	c := *m
-	s.u.Members[n] = &c
 	s.mine[n] = true
-	return &c
+	return s.u.own(n)
 }
 
 // wake asks to be stepped again no later than at t.
@@ -713,6 +710,7 @@ func Impacted(c *config.Cluster, u Upgrade, i int, why string, now time.Time) (_
 // place; a member is copied before it changes: stepper.edit, own).
 func (u Upgrade) clone() Upgrade {
 	c := u
+	c.from, c.changed = nil, nil
 	c.Batches = append([]Batch(nil), u.Batches...)
 	c.Effects = append(c.Effects[:0:0], u.Effects...)
 	c.Overrides = append([]Override(nil), u.Overrides...)
@@ -742,12 +740,17 @@ func (u Upgrade) Clone() Upgrade {
 	return c
 }
 
-// own gives record u its own copy of member n (and of the members map)
-// to change: the record it was cloned from keeps its own.
+// own gives record u (a clone) its own copy of member n to change, and
+// of the members map the first time: the record it was cloned from
+// keeps its own. Each member is to be owned once (stepper.edit).
 func (u *Upgrade) own(n string) *Member {
+	if u.from == nil {
+		u.from = u.Members
+		u.Members = maps.Clone(u.Members)
+	}
 	c := *u.Members[n]
-	u.Members = maps.Clone(u.Members)
 	u.Members[n] = &c
+	u.changed = append(u.changed, n)
 	return &c
 }
 

@@ -104,3 +104,31 @@ func samePlan(a, b *plan.Plan) bool {
 	}
 	return reflect.DeepEqual(*a, *b)
 }
+
+// Touched lists, in order, the members whose records differ between a
+// and b, those in b alone included: what the machine changed, so that
+// the engine looks at those only (their events, what is in flight).
+// For b made from a by the machine (Step, Finished, Impacted, Record)
+// it costs nothing when no member changed and the changed members'
+// count otherwise; for any other two records, a pass over b's members.
+func Touched(a, b Upgrade) []string {
+	if sameMap(a.Members, b.Members) {
+		return nil
+	}
+	var out []string
+	if b.from != nil && sameMap(b.from, a.Members) {
+		for _, n := range b.changed {
+			if !samePtr(a.Members[n], b.Members[n]) {
+				out = append(out, n)
+			}
+		}
+	} else {
+		for n, mb := range b.Members {
+			if !samePtr(a.Members[n], mb) {
+				out = append(out, n)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}

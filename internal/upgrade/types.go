@@ -132,6 +132,13 @@ type Upgrade struct {
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
 	Ended   time.Time `json:"ended,omitzero"`
+
+	// from is the members map of the record this one was made from,
+	// once the machine copied it to change members (Upgrade.own), and
+	// changed the members it copied: what Touched answers from without
+	// a pass over the members. Not part of what the record says.
+	from    map[string]*Member
+	changed []string
 }
 
 // Member is one member's progress.

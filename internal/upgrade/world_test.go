@@ -537,6 +537,9 @@ func (w *world) report(a, b Upgrade) {
 	if err := sameAsJSON(a, b); err != nil {
 		panic(err)
 	}
+	if got, want := Touched(a, b), touchedByValue(a, b); !slices.Equal(got, want) {
+		panic(fmt.Sprintf("Touched says %v, the members' values %v", got, want))
+	}
 	if a.State != b.State {
 		msg := fmt.Sprintf("state %s → %s", orState(a.State, State{Kind: "-"}), b.State)
 		if b.Reason != "" && b.Reason != a.Reason {
