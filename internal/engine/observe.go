@@ -42,6 +42,13 @@ type observer struct {
 	// start, or the engine's return from a stall): what was checked
 	// before it says nothing of now (upgrade.Observation.Since).
 	since time.Time
+	// gen counts the changes to what the snapshot is made of; snap is
+	// the one made at gen snapGen, handed out again (its maps are
+	// never changed) until gen moves: the engine looks at every pass,
+	// the cluster changes far less often.
+	gen     uint64
+	snap    Snapshot
+	snapGen uint64
 
 	changed chan struct{}
 	kicks   map[string]chan struct{} // a prober to run now, by key
@@ -182,6 +189,7 @@ func (o *observer) pollStatuses(ctx context.Context) {
 		o.statuses[st.Name] = st
 		o.seen[st.Name] = now
 	}
+	o.gen++
 	o.mu.Unlock()
 	for _, n := range restarted {
 		o.kick("member:" + n)
@@ -223,6 +231,7 @@ func (o *observer) probeMember(ctx context.Context, n string) {
 	prev, had := o.members[n]
 	o.members[n] = hs
 	o.probed[n] = start
+	o.gen++
 	o.mu.Unlock()
 	if !had || prev.Healthy != hs.Healthy || !prev.Since.Equal(hs.Since) {
 		o.notify()
@@ -250,6 +259,7 @@ func (o *observer) probeRole(ctx context.Context, n string) {
 		return // a later probe answered first
 	}
 	o.roles[n], o.roleAt[n] = res.OK, start
+	o.gen++
 	o.mu.Unlock()
 	if prev != res.OK {
 		o.notify()
@@ -298,6 +308,7 @@ func (o *observer) probeGate(ctx context.Context, comp *config.Component) {
 		o.anyFrom[comp.Name] = from + 1
 	}
 	o.gates[comp.Name] = upgrade.Gate{Healthy: hs.Healthy, Detail: hs.Last.Detail, Checked: start, Took: now.Sub(start)}
+	o.gen++
 	o.mu.Unlock()
 	o.notify()
 }
@@ -343,16 +354,23 @@ func (o *observer) askSystem(ctx context.Context, n string, info memberInfo) {
 	delete(o.asking, n)
 	if ctx.Err() == nil && !start.Before(o.answers[n].Asked) {
 		o.answers[n] = upgrade.Answer{Yes: res.OK, Words: res.Detail, Asked: start}
+		o.gen++
 	}
 	o.mu.Unlock()
 	o.notify()
 }
 
-// snapshot is the observation as it stands.
+// snapshot is the observation as it stands: the one made before,
+// with the time of now, if nothing changed since.
 func (o *observer) snapshot() Snapshot {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	snap := Snapshot{Time: o.e.now(), Statuses: make(map[string]driver.Status, len(o.statuses)),
+	if o.snap.Statuses != nil && o.snapGen == o.gen {
+		snap := o.snap
+		snap.Time = o.e.now()
+		return snap
+	}
+	snap := Snapshot{gen: o.gen, Time: o.e.now(), Statuses: make(map[string]driver.Status, len(o.statuses)),
 		Obs: upgrade.Observation{Members: make(map[string]upgrade.MemberHealth, len(o.e.order)), Gates: make(map[string]upgrade.Gate, len(o.gates))}}
 	for _, n := range o.e.order {
 		st, ok := o.statuses[n]
@@ -387,6 +405,7 @@ func (o *observer) snapshot() Snapshot {
 			snap.Obs.Gates[comp.Name] = upgrade.Gate{Detail: "not checked yet"}
 		}
 	}
+	o.snap, o.snapGen = snap, o.gen
 	return snap
 }
 
@@ -482,6 +501,7 @@ func suffix(s string) string {
 func (o *observer) returned(now time.Time) {
 	o.mu.Lock()
 	o.since = now
+	o.gen++
 	o.mu.Unlock()
 	for key := range o.kicks {
 		o.kick(key)

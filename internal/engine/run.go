@@ -60,6 +60,7 @@ type loop struct {
 	health   map[string]bool // last reported verdicts, for events
 	roles    map[string]bool
 	answers  map[string]upgrade.Answer // the system's last reported answers
+	reported uint64                    // the observer's gen those were reported at
 	// saved is when the record was last written: it is written at
 	// least every heartbeat, so that its Alive says when ferry last
 	// watched.
@@ -160,8 +161,13 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 		for seq := range l.inflight {
 			snap.Obs.Acting[seq] = true
 		}
-		evs := e.healthEvents(snap, l.health, l.roles)
-		evs = append(evs, e.answerEvents(snap, l.answers)...)
+		var evs []store.Event
+		if snap.gen != l.reported {
+			// Verdicts change only with the observation.
+			evs = e.healthEvents(snap, l.health, l.roles)
+			evs = append(evs, e.answerEvents(snap, l.answers)...)
+			l.reported = snap.gen
+		}
 		d := upgrade.Step(e.c, l.u, snap.Obs, now)
 		if e.cfg.Judge != nil {
 			for _, i := range batchesEnded(l.u, d.Upgrade) {
