@@ -510,17 +510,9 @@ func (s *stepper) ending() {
 // answers again every deadline moves by the time it was away.
 func (s *stepper) outage() bool {
 	u := &s.u
-	var away []string
-	detail := ""
-	for _, n := range sortedNames(u.Members) {
-		if o := s.obs.Members[n]; o.Unknown {
-			away = append(away, n)
-			if detail == "" {
-				detail = o.Detail
-			}
-		}
-	}
+	away := namesWhere(u.Members, func(n string, _ *Member) bool { return s.obs.Members[n].Unknown })
 	if len(away) > 0 {
+		detail := s.obs.Members[away[0]].Detail
 		if u.Outage == nil {
 			u.Outage = &Outage{Since: s.now, Detail: detail}
 		}
@@ -567,13 +559,7 @@ func (s *stepper) unchecked(o MemberHealth) bool {
 // checkedBefore names the members (some of them) not checked since the
 // watch began; "" if none.
 func (s *stepper) checkedBefore() string {
-	var stale []string
-	for _, n := range sortedNames(s.obs.Members) {
-		if s.unchecked(s.obs.Members[n]) {
-			stale = append(stale, n)
-		}
-	}
-	return names(stale)
+	return names(namesWhere(s.obs.Members, func(_ string, o MemberHealth) bool { return s.unchecked(o) }))
 }
 
 // shift moves every running deadline by d (an outage's length).
@@ -604,11 +590,8 @@ func (s *stepper) shift(d time.Duration) {
 // cluster gate is green: ferry does not start on a sick cluster.
 func (s *stepper) preflight() bool {
 	var sick []string
-	for _, name := range sortedNames(s.u.Members) {
-		o := s.obs.Members[name]
-		if !o.Healthy {
-			sick = append(sick, fmt.Sprintf("%s not healthy (%s)", name, cmp.Or(o.Detail, "-")))
-		}
+	for _, name := range namesWhere(s.u.Members, func(n string, _ *Member) bool { return !s.obs.Members[n].Healthy }) {
+		sick = append(sick, fmt.Sprintf("%s not healthy (%s)", name, cmp.Or(s.obs.Members[name].Detail, "-")))
 	}
 	if gate := s.redGates(time.Time{}); gate != "" {
 		sick = append(sick, gate)
@@ -666,6 +649,20 @@ func (s *stepper) maxGateDeadline() time.Duration {
 		d = time.Minute
 	}
 	return d
+}
+
+// namesWhere returns the names in m whose entry keep keeps, in order:
+// the machine looks at every member at each pass, and sorts the few it
+// names.
+func namesWhere[V any](m map[string]V, keep func(string, V) bool) []string {
+	var out []string
+	for n, v := range m {
+		if keep(n, v) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func sortedNames[V any](m map[string]V) []string {

@@ -253,12 +253,7 @@ func (s *stepper) seenBefore(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	var stale []string
-	for _, n := range sortedNames(s.obs.Members) {
-		if o := s.obs.Members[n]; !o.Unknown && o.Seen.Before(t) {
-			stale = append(stale, n)
-		}
-	}
+	stale := namesWhere(s.obs.Members, func(_ string, o MemberHealth) bool { return !o.Unknown && o.Seen.Before(t) })
 	if len(stale) > 3 {
 		stale = append(stale[:3], fmt.Sprintf("%d more", len(stale)-3))
 	}
