@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,10 +92,30 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 	return evs
 }
 
+// effectChanges describes the effects opened, changed and undone
+// between journals a and b. A journal keeps its order (effects are
+// appended, undone ones removed), so each effect of b is looked for in
+// a from where the one before it was found: one walk of both (a
+// journal holds an effect per member in flight), with a search of all
+// of a only for one out of that order.
 func effectChanges(a, b effect.Journal) []store.Event {
+	if len(a) == len(b) && slices.EqualFunc(a, b, func(x, y effect.Effect) bool { return x.ID == y.ID && x.State == y.State }) {
+		return nil
+	}
 	var evs []store.Event
+	found := make([]bool, len(a))
+	next := 0
 	for _, eb := range b {
-		i := a.ByID(eb.ID)
+		i := slices.IndexFunc(a[next:], func(e effect.Effect) bool { return e.ID == eb.ID })
+		if i >= 0 {
+			i += next
+			next = i + 1
+		} else {
+			i = a.ByID(eb.ID)
+		}
+		if i >= 0 {
+			found[i] = true
+		}
 		member := ""
 		if eb.Scope.Kind == effect.ScopeMember {
 			member = eb.Scope.Name
@@ -111,8 +132,8 @@ func effectChanges(a, b effect.Journal) []store.Event {
 				Message: fmt.Sprintf("effect %s %s: %s%s", eb.ID, eb.State, eb.What, errSuffix(eb.Error))})
 		}
 	}
-	for _, ea := range a {
-		if b.ByID(ea.ID) < 0 {
+	for i, ea := range a {
+		if !found[i] {
 			member := ""
 			if ea.Scope.Kind == effect.ScopeMember {
 				member = ea.Scope.Name

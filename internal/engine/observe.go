@@ -405,6 +405,9 @@ func (o *observer) snapshot() Snapshot {
 			snap.Obs.Gates[comp.Name] = upgrade.Gate{Detail: "not checked yet"}
 		}
 	}
+	// Handed to every pass until the next change: what the machine
+	// looks for among all members is found once.
+	snap.Obs = snap.Obs.Summarize()
 	o.snap, o.snapGen = snap, o.gen
 	return snap
 }

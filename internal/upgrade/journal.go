@@ -3,6 +3,7 @@ package upgrade
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -107,15 +108,48 @@ func callText(c config.Call, d config.TemplateData) string {
 	return "-"
 }
 
-// owedOf returns the indexes of member n's owed effects.
+// owedOf returns the indexes of member n's owed effects, the last
+// opened first (as effect.Journal.Owed).
 func (s *stepper) owedOf(n string) []int {
-	return s.u.Effects.Owed(effect.Is(effect.Member(n)))
+	var out []int
+	for _, i := range slices.Backward(s.memberEffects(n)) {
+		if s.u.Effects[i].Owed() {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// memberEffects returns the indexes in the journal of member n's
+// effects, in order, from an index of the journal by member: a step
+// asks about each member in flight, and the journal holds an effect
+// or more of each. Within a step effects are only opened (appended),
+// so the index is made again when the journal's length changed, or
+// when an entry no longer names the member.
+func (s *stepper) memberEffects(n string) []int {
+	j := s.u.Effects
+	idx, ok := s.effectsOf[n]
+	if s.effectsOf != nil && s.effectsLen == len(j) && (!ok || idx[0] < len(j) && j[idx[0]].Scope == effect.Member(n)) {
+		return idx
+	}
+	s.effectsOf, s.effectsLen = map[string][]int{}, len(j)
+	for i := range j {
+		if j[i].Scope.Kind == effect.ScopeMember {
+			s.effectsOf[j[i].Scope.Name] = append(s.effectsOf[j[i].Scope.Name], i)
+		}
+	}
+	return s.effectsOf[n]
 }
 
 // owedIn describes the owed effects of the scopes match matches, or "".
 func (s *stepper) owedIn(match func(effect.Scope) bool) string {
+	return s.owedText(s.u.Effects.Owed(match))
+}
+
+// owedText describes the owed effects at indexes is, or "".
+func (s *stepper) owedText(is []int) string {
 	var out []string
-	for _, i := range s.u.Effects.Owed(match) {
+	for _, i := range is {
 		e := &s.u.Effects[i]
 		t := e.ID + " " + e.What
 		if e.State == effect.StateFailed {

@@ -117,6 +117,10 @@ type stepper struct {
 	// mine names the members this step copied to change (edit); nil
 	// until the first, when the members map is copied too.
 	mine map[string]bool
+	// effectsOf indexes the journal's member effects by member, made
+	// when the journal had effectsLen effects (memberEffects).
+	effectsOf  map[string][]int
+	effectsLen int
 }
 
 // edit returns member n of the record being stepped, to change: a copy
@@ -510,7 +514,16 @@ func (s *stepper) ending() {
 // answers again every deadline moves by the time it was away.
 func (s *stepper) outage() bool {
 	u := &s.u
-	away := namesWhere(u.Members, func(n string, _ *Member) bool { return s.obs.Members[n].Unknown })
+	var away []string
+	if sum := s.obs.summary; sum != nil {
+		for _, n := range sum.unknown {
+			if u.Members[n] != nil {
+				away = append(away, n)
+			}
+		}
+	} else {
+		away = namesWhere(u.Members, func(n string, _ *Member) bool { return s.obs.Members[n].Unknown })
+	}
 	if len(away) > 0 {
 		detail := s.obs.Members[away[0]].Detail
 		if u.Outage == nil {
@@ -553,12 +566,21 @@ func (s *stepper) away() {
 // unchecked reports whether what was observed of a member predates the
 // watch that observed it (ferry was away): no verdict is made on it.
 func (s *stepper) unchecked(o MemberHealth) bool {
-	return !s.obs.Since.IsZero() && !o.Unknown && o.Checked.Before(s.obs.Since)
+	return unchecked(s.obs.Since, o)
+}
+
+// unchecked reports whether member o was checked before since, when
+// the watch that observed it began.
+func unchecked(since time.Time, o MemberHealth) bool {
+	return !since.IsZero() && !o.Unknown && o.Checked.Before(since)
 }
 
 // checkedBefore names the members (some of them) not checked since the
 // watch began; "" if none.
 func (s *stepper) checkedBefore() string {
+	if sum := s.obs.summary; sum != nil {
+		return names(sum.unchecked)
+	}
 	return names(namesWhere(s.obs.Members, func(_ string, o MemberHealth) bool { return s.unchecked(o) }))
 }
 

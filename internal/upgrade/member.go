@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/config"
-	"github.com/ferry-upgrade/ferry/internal/effect"
 	"github.com/ferry-upgrade/ferry/internal/plan"
 	"github.com/ferry-upgrade/ferry/internal/step"
 )
@@ -58,7 +57,7 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, n string) {
 		}
 		if def.Closes && owed > 0 {
 			// Its effects are undone first (the sweep does it).
-			s.wait("%s: undoing %s", m.Name, s.owedIn(effect.Is(effect.Member(m.Name))))
+			s.wait("%s: undoing %s", m.Name, s.owedText(s.owedOf(n)))
 			return
 		}
 		if m.Acting != 0 {
@@ -67,7 +66,7 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, n string) {
 				// on what is seen meanwhile: a pre_stop hook that makes a
 				// leader step down makes it unready, which is not its stop.
 				if def.Action == step.ActStart {
-					s.wait("%s: waiting to be healthy on %s (%s)", m.Name, m.Target, cmp.Or(o.Detail, "-"))
+					s.waitHealthy(m, o)
 				}
 				return
 			}
@@ -84,7 +83,7 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, n string) {
 				why, at = def.Wait(f)
 			}
 			if why != "" {
-				s.wait("%s: %s", m.Name, why)
+				s.waiting = append(s.waiting, m.Name+": "+why)
 			}
 			if !at.IsZero() {
 				s.wake(at)
@@ -97,7 +96,7 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, n string) {
 		}
 		if !needs {
 			if def.Action == step.ActStart {
-				s.wait("%s: waiting to be healthy on %s (%s)", m.Name, m.Target, cmp.Or(o.Detail, "-"))
+				s.waitHealthy(m, o)
 				s.wake(m.Began.Add(comp.Deadline.D() + time.Millisecond))
 			}
 			return
@@ -117,6 +116,13 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, n string) {
 		s.try(comp, n, def)
 		return
 	}
+}
+
+// waitHealthy says that m waits to be healthy on its target: a line
+// said for each member starting at each step (a thousand of them in a
+// large batch), so put together without fmt.
+func (s *stepper) waitHealthy(m *Member, o MemberHealth) {
+	s.waiting = append(s.waiting, m.Name+": waiting to be healthy on "+m.Target+" ("+cmp.Or(o.Detail, "-")+")")
 }
 
 // deadlineReason says why member m's move failed at its deadline in

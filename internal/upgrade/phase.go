@@ -250,7 +250,7 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 // t, whose state is then too old to admit anyone on; "" if none. A
 // member the substrate cannot tell about is the outage's business.
 func (s *stepper) seenBefore(t time.Time) string {
-	if t.IsZero() {
+	if sum := s.obs.summary; t.IsZero() || sum != nil && !sum.oldestSeen.Before(t) {
 		return ""
 	}
 	stale := namesWhere(s.obs.Members, func(_ string, o MemberHealth) bool { return !o.Unknown && o.Seen.Before(t) })

@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -385,6 +386,48 @@ type Observation struct {
 	// Answers holds the system's latest answer about each member it
 	// was asked about (Decision.Ask; a component's ok_to_stop call).
 	Answers map[string]Answer
+
+	// summary is what Summarize found among the members, if it ran.
+	summary *summary
+}
+
+// summary is what the machine looks for among every member of an
+// observation at each step, found once.
+type summary struct {
+	// unknown and unchecked name the members the substrate does not
+	// answer for, and those not checked since the watch began, in order.
+	unknown, unchecked []string
+	// oldestSeen is the earliest Seen of a member the substrate answers
+	// for (zero if none).
+	oldestSeen time.Time
+}
+
+// Summarize returns obs with what the machine looks for among all its
+// members at every step (those not known, those not checked since the
+// watch began, the oldest look) found once, for an observer that hands
+// one observation to many steps (the engine's, between two changes of
+// what it sees): ten thousand members are then looked at once per
+// observation, not once per step. obs's members and Since must not
+// change after; a copy that changes them is to be summarized again.
+// The machine's decisions are the same with or without it.
+func (obs Observation) Summarize() Observation {
+	sum := &summary{}
+	seen := false
+	for n, o := range obs.Members {
+		switch {
+		case o.Unknown:
+			sum.unknown = append(sum.unknown, n)
+		case !seen || o.Seen.Before(sum.oldestSeen):
+			sum.oldestSeen, seen = o.Seen, true
+		}
+		if unchecked(obs.Since, o) {
+			sum.unchecked = append(sum.unchecked, n)
+		}
+	}
+	slices.Sort(sum.unknown)
+	slices.Sort(sum.unchecked)
+	obs.summary = sum
+	return obs
 }
 
 // MemberHealth is one member as observed.

@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"bytes"
+	"encoding/json"
 	"cmp"
 	"context"
 	"errors"
@@ -460,6 +461,9 @@ func (w *world) step() Decision {
 	obs.Judging = w.judge != nil
 	var d Decision
 	pure(w.u, func() { d = Step(w.c, w.u, obs, w.now) })
+	if sd := Step(w.c, w.u, obs.Summarize(), w.now); !bytes.Equal(decisionJSON(d), decisionJSON(sd)) {
+		panic(fmt.Sprintf("the machine decides otherwise on the observation summarized:\n%s\n%s", decisionJSON(d), decisionJSON(sd)))
+	}
 	if w.judge != nil {
 		for i, b := range d.Upgrade.Batches {
 			if b.Rollback || b.Ended.IsZero() || i < len(w.u.Batches) && !w.u.Batches[i].Ended.IsZero() {
@@ -529,6 +533,14 @@ func pure(u Upgrade, f func()) {
 	if after := jsonOf(u); !bytes.Equal(before, after) {
 		panic(fmt.Sprintf("the machine changed the record it was given:\n%s\n%s", before, after))
 	}
+}
+
+func decisionJSON(d Decision) []byte {
+	j, err := json.Marshal(d)
+	if err != nil {
+		panic(err)
+	}
+	return j
 }
 
 // report prints how record b differs from a. It checks that Same
