@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
 func load(t testing.TB) *config.Cluster {
@@ -65,8 +66,13 @@ func TestSeeds(t *testing.T) {
 
 // TestReplay: a seed replays exactly: the same timeline (every state
 // and batch, with its members and virtual time) twice, faults included,
-// on a 100-member description (kv 4, api 32, worker 64).
+// on a 100-member description (kv 4, api 32, worker 64). Every
+// admission view the machine keeps from step to step through the
+// engine's summarized observations is checked against one built anew
+// (upgrade.VerifyAdmission).
 func TestReplay(t *testing.T) {
+	upgrade.VerifyAdmission = true
+	defer func() { upgrade.VerifyAdmission = false }()
 	n := map[string]int{"kv": 4, "api": 32, "worker": 64}
 	c, err := ScaleEach(load(t), func(comp *config.Component) int { return n[comp.Name] })
 	if err != nil {

@@ -77,10 +77,11 @@ func majority(versions map[string]string) string {
 // It never mutates u; the returned record must be persisted before any
 // returned action is taken.
 func Step(c *config.Cluster, u Upgrade, obs Observation, now time.Time) Decision {
-	s := stepper{c: c, u: u.clone(), obs: obs, now: now, probe: map[string]bool{}, ask: map[string]bool{}}
+	s := stepper{c: c, in: u, u: u.clone(), obs: obs, now: now, probe: map[string]bool{}, ask: map[string]bool{}}
 	// u's members are shared with s.u until s.edit copies one.
 	s.away()
 	s.run()
+	s.settle()
 	s.u.Waiting = strings.Join(append(s.notes, s.waiting...), "; ")
 	s.u.Refusals = s.refusals
 	if s.u.State.Terminal() && s.u.Ended.IsZero() {
@@ -96,7 +97,9 @@ func Step(c *config.Cluster, u Upgrade, obs Observation, now time.Time) Decision
 }
 
 type stepper struct {
-	c        *config.Cluster
+	c *config.Cluster
+	// in is the record Step was given, u the one it makes.
+	in       Upgrade
 	u        Upgrade
 	obs      Observation
 	now      time.Time
@@ -121,6 +124,11 @@ type stepper struct {
 	// when the journal had effectsLen effects (memberEffects).
 	effectsOf  map[string][]int
 	effectsLen int
+	// adm is the admission view's members this step uses (admission),
+	// stepped the members whose step changed since it was brought up
+	// to date.
+	adm     *admission
+	stepped []string
 }
 
 // edit returns member n of the record being stepped, to change: a copy

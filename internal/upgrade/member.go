@@ -275,6 +275,7 @@ func (s *stepper) try(comp *config.Component, n string, def step.Def) {
 // setStep moves m (s.edit's) to step st.
 func (s *stepper) setStep(m *Member, st MemberStep) {
 	if m.Step != st {
+		s.stepped = append(s.stepped, m.Name)
 		m.Step = st
 		m.Since = s.now
 		m.Tries = 0

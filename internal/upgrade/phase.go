@@ -267,18 +267,10 @@ func (s *stepper) seenBefore(t time.Time) string {
 // the batches done. err says why no strategy could be asked.
 func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admit strategy.Admission) (size int, why string, chosen []string, err string) {
 	u := &s.u
-	byName := make(map[string]strategy.Member, len(v.Members))
-	for _, m := range v.Members {
-		byName[m.Name] = m
-	}
 	members := func(ns []string) []strategy.Member {
 		out := make([]strategy.Member, len(ns))
 		for i, n := range ns {
-			m, ok := byName[n]
-			if !ok {
-				m = s.admissionMember(v, n)
-			}
-			out[i] = m
+			out[i] = s.admissionMember(v, n)
 		}
 		return out
 	}
@@ -455,25 +447,15 @@ func (s *stepper) view(comp *config.Component, ph plan.Phase, stopping bool) *st
 	if comp.Role != nil {
 		v.RoleName = comp.Role.Name
 	}
-	pending := map[string]bool{}
-	for _, n := range ph.Members() {
-		if m := u.Members[n]; m != nil && m.Step == StepPending {
-			pending[n] = true
-		}
-	}
-	for i := range s.c.Components {
-		cc := &s.c.Components[i]
-		for j := range cc.Members {
-			mm := &cc.Members[j]
-			o := s.obs.Members[mm.Name]
-			r := u.Members[mm.Name]
-			sm := strategy.Member{Name: mm.Name, Component: cc.Name, Host: mm.Host, Domain: mm.Domain,
-				Healthy: o.Healthy, InFlight: r != nil && r.Step.InFlight(), Unknown: o.Unknown, Role: o.Role, Pending: pending[mm.Name],
-				Version: o.Version}
-			if v.AskSystem && cc.Name == comp.Name {
-				sm.System = s.systemAnswer(r, mm.Name, stopping)
+	// Every member, kept from step to step (admission.go): shared,
+	// never changed by the predicates or the strategies.
+	v.Members = s.admission(ph).members
+	if v.AskSystem {
+		v.Members = slices.Clone(v.Members)
+		for i := range v.Members {
+			if sm := &v.Members[i]; sm.Component == comp.Name {
+				sm.System = s.systemAnswer(u.Members[sm.Name], sm.Name, stopping)
 			}
-			v.Members = append(v.Members, sm)
 		}
 	}
 	if !u.RollingBack() && !stopping {
@@ -486,6 +468,11 @@ func (s *stepper) view(comp *config.Component, ph plan.Phase, stopping bool) *st
 }
 
 func (s *stepper) admissionMember(v *strategy.View, name string) strategy.Member {
+	if s.adm != nil {
+		if i, ok := s.adm.index[name]; ok && i < len(v.Members) && v.Members[i].Name == name {
+			return v.Members[i]
+		}
+	}
 	for _, m := range v.Members {
 		if m.Name == name {
 			return m

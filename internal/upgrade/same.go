@@ -25,7 +25,7 @@ func Same(a, b Upgrade) bool {
 		samePlan(&a.Plan, &b.Plan) && a.Phase == b.Phase && sameBatches(a.Batches, b.Batches) &&
 		a.PhaseHooks == b.PhaseHooks && a.UpgradeHooks == b.UpgradeHooks && samePtr(a.Hook, b.Hook) &&
 		a.GateSince.Equal(b.GateSince) && a.WaitSince.Equal(b.WaitSince) && a.Boundary.Equal(b.Boundary) &&
-		sameMembers(a.Members, b.Members) && a.Waiting == b.Waiting && slices.Equal(a.Refusals, b.Refusals) &&
+		sameMembers(a, b) && a.Waiting == b.Waiting && slices.Equal(a.Refusals, b.Refusals) &&
 		a.Reason == b.Reason && samePlan(a.Rollback, b.Rollback) && a.Intent == b.Intent && a.IntentSeen == b.IntentSeen &&
 		slices.Equal(a.Overrides, b.Overrides) && a.Pausing == b.Pausing && a.ResumeTo == b.ResumeTo &&
 		a.Resumed.Equal(b.Resumed) && a.Ending == b.Ending && a.Final == b.Final && a.Pin == b.Pin &&
@@ -36,16 +36,25 @@ func Same(a, b Upgrade) bool {
 }
 
 // sameMembers compares two records' members: the same map, or the
-// same names with each member the same pointer or an equal value.
-func sameMembers(a, b map[string]*Member) bool {
-	if len(a) != len(b) {
+// same names with each member the same pointer or an equal value; for
+// b made from a by the machine, the members it copied only.
+func sameMembers(a, b Upgrade) bool {
+	if len(a.Members) != len(b.Members) {
 		return false
 	}
-	if len(a) == 0 || sameMap(a, b) {
+	if len(a.Members) == 0 || sameMap(a.Members, b.Members) {
 		return true
 	}
-	for n, ma := range a {
-		mb, ok := b[n]
+	if b.from != nil && sameMap(b.from, a.Members) {
+		for _, n := range b.changed {
+			if !samePtr(a.Members[n], b.Members[n]) {
+				return false
+			}
+		}
+		return true
+	}
+	for n, ma := range a.Members {
+		mb, ok := b.Members[n]
 		if !ok || !samePtr(ma, mb) {
 			return false
 		}

@@ -400,6 +400,9 @@ type summary struct {
 	// oldestSeen is the earliest Seen of a member the substrate answers
 	// for (zero if none).
 	oldestSeen time.Time
+	// admission is the admission view's members as of this
+	// observation, kept from step to step (admission.go).
+	admission *admission
 }
 
 // Summarize returns obs with what the machine looks for among all its
