@@ -2,9 +2,9 @@ package upgrade
 
 import (
 	"bytes"
-	"encoding/json"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
