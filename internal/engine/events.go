@@ -99,8 +99,9 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 // journal holds an effect per member in flight), with a search of all
 // of a only for one out of that order.
 func effectChanges(a, b effect.Journal) []store.Event {
-	if len(a) == len(b) && slices.EqualFunc(a, b, func(x, y effect.Effect) bool { return x.ID == y.ID && x.State == y.State }) {
-		return nil
+	if len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0] ||
+		slices.EqualFunc(a, b, func(x, y effect.Effect) bool { return x.ID == y.ID && x.State == y.State })) {
+		return nil // one journal (the machine shares it until it changes), or the same effects
 	}
 	var evs []store.Event
 	found := make([]bool, len(a))

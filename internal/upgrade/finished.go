@@ -41,7 +41,7 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 		if i < 0 || u.Effects[i].Acting != a.Seq {
 			return u
 		}
-		e := &u.Effects[i]
+		e := &u.journal()[i]
 		e.Acting = 0
 		if err != nil {
 			e.Error = err.Error()

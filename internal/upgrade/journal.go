@@ -26,6 +26,7 @@ func Record(u Upgrade, e effect.Effect, now time.Time) (Upgrade, bool) {
 // upgraded).
 func Undone(u Upgrade, key string, now time.Time) (Upgrade, effect.Effect, bool) {
 	u = u.clone()
+	u.journal()
 	e, ok := u.Effects.Close(key)
 	u.Updated = now
 	return u, e, ok
@@ -212,22 +213,23 @@ func (s *stepper) sweep() {
 	if u.State.Terminal() || u.Outage != nil || s.failed {
 		return
 	}
-	busy := map[effect.Scope]bool{}
+	// Whether an effect is due depends on its scope alone: the effects
+	// of a scope not due are passed over without marking it busy.
+	var busy map[effect.Scope]bool
 	for i := len(u.Effects) - 1; i >= 0; i-- {
 		e := &u.Effects[i]
-		if !e.Owed() || busy[e.Scope] {
+		if !e.Owed() || !s.due(e) || busy[e.Scope] {
 			continue
+		}
+		if busy == nil {
+			busy = map[effect.Scope]bool{}
 		}
 		busy[e.Scope] = true
-		if e.State == effect.StateFailed || !s.due(e) {
+		if e.State == effect.StateFailed || e.Acting != 0 && s.inFlight(e.Acting) {
 			continue
 		}
-		if e.Acting != 0 {
-			if s.inFlight(e.Acting) {
-				continue
-			}
-			e.Acting = 0
-		}
+		e = &u.journal()[i] // changed below, or its Acting lost with a process
+		e.Acting = 0
 		if d := s.c.Policy.UndoDeadline.D(); d > 0 && !e.Undoing.IsZero() && s.now.Sub(e.Undoing) > d {
 			e.State = effect.StateFailed
 			s.pauseOnUndo(e, d)
@@ -274,7 +276,7 @@ func (s *stepper) abandon() {
 			continue
 		}
 		if i := u.Effects.ByID(o.Effect); i >= 0 && u.Effects[i].State != effect.StateAbandoned {
-			e := &u.Effects[i]
+			e := &u.journal()[i]
 			e.State = effect.StateAbandoned
 			e.Abandoned = fmt.Sprintf("%s at %s", o.By, o.At.UTC().Format(time.RFC3339))
 		}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -370,8 +371,8 @@ func (s *stepper) resume() {
 		u.Hook.Since, u.Hook.Tries = s.now, 0
 	}
 	for i := range u.Effects {
-		e := &u.Effects[i]
-		if e.State == effect.StateFailed {
+		if u.Effects[i].State == effect.StateFailed {
+			e := &u.journal()[i]
 			e.State, e.Undoing, e.Tries, e.Error = effect.StateOpen, time.Time{}, 0, ""
 		}
 	}
@@ -607,7 +608,9 @@ func (s *stepper) shift(d time.Duration) {
 		move(&u.Hook.Since)
 	}
 	for i := range u.Effects {
-		move(&u.Effects[i].Undoing)
+		if !u.Effects[i].Undoing.IsZero() {
+			move(&u.journal()[i].Undoing)
+		}
 	}
 	for n, m := range u.Members {
 		if m.Step.InFlight() && !m.Began.IsZero() {
@@ -731,15 +734,17 @@ func Impacted(c *config.Cluster, u Upgrade, i int, why string, now time.Time) (_
 }
 
 // clone is the next record made from u, for the machine to change:
-// its own lists of batches, effects, overrides and refusals, hook run
-// and outage; the plans, each batch's members and the members' records
-// shared with u (a batch's members and a plan are never changed in
-// place; a member is copied before it changes: stepper.edit, own).
+// its own lists of batches, overrides and refusals, hook run and
+// outage; the plans, each batch's members, the members' records and
+// the journal shared with u (a batch's members and a plan are never
+// changed in place; a member is copied before it changes: stepper.edit,
+// own; the journal likewise: journal).
 func (u Upgrade) clone() Upgrade {
 	c := u
 	c.from, c.changed = nil, nil
 	c.Batches = append([]Batch(nil), u.Batches...)
-	c.Effects = append(c.Effects[:0:0], u.Effects...)
+	// Cut to its length: an effect opened goes to a new array.
+	c.Effects, c.ownJournal = u.Effects[:len(u.Effects):len(u.Effects)], false
 	c.Overrides = append([]Override(nil), u.Overrides...)
 	c.Refusals = append([]strategy.Refusal(nil), u.Refusals...)
 	if u.Hook != nil {
@@ -764,7 +769,17 @@ func (u Upgrade) Clone() Upgrade {
 	for i := range c.Batches {
 		c.Batches[i].Members = append([]string(nil), c.Batches[i].Members...)
 	}
+	c.journal()
 	return c
+}
+
+// journal returns u's effects to change in place: copied the first
+// time, as a clone shares its journal with the record it was made from.
+func (u *Upgrade) journal() effect.Journal {
+	if !u.ownJournal {
+		u.Effects, u.ownJournal = slices.Clone(u.Effects), true
+	}
+	return u.Effects
 }
 
 // own gives record u (a clone) its own copy of member n to change, and

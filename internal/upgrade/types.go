@@ -140,6 +140,9 @@ type Upgrade struct {
 	// a pass over the members. Not part of what the record says.
 	from    map[string]*Member
 	changed []string
+	// ownJournal: Effects is this record's own to change (journal);
+	// a clone shares its journal with the record it was made from.
+	ownJournal bool
 }
 
 // Member is one member's progress.
