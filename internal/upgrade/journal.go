@@ -121,6 +121,17 @@ func (s *stepper) owedOf(n string) []int {
 	return out
 }
 
+// owedCount counts member n's owed effects.
+func (s *stepper) owedCount(n string) int {
+	c := 0
+	for _, i := range s.memberEffects(n) {
+		if s.u.Effects[i].Owed() {
+			c++
+		}
+	}
+	return c
+}
+
 // memberEffects returns the indexes in the journal of member n's
 // effects, in order, from an index of the journal by member: a step
 // asks about each member in flight, and the journal holds an effect

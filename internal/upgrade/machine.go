@@ -130,6 +130,9 @@ type stepper struct {
 	// to date.
 	adm     *admission
 	stepped []string
+	// hooksIn is hasHooks' answer for component hooksOf.
+	hooksOf *config.Component
+	hooksIn func(string) bool
 }
 
 // edit returns member n of the record being stepped, to change: a copy

@@ -11,30 +11,34 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/step"
 )
 
-// advance moves member n through its move (package step) as far as it
-// can go without acting, and emits the action it needs next, if any.
-// The machine knows no step by name: each step's Def says what to do,
-// when it is over, and what ends it badly. The member's record is
-// copied (edit) only once something of it changes.
-func (s *stepper) advance(comp *config.Component, ph plan.Phase, n string) {
+// advance moves member m (its record as it stands) through its move
+// (package step) as far as it can go without acting, emits the action
+// it needs next, if any, and returns its record as it then stands. The
+// machine knows no step by name: each step's Def says what to do, when
+// it is over, and what ends it badly. The member's record is copied
+// (edit) only once something of it changes; m is kept the record as it
+// stands (it runs for every member of a batch at each step).
+func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) *Member {
+	n := m.Name
 	o := s.obs.Members[n]
-	s.countExits(comp, n, o)
+	m = s.countExits(comp, m, o)
 	for range 2 * len(step.Move) {
-		m := s.u.Members[n]
 		def, _, ok := step.Of(m.Step)
 		if !ok {
-			return // pending, done, failed
+			return m // pending, done, failed
 		}
 		if s.unchecked(o) {
 			// Ferry could not watch: the member is checked again before
 			// any verdict on it (its deadline moved meanwhile).
 			s.wait("%s: to be checked again (ferry could not watch it)", m.Name)
-			return
+			return m
 		}
-		owed := len(s.owedOf(m.Name))
+		owed := s.owedCount(n)
 		if !(def.Closes && owed > 0) && s.now.Sub(m.Began) > comp.Deadline.D() {
-			s.failMember(s.edit(n), s.deadlineReason(comp, m, def, o))
-			return
+			reason := s.deadlineReason(comp, m, def, o)
+			m = s.edit(n)
+			s.failMember(m, reason)
+			return m
 		}
 		f := s.facts(comp, m, o, owed)
 		if def.Fail != nil {
@@ -42,7 +46,7 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, n string) {
 				m = s.edit(n)
 				m.CrashLoop = true
 				s.failMember(m, fmt.Sprintf("%s on %s", why, m.Target))
-				return
+				return m
 			}
 		}
 		if def.Back != nil {
@@ -58,7 +62,7 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, n string) {
 		if def.Closes && owed > 0 {
 			// Its effects are undone first (the sweep does it).
 			s.wait("%s: undoing %s", m.Name, s.owedText(s.owedOf(n)))
-			return
+			return m
 		}
 		if m.Acting != 0 {
 			if s.inFlight(m.Acting) {
@@ -68,13 +72,14 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, n string) {
 				if def.Action == step.ActStart {
 					s.waitHealthy(m, o)
 				}
-				return
+				return m
 			}
 			m = s.edit(n)
 			m.Acting = 0 // lost with a process: taken again, at once
 		}
 		if (def.Skip != nil && def.Skip(f)) || (def.Complete != nil && def.Complete(f)) {
-			s.leave(comp, s.edit(n), o)
+			m = s.edit(n)
+			s.leave(comp, m, o)
 			continue
 		}
 		if def.Action == "" {
@@ -88,7 +93,7 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, n string) {
 			if !at.IsZero() {
 				s.wake(at)
 			}
-			return
+			return m
 		}
 		needs := !f.Acted
 		if def.Needs != nil {
@@ -99,23 +104,24 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, n string) {
 				s.waitHealthy(m, o)
 				s.wake(m.Began.Add(comp.Deadline.D() + time.Millisecond))
 			}
-			return
+			return m
 		}
 		if def.Admit {
 			v := s.view(comp, ph, true)
 			if r, awaiting := s.admit(v, m.Name, true); r != nil {
 				if awaiting {
 					s.wait("%s: drained, asking the system whether it may stop", m.Name)
-					return
+					return m
 				}
 				s.refusals = append(s.refusals, *r)
 				s.wait("%s: drained, not stopped: %s", m.Name, r)
-				return
+				return m
 			}
 		}
 		s.try(comp, n, def)
-		return
+		return s.u.Members[n]
 	}
+	return m
 }
 
 // waitHealthy says that m waits to be healthy on its target: a line
@@ -159,7 +165,7 @@ func (s *stepper) facts(comp *config.Component, m *Member, o MemberHealth, owed 
 		OnTarget:     o.Running && o.Version == m.Target && s.replaced(m, o),
 		Healthy:      o.Healthy,
 		HealthySince: m.HealthySince,
-		Hooks:        func(l string) bool { return len(comp.Hooks.List(l)) > 0 },
+		Hooks:        s.hasHooks(comp),
 		Owed:         owed,
 		Tries:        m.Tries,
 		Acted:        m.Acted,
@@ -171,6 +177,16 @@ func (s *stepper) facts(comp *config.Component, m *Member, o MemberHealth, owed 
 		CrashLimit:   comp.CrashLoop.Exits,
 		ExitDetail:   m.ExitDetail,
 	}
+}
+
+// hasHooks reports whether comp has calls in a hook list (step.Facts'
+// Hooks), made once per step for the component.
+func (s *stepper) hasHooks(comp *config.Component) func(string) bool {
+	if s.hooksOf != comp {
+		s.hooksOf = comp
+		s.hooksIn = func(l string) bool { return len(comp.Hooks.List(l)) > 0 }
+	}
+	return s.hooksIn
 }
 
 // leave moves m (s.edit's) past its current step, keeping what the
@@ -206,16 +222,17 @@ func (s *stepper) leave(comp *config.Component, m *Member, o MemberHealth) {
 	s.setStep(m, step.After(m.Step))
 }
 
-// countExits counts member n's exits on its target since its first
+// countExits counts member m's exits on its target since its first
 // start in this move, within the crash-loop window: an instance seen
 // exited (by its start time), or restarts the substrate made itself.
-func (s *stepper) countExits(comp *config.Component, n string, o MemberHealth) {
-	m := s.u.Members[n]
+// It returns m's record as it then stands.
+func (s *stepper) countExits(comp *config.Component, m *Member, o MemberHealth) *Member {
+	n := m.Name
 	if m.Started.IsZero() || (m.Step != StepStarting && m.Step != StepSoaking) || o.Unknown {
-		return
+		return m
 	}
 	if s.now.Sub(m.Started) > comp.CrashLoop.Window.D() {
-		return
+		return m
 	}
 	if o.Restarts > m.RestartsSeen {
 		m = s.edit(n)
@@ -230,6 +247,7 @@ func (s *stepper) countExits(comp *config.Component, n string, o MemberHealth) {
 		m.LastExit = o.Started
 		m.ExitDetail = o.Detail
 	}
+	return m
 }
 
 // failMember fails m's move (m is s.edit's) and the step with it.

@@ -113,7 +113,7 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 	var left []string
 	for _, n := range pending {
 		m, o := u.Members[n], s.obs.Members[n]
-		if o.Running && o.Version == m.Target && o.Healthy && len(s.owedOf(n)) == 0 && !m.Restart {
+		if o.Running && o.Version == m.Target && o.Healthy && s.owedCount(n) == 0 && !m.Restart {
 			m = s.edit(n)
 			s.setStep(m, StepDone)
 			m.Detail = "already running " + m.Target
@@ -354,15 +354,16 @@ func (s *stepper) runBatch(comp *config.Component, ph plan.Phase, b *Batch) {
 				done = false
 				continue
 			}
-			s.begin(s.edit(n))
+			m = s.edit(n)
+			s.begin(m)
 		}
 		if u.State != StatePaused {
-			s.advance(comp, ph, n)
+			m = s.advance(comp, ph, m)
 		}
 		if s.failed {
 			return
 		}
-		if u.Members[n].Step != StepDone {
+		if m.Step != StepDone {
 			done = false
 		}
 	}
