@@ -228,12 +228,18 @@ func cost(c Member) int {
 	return 0
 }
 
-// unavailable lists the members other than c, of c's component and
-// matching in, that are down, in flight or admitted in this round.
+// counts reports whether member m counts against a budget of c: of
+// c's component, not c, matching in, and down, in flight or admitted in
+// this round.
+func counts(v *View, c, m Member, in func(Member) bool) bool {
+	return m.Component == v.Component && m.Name != c.Name && in(m) && (m.InFlight || v.Admitted[m.Name] || !m.Healthy)
+}
+
+// unavailable lists the members that count against a budget of c.
 func unavailable(v *View, c Member, in func(Member) bool) []string {
 	var out []string
 	for _, m := range v.Members {
-		if m.Component != v.Component || m.Name == c.Name || !in(m) {
+		if !counts(v, c, m, in) {
 			continue
 		}
 		switch {
@@ -252,10 +258,18 @@ func budget(v *View, c Member, max int, label string, in func(Member) bool) stri
 	if max < 1 {
 		return ""
 	}
-	down := unavailable(v, c, in)
-	if len(down)+cost(c) <= max {
+	// Counted first, named only when refused: admission asks at every
+	// stop, with a thousand members in flight in a large batch.
+	n := 0
+	for _, m := range v.Members {
+		if counts(v, c, m, in) {
+			n++
+		}
+	}
+	if n+cost(c) <= max {
 		return ""
 	}
+	down := unavailable(v, c, in)
 	if label != "" {
 		label += ": "
 	}
