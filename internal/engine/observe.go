@@ -42,13 +42,17 @@ type observer struct {
 	// start, or the engine's return from a stall): what was checked
 	// before it says nothing of now (upgrade.Observation.Since).
 	since time.Time
-	// gen counts the changes to what the snapshot is made of; snap is
-	// the one made at gen snapGen, handed out again (its maps are
-	// never changed) until gen moves: the engine looks at every pass,
-	// the cluster changes far less often.
-	gen     uint64
-	snap    Snapshot
-	snapGen uint64
+	// gen counts the changes to what the snapshot is made of, and
+	// memberGen those to what it says of the members (statuses,
+	// checks, roles, the watch's start); snap is the one made at gen
+	// snapGen, handed out again (its maps are never changed) until gen
+	// moves: the engine looks at every pass, the cluster changes far
+	// less often. A change of a gate or an answer alone keeps the
+	// members' part (and its summary).
+	gen, memberGen uint64
+	snap           Snapshot
+	snapGen        uint64
+	snapMembers    uint64
 
 	changed chan struct{}
 	kicks   map[string]chan struct{} // a prober to run now, by key
@@ -190,6 +194,7 @@ func (o *observer) pollStatuses(ctx context.Context) {
 		o.seen[st.Name] = now
 	}
 	o.gen++
+	o.memberGen++
 	o.mu.Unlock()
 	for _, n := range restarted {
 		o.kick("member:" + n)
@@ -232,6 +237,7 @@ func (o *observer) probeMember(ctx context.Context, n string) {
 	o.members[n] = hs
 	o.probed[n] = start
 	o.gen++
+	o.memberGen++
 	o.mu.Unlock()
 	if !had || prev.Healthy != hs.Healthy || !prev.Since.Equal(hs.Since) {
 		o.notify()
@@ -260,6 +266,7 @@ func (o *observer) probeRole(ctx context.Context, n string) {
 	}
 	o.roles[n], o.roleAt[n] = res.OK, start
 	o.gen++
+	o.memberGen++
 	o.mu.Unlock()
 	if prev != res.OK {
 		o.notify()
@@ -370,6 +377,13 @@ func (o *observer) snapshot() Snapshot {
 		snap.Time = o.e.now()
 		return snap
 	}
+	if o.snap.Statuses != nil && o.snapMembers == o.memberGen {
+		snap := o.snap
+		snap.gen, snap.Time = o.gen, o.e.now()
+		snap.Obs.Gates, snap.Obs.Answers = o.gatesAndAnswers()
+		o.snap, o.snapGen = snap, o.gen
+		return snap
+	}
 	snap := Snapshot{gen: o.gen, Time: o.e.now(), Statuses: make(map[string]driver.Status, len(o.statuses)),
 		Obs: upgrade.Observation{Members: make(map[string]upgrade.MemberHealth, len(o.e.order)), Gates: make(map[string]upgrade.Gate, len(o.gates))}}
 	for _, n := range o.e.order {
@@ -379,37 +393,47 @@ func (o *observer) snapshot() Snapshot {
 			st = driver.Status{Name: n, Unknown: true, Detail: "not observed yet"}
 		}
 		snap.Statuses[n] = st
-		mh := o.e.memberHealth(o.e.members[n], st, o.members[n], o.probed[n])
+		info, probed := o.e.members[n], o.probed[n]
+		mh := o.e.memberHealth(info, st, o.members[n], probed)
 		// A role seen before the process started belongs to the one
 		// before it.
 		mh.Role = o.roles[n] && st.Running && !o.roleAt[n].Before(st.Since)
 		mh.Seen = o.seen[n]
 		mh.Checked = mh.Seen
-		if o.e.members[n].comp.Health.Member != nil && st.Running && !st.Unknown && o.probed[n].Before(mh.Checked) {
-			mh.Checked = o.probed[n]
+		if info.comp.Health.Member != nil && st.Running && !st.Unknown && probed.Before(mh.Checked) {
+			mh.Checked = probed
 		}
 		snap.Obs.Members[n] = mh
 	}
 	snap.Obs.Since = o.since
-	if len(o.answers) > 0 {
-		snap.Obs.Answers = make(map[string]upgrade.Answer, len(o.answers))
-		for n, a := range o.answers {
-			snap.Obs.Answers[n] = a
-		}
-	}
-	for c, g := range o.gates {
-		snap.Obs.Gates[c] = g
-	}
-	for _, comp := range o.e.c.ComponentsInOrder() {
-		if _, ok := snap.Obs.Gates[comp.Name]; !ok && comp.Health.Cluster != nil {
-			snap.Obs.Gates[comp.Name] = upgrade.Gate{Detail: "not checked yet"}
-		}
-	}
+	snap.Obs.Gates, snap.Obs.Answers = o.gatesAndAnswers()
 	// Handed to every pass until the next change: what the machine
 	// looks for among all members is found once.
 	snap.Obs = snap.Obs.Summarize()
-	o.snap, o.snapGen = snap, o.gen
+	o.snap, o.snapGen, o.snapMembers = snap, o.gen, o.memberGen
 	return snap
+}
+
+// gatesAndAnswers are the gates and the system's answers as they stand,
+// in maps of their own. o.mu is held.
+func (o *observer) gatesAndAnswers() (map[string]upgrade.Gate, map[string]upgrade.Answer) {
+	gates := make(map[string]upgrade.Gate, len(o.gates))
+	for c, g := range o.gates {
+		gates[c] = g
+	}
+	for _, comp := range o.e.c.ComponentsInOrder() {
+		if _, ok := gates[comp.Name]; !ok && comp.Health.Cluster != nil {
+			gates[comp.Name] = upgrade.Gate{Detail: "not checked yet"}
+		}
+	}
+	var answers map[string]upgrade.Answer
+	if len(o.answers) > 0 {
+		answers = make(map[string]upgrade.Answer, len(o.answers))
+		for n, a := range o.answers {
+			answers[n] = a
+		}
+	}
+	return gates, answers
 }
 
 // memberHealth is what the machine sees of one member: its status, and
@@ -505,6 +529,7 @@ func (o *observer) returned(now time.Time) {
 	o.mu.Lock()
 	o.since = now
 	o.gen++
+	o.memberGen++
 	o.mu.Unlock()
 	for key := range o.kicks {
 		o.kick(key)
