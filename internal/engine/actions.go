@@ -60,7 +60,8 @@ func (e *Engine) timeout(u upgrade.Upgrade, a upgrade.Action) time.Duration {
 	return time.Minute
 }
 
-// do performs one action; detail says what its calls answered.
+// do performs one action; detail says what its calls answered. u holds
+// what an action reads of the record (actionRecord).
 func (e *Engine) do(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) (string, error) {
 	switch a.Kind {
 	case upgrade.ActStage:

@@ -25,6 +25,8 @@ import (
 type observer struct {
 	e    *Engine
 	tick time.Duration
+	// specs are the members the substrate is asked about at each poll.
+	specs []driver.Member
 
 	mu       sync.Mutex
 	statuses map[string]driver.Status
@@ -75,7 +77,8 @@ func (e *Engine) newObserver() *observer {
 	o := &observer{e: e, tick: tick, statuses: map[string]driver.Status{}, seen: map[string]time.Time{},
 		probed: map[string]time.Time{}, members: map[string]health.State{}, roles: map[string]bool{}, roleAt: map[string]time.Time{},
 		gates: map[string]upgrade.Gate{}, anyFrom: map[string]int{}, since: e.now(),
-		changed: make(chan struct{}, 1), kicks: map[string]chan struct{}{}, answers: map[string]upgrade.Answer{}, asking: map[string]bool{}}
+		changed: make(chan struct{}, 1), kicks: map[string]chan struct{}{}, answers: map[string]upgrade.Answer{}, asking: map[string]bool{},
+		specs: e.Members()}
 	for _, n := range e.order {
 		o.kicks["member:"+n] = make(chan struct{}, 1)
 		o.kicks["role:"+n] = make(chan struct{}, 1)
@@ -158,7 +161,7 @@ func (o *observer) notify() {
 func (o *observer) pollStatuses(ctx context.Context) {
 	now := o.e.now()
 	octx, cancel := o.e.cfg.Clock.WithTimeout(ctx, max(o.tick*50, 10*time.Second))
-	sts, err := o.e.cfg.Driver.Observe(octx, o.e.Members())
+	sts, err := o.e.cfg.Driver.Observe(octx, o.specs)
 	cancel()
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return

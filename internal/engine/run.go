@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/effect"
 	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
@@ -251,7 +252,7 @@ func (l *loop) dispatch(actx context.Context, a upgrade.Action) {
 	ctx, cancel := l.e.cfg.Clock.WithTimeout(actx, l.e.timeout(l.u, a))
 	ctx = withJournal(ctx, l, a)
 	l.inflight[a.Seq] = cancel
-	u := l.u
+	u := actionRecord(l.u, a)
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
@@ -263,6 +264,28 @@ func (l *loop) dispatch(actx context.Context, a upgrade.Action) {
 		}
 		l.outcomes <- outcome{a: a, err: err, detail: detail, took: l.e.since(start)}
 	}()
+}
+
+// actionRecord is what action a reads of record u (do, timeout): the
+// upgrade's target and pin, the action's member, and for an undo its
+// effect and that effect's member. An action runs for a while, and a
+// thousand in flight, each holding the whole record of its own step,
+// kept as many ten-thousand-member maps alive.
+func actionRecord(u upgrade.Upgrade, a upgrade.Action) upgrade.Upgrade {
+	r := upgrade.Upgrade{ID: u.ID, From: u.From, To: u.To, Pin: u.Pin, Members: map[string]*upgrade.Member{}}
+	keep := func(n string) {
+		if m := u.Members[n]; m != nil {
+			r.Members[n] = m
+		}
+	}
+	keep(a.Member)
+	if i := u.Effects.ByID(a.Effect); a.Kind == upgrade.ActUndo && i >= 0 {
+		r.Effects = effect.Journal{u.Effects[i]}
+		if h := u.Effects[i].Undo.Hook; h != nil {
+			keep(h.Member)
+		}
+	}
+	return r
 }
 
 // finished folds an action's outcome into the record and saves it.
