@@ -26,6 +26,13 @@ import (
 type admission struct {
 	members []strategy.Member // every member of the description, in its order
 	index   map[string]int    // members' positions by name
+	// steps are the members' steps in the record (as members), which
+	// runBatch reads to pass over those done; batchPos are the
+	// positions of the members of the batch whose members' list
+	// starts at batchOf.
+	steps    []MemberStep
+	batchOf  *string
+	batchPos []int
 	// asOf is the members map of the record whose steps the members'
 	// InFlight and Pending say; phase the phase Pending is of, and
 	// inPhase that phase's members.
@@ -92,6 +99,7 @@ func (a *admission) build(s *stepper) {
 			mm := &cc.Members[j]
 			a.index[mm.Name] = len(a.members)
 			a.members = append(a.members, s.observedMember(cc, mm))
+			a.steps = append(a.steps, "")
 		}
 	}
 	for i := range a.members {
@@ -116,6 +124,30 @@ func (a *admission) refresh(s *stepper, i int) {
 	r := s.u.Members[m.Name]
 	m.InFlight = r != nil && r.Step.InFlight()
 	m.Pending = r != nil && r.Step == StepPending && a.inPhase[m.Name]
+	a.steps[i] = ""
+	if r != nil {
+		a.steps[i] = r.Step
+	}
+}
+
+// positions are the positions of batch members ms (-1 for a name the
+// description does not have), kept for the batch.
+func (a *admission) positions(ms []string) []int {
+	if len(ms) > 0 && a.batchOf == &ms[0] && len(a.batchPos) == len(ms) {
+		return a.batchPos
+	}
+	a.batchPos = make([]int, len(ms))
+	for i, n := range ms {
+		if p, ok := a.index[n]; ok {
+			a.batchPos[i] = p
+		} else {
+			a.batchPos[i] = -1
+		}
+	}
+	if len(ms) > 0 {
+		a.batchOf = &ms[0]
+	}
+	return a.batchPos
 }
 
 // catchUp brings the members up to date with the record this step was
@@ -168,10 +200,13 @@ func (a *admission) verify(s *stepper) {
 	saved := slices.Clone(s.stepped)
 	fresh.build(s)
 	s.stepped = saved
-	if !slices.Equal(a.members, fresh.members) || !maps.Equal(a.index, fresh.index) {
+	if !slices.Equal(a.members, fresh.members) || !maps.Equal(a.index, fresh.index) || !slices.Equal(a.steps, fresh.steps) {
 		for i := range fresh.members {
 			if i >= len(a.members) || a.members[i] != fresh.members[i] {
 				panic(fmt.Sprintf("upgrade: the admission view says %+v, the record and observation %+v", a.members[min(i, len(a.members)-1)], fresh.members[i]))
+			}
+			if a.steps[i] != fresh.steps[i] {
+				panic(fmt.Sprintf("upgrade: the admission view says %s is %s, the record %s", fresh.members[i].Name, a.steps[i], fresh.steps[i]))
 			}
 		}
 		panic("upgrade: the admission view's members differ from the record and observation")

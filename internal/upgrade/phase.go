@@ -331,7 +331,15 @@ func (s *stepper) resetMove(m *Member) {
 func (s *stepper) runBatch(comp *config.Component, ph plan.Phase, b *Batch) {
 	u := &s.u
 	done := true
-	for _, n := range b.Members {
+	// Members done are passed over (a batch of a thousand ends long
+	// after most of it), from the steps the admission keeps: a member
+	// the walk has not reached yet changed only if the step failed.
+	a := s.admission(ph)
+	pos := a.positions(b.Members)
+	for i, n := range b.Members {
+		if p := pos[i]; p >= 0 && a.steps[p] == StepDone {
+			continue
+		}
 		m := u.Members[n]
 		if m == nil {
 			s.fail("member %q of the plan has no record", n)
