@@ -183,12 +183,26 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		}
 		return r
 	}
+	// v.Admitted holds the names in inView: a strategy that grows its
+	// choice one member at a time (strategy.Take) has the next ones
+	// added, not the whole set made again for each candidate. passed
+	// holds, for each candidate admitted, the choice it was admitted
+	// beside.
+	var inView []string
+	passed := map[string][]string{}
 	admit := func(c strategy.Member, chosen []string) *strategy.Refusal {
-		v.Admitted = map[string]bool{}
-		for _, n := range chosen {
+		if len(chosen) < len(inView) || !slices.Equal(chosen[:len(inView)], inView) {
+			v.Admitted, inView = map[string]bool{}, nil
+		}
+		for _, n := range chosen[len(inView):] {
 			v.Admitted[n] = true
 		}
-		return check(c.Name)
+		inView = append(inView, chosen[len(inView):]...) // only appended: a prefix kept in passed stays as it was
+		r := check(c.Name)
+		if r == nil {
+			passed[c.Name] = inView
+		}
+		return r
 	}
 	size, why, chosen, err := s.nextBatch(ph, left, v, admit)
 	if err != "" {
@@ -201,8 +215,12 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		if v.Admitted[n] || !slices.Contains(left, n) {
 			continue // a strategy's slip: only a candidate, once
 		}
-		if r := check(n); r != nil {
-			continue
+		// Checked again, unless admitted already beside the very
+		// members admitted before it here (the same question).
+		if p, ok := passed[n]; !ok || !slices.Equal(p, admitted) {
+			if r := check(n); r != nil {
+				continue
+			}
 		}
 		admitted = append(admitted, n)
 		v.Admitted[n] = true
