@@ -33,6 +33,9 @@ type admission struct {
 	steps    []MemberStep
 	batchOf  *string
 	batchPos []int
+	// health is what the observation says of each member (as members),
+	// for runBatch's walk.
+	health []MemberHealth
 	// asOf is the members map of the record whose steps the members'
 	// InFlight and Pending say; phase the phase Pending is of, and
 	// inPhase that phase's members.
@@ -98,7 +101,9 @@ func (a *admission) build(s *stepper) {
 		for j := range cc.Members {
 			mm := &cc.Members[j]
 			a.index[mm.Name] = len(a.members)
-			a.members = append(a.members, s.observedMember(cc, mm))
+			o := s.obs.Members[mm.Name]
+			a.members = append(a.members, observedMember(cc, mm, o))
+			a.health = append(a.health, o)
 			a.steps = append(a.steps, "")
 		}
 	}
@@ -110,9 +115,8 @@ func (a *admission) build(s *stepper) {
 }
 
 // observedMember is member mm of cc as admission sees it from the
-// description and the observation.
-func (s *stepper) observedMember(cc *config.Component, mm *config.Member) strategy.Member {
-	o := s.obs.Members[mm.Name]
+// description and what was observed of it, o.
+func observedMember(cc *config.Component, mm *config.Member, o MemberHealth) strategy.Member {
 	return strategy.Member{Name: mm.Name, Component: cc.Name, Host: mm.Host, Domain: mm.Domain,
 		Healthy: o.Healthy, Unknown: o.Unknown, Role: o.Role, Version: o.Version}
 }
@@ -200,10 +204,14 @@ func (a *admission) verify(s *stepper) {
 	saved := slices.Clone(s.stepped)
 	fresh.build(s)
 	s.stepped = saved
-	if !slices.Equal(a.members, fresh.members) || !maps.Equal(a.index, fresh.index) || !slices.Equal(a.steps, fresh.steps) {
+	if !slices.Equal(a.members, fresh.members) || !maps.Equal(a.index, fresh.index) || !slices.Equal(a.steps, fresh.steps) ||
+		!slices.Equal(a.health, fresh.health) {
 		for i := range fresh.members {
 			if i >= len(a.members) || a.members[i] != fresh.members[i] {
 				panic(fmt.Sprintf("upgrade: the admission view says %+v, the record and observation %+v", a.members[min(i, len(a.members)-1)], fresh.members[i]))
+			}
+			if a.health[i] != fresh.health[i] {
+				panic(fmt.Sprintf("upgrade: the admission view says %s was seen %+v, the observation %+v", fresh.members[i].Name, a.health[i], fresh.health[i]))
 			}
 			if a.steps[i] != fresh.steps[i] {
 				panic(fmt.Sprintf("upgrade: the admission view says %s is %s, the record %s", fresh.members[i].Name, a.steps[i], fresh.steps[i]))

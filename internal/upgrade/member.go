@@ -11,16 +11,16 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/step"
 )
 
-// advance moves member m (its record as it stands) through its move
-// (package step) as far as it can go without acting, emits the action
-// it needs next, if any, and returns its record as it then stands. The
+// advance moves member m (its record as it stands; o, what was
+// observed of it) through its move (package step) as far as it can go
+// without acting, emits the action it needs next, if any, and returns
+// its record as it then stands. The
 // machine knows no step by name: each step's Def says what to do, when
 // it is over, and what ends it badly. The member's record is copied
 // (edit) only once something of it changes; m is kept the record as it
 // stands (it runs for every member of a batch at each step).
-func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) *Member {
+func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member, o MemberHealth) *Member {
 	n := m.Name
-	o := s.obs.Members[n]
 	m = s.countExits(comp, m, o)
 	for range 2 * len(step.Move) {
 		def, _, ok := step.Of(m.Step)

@@ -355,7 +355,8 @@ func (s *stepper) runBatch(comp *config.Component, ph plan.Phase, b *Batch) {
 	a := s.admission(ph)
 	pos := a.positions(b.Members)
 	for i, n := range b.Members {
-		if p := pos[i]; p >= 0 && a.steps[p] == StepDone {
+		p := pos[i]
+		if p >= 0 && a.steps[p] == StepDone {
 			continue
 		}
 		m := u.Members[n]
@@ -384,7 +385,13 @@ func (s *stepper) runBatch(comp *config.Component, ph plan.Phase, b *Batch) {
 			s.begin(m)
 		}
 		if u.State != StatePaused {
-			m = s.advance(comp, ph, m)
+			o := MemberHealth{}
+			if p >= 0 {
+				o = a.health[p]
+			} else {
+				o = s.obs.Members[n]
+			}
+			m = s.advance(comp, ph, m, o)
 		}
 		if s.failed {
 			return
