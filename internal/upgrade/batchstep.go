@@ -55,6 +55,9 @@ type BatchStep struct {
 	// Effect is the key of the change it journaled.
 	Effect string `json:"effect,omitempty"`
 	Done   bool   `json:"done,omitempty"`
+	// Back: going back, what it handed over was seen back with From
+	// (its change undone); the component's rollback went on from there.
+	Back bool `json:"back,omitempty"`
 	Detail string `json:"detail,omitempty"`
 }
 
@@ -236,45 +239,93 @@ func handedOver(e *effect.Effect) bool {
 // handOverDue says whether the undo of e, the change of an extra step,
 // is due now (ok false when e is not one): kept going forward (see
 // keepHandedOver), due going back once the member it hands back to
-// needs nothing more of the rollback and no call of an extra step is
-// in flight.
+// needs nothing more of the rollback, no call of an extra step is in
+// flight and a member holds the role (a handover still under way is
+// let land first: never two at once), or nobody has held it for the
+// component's gate_deadline since the last batch ended (then the undo
+// is tried: the system answers for itself).
 func (s *stepper) handOverDue(e *effect.Effect) (due, ok bool) {
 	if !handedOver(e) {
 		return false, false
 	}
+	return s.handOverWaits(e) == "", true
+}
+
+// handOverWaits says what the undo of e, the change of an extra step,
+// waits for before it is due ("" when it is due).
+func (s *stepper) handOverWaits(e *effect.Effect) string {
 	u := &s.u
 	if !u.RollingBack() {
-		return false, true
+		return "the upgrade goes back (it is kept if it completes)"
 	}
 	for _, seq := range s.batchStepsActing() {
 		if s.inFlight(seq) {
-			return false, true
+			return "the switchover's call in flight has returned"
 		}
 	}
-	to := e.Undo.Hook.To
-	if m := u.Members[to]; m != nil && (m.Step.InFlight() || s.inFlight(m.Acting) || s.stillToRollBack(to)) {
-		return false, true
+	h := e.Undo.Hook
+	if m := u.Members[h.To]; m != nil && (m.Step.InFlight() || s.inFlight(m.Acting) || s.stillToRollBack(h.To)) {
+		return h.To + " is returned"
 	}
-	return true, true
+	comp := s.c.Component(h.Component)
+	if comp == nil {
+		return ""
+	}
+	for _, m := range comp.Members {
+		if o := s.obs.Members[m.Name]; o.Role && !o.Unknown {
+			return ""
+		}
+	}
+	if s.now.Sub(u.Boundary) > comp.GateDeadline.D() {
+		return ""
+	}
+	s.wake(u.Boundary.Add(comp.GateDeadline.D() + time.Millisecond))
+	return "a member of " + comp.Name + " holds the role (a handover under way lands first)"
 }
 
 // handBackFirst reports whether comp's next rollback batch, of the
-// members left, must wait for the undo of an extra step's change (the
-// role handed back to the member that held it), and says so: every
+// members left, must wait for what an extra step handed over to come
+// back (the role, to the member that held it), and says so: every
 // batch but that member's own waits (the former active is returned
-// first, when it moved at all).
+// first, when it moved at all) until the change's undo is done and
+// the member is seen holding the role again, or nobody has held it for
+// the component's gate_deadline since the last batch ended.
 func (s *stepper) handBackFirst(comp *config.Component, left []string) bool {
 	u := &s.u
 	if !u.RollingBack() {
 		return false
 	}
-	for i := range u.Effects {
-		e := &u.Effects[i]
-		if !e.Owed() || !handedOver(e) || e.Undo.Hook.Component != comp.Name || slices.Contains(left, e.Undo.Hook.To) {
-			continue
+	for i := range u.Batches {
+		b := &u.Batches[i]
+		for j := range b.Before {
+			x := &b.Before[j]
+			if b.Rollback || b.Component != comp.Name || x.Effect == "" || x.Back || slices.Contains(left, x.From) {
+				continue
+			}
+			if k := u.Effects.Find(x.Effect); k >= 0 && u.Effects[k].Owed() {
+				e := &u.Effects[k]
+				if why := s.handOverWaits(e); why != "" {
+					s.wait("%s: %s first (%s), once %s", comp.Name, e.UndoWhat, e.ID, why)
+				} else {
+					s.wait("%s: %s first (%s)", comp.Name, e.UndoWhat, e.ID)
+				}
+				return true
+			}
+			// Undone: the member it went back to must be seen holding it
+			// (a handover may land after its call returned).
+			if o := s.obs.Members[x.From]; o.Role && !o.Unknown {
+				x.Back = true
+				continue
+			}
+			if d := comp.GateDeadline.D(); s.now.Sub(u.Boundary) > d {
+				x.Back = true
+				s.notes = append(s.notes, fmt.Sprintf("%s: %s not seen holding the role again within gate_deadline %s: going on", comp.Name, x.From, d))
+				continue
+			}
+			s.wake(u.Boundary.Add(comp.GateDeadline.D() + time.Millisecond))
+			s.wait("%s: waiting for %s to hold the role again (its switchover undone)", comp.Name, x.From)
+			return true
 		}
-		s.wait("%s: %s first (%s)", comp.Name, e.UndoWhat, e.ID)
-		return true
 	}
 	return false
 }
