@@ -50,6 +50,8 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 					bb.Name(), bb.Ended.Sub(bb.Began).Round(time.Millisecond), how, bb.Bound.Round(time.Millisecond))})
 		}
 	}
+	// A batch's steps come before its members' moves.
+	evs = append(evs, batchStepChanges(a, b)...)
 	for _, n := range sortedKeys(b.Members) {
 		mb := b.Members[n]
 		ma := a.Members[n]
@@ -76,7 +78,6 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 				Message:    fmt.Sprintf("%s healthy on %s: down for %s (from its stop to its first healthy check)", n, mb.Target, down.Round(time.Millisecond))})
 		}
 	}
-	evs = append(evs, batchStepChanges(a, b)...)
 	evs = append(evs, effectChanges(a.Effects, b.Effects, b.State == upgrade.StateCompleted || b.Ending == upgrade.StateCompleted)...)
 	switch {
 	case a.Outage == nil && b.Outage != nil:

@@ -276,22 +276,28 @@ func (s *Server) heartbeat(ctx context.Context, p Peer, term uint64) {
 }
 
 // elect runs when no holder is known (at the start, or the lease ran
-// out): a peer that is active is followed; one that does not answer is
-// taken over from; between two that stand by, the lower name takes it.
+// out): a peer that is active is followed; a peer that still counts a
+// lease (of this member before it restarted, say) is waited for, as
+// the lease is what keeps two actives apart; one that does not answer
+// is taken over from; between two that know no holder, the lower name
+// takes it. So an active restarted without a handover leaves the pair
+// without an active until its lease ran out.
 func (s *Server) elect(ctx context.Context) {
 	for _, p := range s.cfg.Peers {
 		var st Status
 		code, err := s.get(ctx, p.Addr, "/role", &st)
 		if err == nil && code == http.StatusOK {
-			if st.Role == RoleActive {
+			switch {
+			case st.Role == RoleActive:
 				s.mu.Lock()
 				if st.Term >= s.term {
 					s.standBy(st.Name, st.Term)
 				}
 				s.mu.Unlock()
 				return
-			}
-			if p.Name < s.cfg.Name {
+			case st.Role == RoleStandby:
+				return // its lease runs: it decides once it ran out
+			case p.Name < s.cfg.Name:
 				return // the lower name takes it
 			}
 		}
