@@ -183,9 +183,14 @@ func (s *stepper) batchFacts(comp *config.Component, bs *BatchStep) step.BatchFa
 		}
 	}
 	if g, ok := s.obs.Gates[comp.Name]; ok {
+		// Checked after the call returned, and after the watch began
+		// (a call whose outcome was lost with ferry's process may have
+		// landed at any time before).
 		after := bs.Since
-		if bs.ActedAt.After(after) {
-			after = bs.ActedAt
+		for _, t := range []time.Time{bs.ActedAt, s.obs.Since} {
+			if t.After(after) {
+				after = t
+			}
 		}
 		switch {
 		case g.Checked.Before(after):

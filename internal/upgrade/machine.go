@@ -367,6 +367,11 @@ func (s *stepper) pauseIfQuiet() {
 			return
 		}
 	}
+	for _, seq := range s.batchStepsActing() {
+		if s.inFlight(seq) {
+			return // a switchover's call returns first
+		}
+	}
 	s.pause("")
 }
 
