@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -328,13 +328,7 @@ func (w *World) switchOver(comp, to string) health.Result {
 	case w.leader[comp] == to:
 		return health.Result{OK: true, Detail: "sim: " + to + " holds the role already"}
 	}
-	var moving []string
-	for c, yes := range w.moving {
-		if yes {
-			moving = append(moving, c)
-		}
-	}
-	sort.Strings(moving)
+	moving := w.movingRoles("")
 	w.inv.check(InvOneSwitchover, len(moving) == 0, w.clock.Now(), "the role of %s switched over to %s while the role of %v moves", comp, to, moving)
 	w.leader[comp], w.moving[comp] = "", true
 	w.clock.afterFunc(w.draw(w.timing.Elect, fmt.Sprintf("switch:%s>%s#%d", comp, to, m.starts)), kindSim, "switch:"+comp, func() {
@@ -367,11 +361,7 @@ func (w *World) elect(comp string) {
 func (w *World) roles() map[string]string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := make(map[string]string, len(w.leader))
-	for c, m := range w.leader {
-		out[c] = m
-	}
-	return out
+	return maps.Clone(w.leader)
 }
 
 // Logs is what a simulated member wrote last (driver.Logger).

@@ -123,6 +123,15 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (done bool, c
 	return false, 0
 }
 
+// parseMember parses a member's flags and applies the build's fault:
+// parseFlags, then checkFault.
+func parseMember(fs *flag.FlagSet, args []string, stdout io.Writer, log *slog.Logger) (done bool, code int) {
+	if done, code := parseFlags(fs, args, stdout); done {
+		return done, code
+	}
+	return checkFault(log)
+}
+
 // checkFault validates the build's fault and applies exit-at-start.
 // done is true when the process should exit with code.
 func checkFault(log *slog.Logger) (done bool, code int) {
@@ -147,10 +156,7 @@ func setupKV(args []string, stdout, stderr io.Writer, log *slog.Logger) (member,
 	peersFlag := fs.String("peers", "", "every voter as name=raftaddr=httpaddr, comma-separated, this member included (required)")
 	data := fs.String("data", "", "data directory for the raft log, stable store and snapshots (required)")
 	pin := fs.String("pin", "", pinUsage)
-	if done, code := parseFlags(fs, args, stdout); done {
-		return nil, nil, code
-	}
-	if done, code := checkFault(log); done {
+	if done, code := parseMember(fs, args, stdout, log); done {
 		return nil, nil, code
 	}
 	peers, err := kv.ParsePeers(*peersFlag)
@@ -180,10 +186,7 @@ func setupAPI(args []string, stdout, stderr io.Writer, log *slog.Logger) (member
 	fs.DurationVar(&lameDuck, "lame-duck", 0, "after SIGTERM, keep serving this long before shutting down (as servers behind a slow load balancer do)")
 	readyDelay := fs.Duration("ready-delay", 0, "answer /ready 503 this long after the start (a warm-up)")
 	pin := fs.String("pin", "", pinUsage)
-	if done, code := parseFlags(fs, args, stdout); done {
-		return nil, nil, code
-	}
-	if done, code := checkFault(log); done {
+	if done, code := parseMember(fs, args, stdout, log); done {
 		return nil, nil, code
 	}
 	kvAddrs := splitList(*kvFlag)
@@ -222,10 +225,7 @@ func setupCoord(args []string, stdout, stderr io.Writer, log *slog.Logger) (memb
 	lease := fs.Duration("lease", coord.DefaultLease, "how long a standby waits without the active's heartbeat before it takes the role")
 	delay := fs.Duration("handover-delay", 0, "wait this long before a handover happens (a slow switchover)")
 	pin := fs.String("pin", "", pinUsage)
-	if done, code := parseFlags(fs, args, stdout); done {
-		return nil, nil, code
-	}
-	if done, code := checkFault(log); done {
+	if done, code := parseMember(fs, args, stdout, log); done {
 		return nil, nil, code
 	}
 	ps, err := coord.ParsePeers(peers)
