@@ -25,7 +25,7 @@ func switchovers(r Result) int {
 
 // TestActiveStandbySeeds runs testdata/standby.yaml (an active/standby
 // pair of controllers, a kv tier, workers) through the real engine for
-// 20 seeds, each with the faults it draws: every invariant holds (one
+// 10 seeds, each with the faults it draws: every invariant holds (one
 // switchover at a time among them); a run that completed switched the
 // controllers over exactly once and ends with the role on an upgraded
 // member; one that rolled back ends with it where it began.
@@ -34,7 +34,7 @@ func TestActiveStandbySeeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, runs := uint64(time.Now().UnixNano()), 20
+	base, runs := uint64(time.Now().UnixNano()), 10
 	if v, err := strconv.ParseUint(os.Getenv("FERRY_SIM_SEED"), 10, 64); err == nil {
 		base, runs = v, 1
 	}
