@@ -214,6 +214,9 @@ func (s *stepper) pause(reason string) {
 // end reaches terminal state st once the upgrade's owed undos and its
 // post_upgrade hooks have run.
 func (s *stepper) end(st State) {
+	if st == StateCompleted {
+		s.keepHandedOver()
+	}
 	s.u.Ending = st
 	s.u.Pausing = false
 }
@@ -263,6 +266,7 @@ func (s *stepper) intent() {
 				s.cancel = append(s.cancel, m.Acting)
 			}
 		}
+		s.cancel = append(s.cancel, s.batchStepsActing()...)
 		s.rollback("aborted by the operator")
 	case IntentFinalize:
 		if u.State == StateAwaitingFinalize {
@@ -361,6 +365,11 @@ func (s *stepper) pauseIfQuiet() {
 	for _, m := range u.Members {
 		if m.Step.InFlight() {
 			return
+		}
+	}
+	for _, seq := range s.batchStepsActing() {
+		if s.inFlight(seq) {
+			return // a switchover's call returns first
 		}
 	}
 	s.pause("")
@@ -688,6 +697,7 @@ func (u Upgrade) clone() Upgrade {
 	c.Batches = append([]Batch(nil), u.Batches...)
 	for i := range c.Batches {
 		c.Batches[i].Members = append([]string(nil), c.Batches[i].Members...)
+		c.Batches[i].Before = append([]BatchStep(nil), c.Batches[i].Before...)
 	}
 	c.Effects = append(c.Effects[:0:0], u.Effects...)
 	c.Overrides = append([]Override(nil), u.Overrides...)

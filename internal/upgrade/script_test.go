@@ -26,9 +26,9 @@ import (
 //	fault k=v...       member=M kind=exit|never-ready|crash-after|start-fails,
 //	                   or hook=LIST kind=fail|fail-once|unready (the
 //	                   member unready while its hook runs, 50 actions
-//	                   long), or undo kind=fail
+//	                   long)|slow (50 actions long), or undo kind=fail
 //	begin to=V         plans and starts the upgrade; prints the plan
-//	run [for=D] [until=state:S|step:M:S|batch:N|leader-moved]
+//	run [for=D] [until=state:S|step:M:S|batch:N|effects|switching]
 //	intent kind=K      pause, resume, abort, finalize
 //	override predicate=P [member=M] | effect=ID
 //	outage on|off      the substrate stops (starts) answering
@@ -178,7 +178,8 @@ func TestScripts(t *testing.T) {
 }
 
 // until returns a stop condition: state:S, step:M:S, batch:N (that
-// many batches formed), leader-moved.
+// many batches formed), effects (one journaled), switching (a batch's
+// extra step has its call in flight).
 func until(t *testing.T, w *world, u string) func() bool {
 	kind, rest, _ := strings.Cut(u, ":")
 	switch kind {
@@ -193,6 +194,18 @@ func until(t *testing.T, w *world, u string) func() bool {
 		return func() bool { return len(w.u.Batches) >= n }
 	case "effects":
 		return func() bool { return len(w.u.Effects) > 0 }
+	case "switching":
+		// A batch's extra step (a switchover) has its call in flight.
+		return func() bool {
+			for _, b := range w.u.Batches {
+				for _, x := range b.Before {
+					if x.Acting != 0 {
+						return true
+					}
+				}
+			}
+			return false
+		}
 	}
 	t.Fatalf("until %q: unknown condition", u)
 	return nil
