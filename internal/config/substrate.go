@@ -66,6 +66,10 @@ const (
 	FieldWorkload Field = "workload"
 	FieldAdopt    Field = "adopt"
 	FieldRunFiles Field = "run.files"
+	FieldCommands Field = "commands"
+	// FieldHostSSH is a host's key ssh (a field's value names it for
+	// the registry; the key is in the host).
+	FieldHostSSH Field = "hosts.ssh"
 )
 
 var substrates struct {
@@ -232,3 +236,20 @@ func (v *validator) unread(f Field, line int, path string) bool {
 	}
 	return true
 }
+
+// CheckHostPort reports what is wrong with a host:port (its host set,
+// its port a number from 1 to 65535), for a substrate's own addresses.
+func CheckHostPort(s string) error { return checkHostPort(s) }
+
+// Render renders tmpl, the value of key rel of the node, for each of
+// samples (the component's members, Samples), reporting a template
+// that does not parse or render at the key's line; it returns what
+// rendered.
+func (n Node) Render(rel, tmpl string, samples []TemplateData) []string {
+	return n.v.render(n.Line(rel), n.Path(rel), tmpl, samples)
+}
+
+// Samples are the template data a component's templates are checked
+// with at validation (a few of its members, the first release's
+// version).
+func (n Node) Samples(comp *Component) []TemplateData { return n.v.samples(comp) }
