@@ -119,9 +119,9 @@ hosts: [{name: host-1, agent: "127.0.0.1:7101", token_file: agent/token}]
 components: [...]
 releases: [...]
 policy: {on_failure: rollback}`,
-	"Host":       `{name: host-1, agent: "10.0.0.1:7101", token_file: /etc/ferry/agent-1.token, domain: zone-a, tls: {fingerprint: "sha256:5d41402abc4b2a76b9719d911017c592ae2c6c1d8e3b8f6f0e2c1a9d8b7c6e5f"}}`,
-	"HostTLS":    `{ca_file: /etc/ferry/agents-ca.pem}`,
-	"HostSSH":    `{address: "10.0.0.1:22", user: ferry, known_hosts: ssh/known_hosts, identity_files: [ssh/id_ed25519], dir: /var/lib/ferry, max_sessions: 4}`,
+	"Host":    `{name: host-1, agent: "10.0.0.1:7101", token_file: /etc/ferry/agent-1.token, domain: zone-a, tls: {fingerprint: "sha256:5d41402abc4b2a76b9719d911017c592ae2c6c1d8e3b8f6f0e2c1a9d8b7c6e5f"}}`,
+	"HostTLS": `{ca_file: /etc/ferry/agents-ca.pem}`,
+	"HostSSH": `{address: "10.0.0.1:22", user: ferry, known_hosts: ssh/known_hosts, identity_files: [ssh/id_ed25519], dir: /var/lib/ferry, max_sessions: 4}`,
 	"Commands": `start: [systemctl, start, "kv@{{.Name}}"]
 stop: [systemctl, stop, "kv@{{.Name}}"]
 status: [systemctl, is-active, --quiet, "kv@{{.Name}}"]

@@ -12,7 +12,7 @@ import (
 // string of the description is ever pasted into a line unquoted. A
 // word made only of characters no shell gives a meaning to is left as
 // it is; any other is wrapped in single quotes, each single quote in it
-// written as '\'' (close, an escaped quote, open again).
+// written as '\” (close, an escaped quote, open again).
 func Quote(s string) string {
 	if s == "" {
 		return "''"

@@ -29,12 +29,12 @@ func TestParseStatus(t *testing.T) {
 		t.Errorf("kv-4: %+v", s4)
 	}
 	for _, bad := range []string{
-		"member\tkv-1\trunning\t0\t-\t-\t-\t-",        // running without a pid
-		"member\tkv-1\tdown\t12\t-\t-\t-\t-",          // down with one
-		"member\tkv-1\tzombie\t1\t-\t-\t-\t-",         // unknown state
+		"member\tkv-1\trunning\t0\t-\t-\t-\t-",         // running without a pid
+		"member\tkv-1\tdown\t12\t-\t-\t-\t-",           // down with one
+		"member\tkv-1\tzombie\t1\t-\t-\t-\t-",          // unknown state
 		"member\tkv-1\trunning\t1\tyesterday\t-\t-\t-", // since
 		"member\tkv-1\trunning\t1\t-\t-\t-",            // 7 fields
-		"ferry-ssh: flock not found",                  // not a status
+		"ferry-ssh: flock not found",                   // not a status
 		"member\tkv-1\tnone\t0\t-\t-\t-\t-\nmember\tkv-1\tnone\t0\t-\t-\t-\t-",
 	} {
 		if _, err := parseStatus([]byte(bad)); err == nil {
