@@ -67,9 +67,8 @@ const (
 	FieldAdopt    Field = "adopt"
 	FieldRunFiles Field = "run.files"
 	FieldCommands Field = "commands"
-	// FieldHostSSH is a host's key ssh (a field's value names it for
-	// the registry; the key is in the host).
-	FieldHostSSH Field = "hosts.ssh"
+	// FieldHostSSH is a host's key of that name (hosts[].KEY).
+	FieldHostSSH Field = "hosts[].ssh"
 )
 
 var substrates struct {
@@ -229,8 +228,10 @@ func (v *validator) unread(f Field, line int, path string) bool {
 		v.add(line, path, "%s", why)
 		return true
 	}
-	if rs := readers(f); len(rs) > 0 {
-		v.add(line, path, "applies to the %s substrate only (this description's is %s)", strings.Join(rs, " and "), v.c.Substrate)
+	if rs := readers(f); len(rs) == 1 {
+		v.add(line, path, "applies to the %s substrate only (this description's is %s)", rs[0], v.c.Substrate)
+	} else if len(rs) > 1 {
+		v.add(line, path, "applies to the %s substrates only (this description's is %s)", strings.Join(rs, " and "), v.c.Substrate)
 	} else {
 		v.add(line, path, "applies to no substrate of this build (this description's is %s)", v.c.Substrate)
 	}

@@ -181,7 +181,8 @@ func (v *validator) hosts() {
 			}
 		}
 		if h.SSH != nil {
-			v.unread(FieldHostSSH, h.pos.at("ssh", line), path+".ssh")
+			key := strings.TrimPrefix(string(FieldHostSSH), "hosts[].")
+			v.unread(FieldHostSSH, h.pos.at(key, line), path+"."+key)
 		}
 		if v.rules.Host != nil {
 			v.rules.Host(Node{v: v, path: path, pos: &h.pos, line: line}, h)

@@ -39,6 +39,9 @@ type conn struct {
 	closed  bool
 	opened  int // connections opened, for the tests
 	wg      sync.WaitGroup
+
+	// trace, if set, is told each command line run (tests).
+	trace func(line string)
 }
 
 // redialAfter is how long a failed dial's error is answered without
@@ -243,6 +246,9 @@ const (
 // or a context that ended is an unreachable host; an exit status is the
 // command's answer.
 func (c *conn) run(ctx context.Context, line string, stdin io.Reader) (result, error) {
+	if c.trace != nil {
+		c.trace(line)
+	}
 	select {
 	case c.sessions <- struct{}{}:
 	case <-ctx.Done():

@@ -94,7 +94,9 @@ func checkHost(n config.Node, h *config.Host) {
 	if s.MaxSessions < 0 || s.MaxSessions > maxSessionsLimit {
 		n.Add("ssh.max_sessions", "%d is out of range: 1 to %d (sshd's own MaxSessions is 10 by default), or 0 for %d", s.MaxSessions, maxSessionsLimit, DefaultMaxSessions)
 	}
-	n.Within("ssh.connect_timeout", s.ConnectTimeout, minConnectTimeout, maxConnectTimeout, DefaultConnectTimeout, "how long a connection's dial and handshake may take")
+	if s.ConnectTimeout != 0 { // left out: the default
+		n.Within("ssh.connect_timeout", s.ConnectTimeout, minConnectTimeout, maxConnectTimeout, DefaultConnectTimeout, "how long a connection's dial and handshake may take")
+	}
 }
 
 // checkPath refuses a path no file can have.
