@@ -38,7 +38,10 @@ type conn struct {
 	redial  time.Time
 	closed  bool
 	opened  int // connections opened, for the tests
-	wg      sync.WaitGroup
+	// lost says why the last connection was closed by ferry (a
+	// keepalive not answered), for the errors of what it broke.
+	lost string
+	wg   sync.WaitGroup
 
 	// trace, if set, is told each command line run (tests).
 	trace func(line string)
@@ -103,7 +106,7 @@ func (c *conn) get(ctx context.Context) (*gossh.Client, error) {
 			cl.Close()
 			return nil, errClosed
 		}
-		c.client, c.dialErr = cl, nil
+		c.client, c.dialErr, c.lost = cl, nil, ""
 		c.opened++
 		c.wg.Add(1)
 		go c.keep(cl)
@@ -194,17 +197,40 @@ func (c *conn) keep(cl *gossh.Client) {
 		case err := <-answered:
 			timer.Stop()
 			if err != nil {
-				cl.Close()
+				c.lose(cl, fmt.Sprintf("its connection broke: %v", err))
 				return
 			}
 		case <-timer.C:
-			cl.Close()
+			c.lose(cl, fmt.Sprintf("no answer to a keepalive within %s: connection closed", 2*c.keepalive))
 			return
 		case <-closed:
 			timer.Stop()
 			return
 		}
 	}
+}
+
+// lose closes cl, saying why.
+func (c *conn) lose(cl *gossh.Client, why string) {
+	c.mu.Lock()
+	if c.client == cl {
+		c.lost = why
+	}
+	c.mu.Unlock()
+	cl.Close()
+}
+
+// broken is the error of a use of cl that failed: the reason ferry
+// closed it, when it did.
+func (c *conn) broken(cl *gossh.Client, what string, err error) error {
+	c.mu.Lock()
+	why := c.lost
+	current := c.client == cl
+	c.mu.Unlock()
+	if !current && why != "" {
+		return c.unreachable(errors.New(why))
+	}
+	return c.unreachable(fmt.Errorf("%s: %w", what, err))
 }
 
 func (c *conn) forget(cl *gossh.Client) {
@@ -263,7 +289,7 @@ func (c *conn) run(ctx context.Context, line string, stdin io.Reader) (result, e
 	sess, err := cl.NewSession()
 	if err != nil {
 		release()
-		return result{}, c.unreachable(fmt.Errorf("a session: %w", err))
+		return result{}, c.broken(cl, "a session", err)
 	}
 	out := &capped{max: maxStdout}
 	errb := &capped{max: maxStderr}
@@ -274,7 +300,7 @@ func (c *conn) run(ctx context.Context, line string, stdin io.Reader) (result, e
 	if err := sess.Start(line); err != nil {
 		sess.Close()
 		release()
-		return result{}, c.unreachable(fmt.Errorf("starting a command: %w", err))
+		return result{}, c.broken(cl, "starting a command", err)
 	}
 	done := make(chan error, 1)
 	c.wg.Add(1)
@@ -298,7 +324,7 @@ func (c *conn) run(ctx context.Context, line string, stdin io.Reader) (result, e
 	case errors.As(err, &ee):
 		r.code = ee.ExitStatus()
 	default: // the connection broke, or the command ended with no status
-		return result{}, c.unreachable(err)
+		return result{}, c.broken(cl, "the command", err)
 	}
 	return r, nil
 }

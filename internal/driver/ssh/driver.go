@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"slices"
 	"strconv"
@@ -241,8 +242,8 @@ const (
 // sha256 (it is removed there, and copied again at the next start).
 var ErrChecksumMismatch = errors.New("ssh: checksum mismatch")
 
-// ErrNotFound: no such output of a member.
-var ErrNotFound = errors.New("ssh: not found")
+// ErrNotFound: no such output of a member (it is fs.ErrNotExist too).
+var ErrNotFound = fmt.Errorf("ssh: not found: %w", fs.ErrNotExist)
 
 // failure is the error of a command that ran and failed: its exit
 // status and what it said.
