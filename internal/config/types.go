@@ -16,10 +16,11 @@ type Cluster struct {
 	// Name names the cluster in messages, the dashboard and the metrics.
 	Name string `yaml:"cluster"`
 	// Substrate is what members run on: a substrate of this build
-	// (process, the default, or kubernetes); `ferry validate` lists them.
+	// (process, the default, kubernetes or ssh); `ferry validate` lists
+	// them.
 	Substrate string `yaml:"substrate"`
-	// Hosts are the machines members run on, each with its agent (process
-	// substrate).
+	// Hosts are the machines members run on, each with its agent
+	// (process substrate) or its sshd (ssh substrate).
 	Hosts []Host `yaml:"hosts"`
 	// Components are upgraded one at a time, in order.
 	Components []Component `yaml:"components"`
@@ -51,7 +52,7 @@ type Cluster struct {
 	suspect map[string]bool
 }
 
-// Host is where members run; the unit an agent (or, later, SSH or a
+// Host is where members run; the unit an agent, an sshd (or a
 // Kubernetes node) answers for.
 type Host struct {
 	// Name is what members name in their host.

@@ -174,7 +174,7 @@ func startSSHCluster(t *testing.T) *sshCluster {
 		t.Fatalf("ferry cluster up: exit %d\n%s", code, out)
 	}
 	waitFor(t, 30*time.Second, "the balancer seeing every api member", func() bool { return lbHealthy(cl.LBAdmin) })
-	t.Logf("ferry cluster up over SSH on 3 hosts: %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("ferry cluster up over SSH on 3 hosts: %s\n%s", time.Since(start).Round(time.Millisecond), out)
 	return cl
 }
 
@@ -225,13 +225,13 @@ func TestSSHUpgradeUnderTraffic(t *testing.T) {
 	t.Logf("traffic seed %d", seed)
 	stop := clientTraffic(cl.Cluster, seed)
 	start := time.Now()
-	out, code := ferry(t, cl.Cluster, "upgrade", "start", "--to", "2.0.0", "-q")
+	out, code := ferry(t, cl.Cluster, "upgrade", "start", "--to", "2.0.0")
 	took := time.Since(start)
 	rec := stop()
 	if code != 0 {
 		t.Fatalf("ferry upgrade start: exit %d\n%s", code, out)
 	}
-	t.Logf("upgraded over SSH in %s", took.Round(time.Millisecond))
+	t.Logf("upgraded over SSH in %s:\n%s", took.Round(time.Millisecond), out)
 	if failed := failedRequests(rec); failed > 0 {
 		t.Errorf("%d of %d requests failed, want 0", failed, len(rec.Samples()))
 	}
