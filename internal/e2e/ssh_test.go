@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/checksum"
 	"github.com/ferry-upgrade/ferry/internal/config"
 	"github.com/ferry-upgrade/ferry/internal/demo"
 	"github.com/ferry-upgrade/ferry/internal/driver"
@@ -111,7 +110,10 @@ func startSSHCluster(t *testing.T) *sshCluster {
 		hosts = append(hosts, "  - "+h.YAML())
 	}
 	for _, v := range []string{"1.0.0", "2.0.0"} {
-		sum := fileSum(t, bin.sample[v])
+		sum, err := checksum.File(bin.sample[v])
+		if err != nil {
+			t.Fatal(err)
+		}
 		r := fmt.Sprintf("  - version: %q\n", v)
 		if v != "1.0.0" {
 			r += "    upgrade_from: [\"1.0.x\"]\n"
@@ -176,16 +178,6 @@ func startSSHCluster(t *testing.T) *sshCluster {
 	waitFor(t, 30*time.Second, "the balancer seeing every api member", func() bool { return lbHealthy(cl.LBAdmin) })
 	t.Logf("ferry cluster up over SSH on 3 hosts: %s\n%s", time.Since(start).Round(time.Millisecond), out)
 	return cl
-}
-
-func fileSum(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }
 
 // lbHealthy reports whether the balancer sees each backend healthy.

@@ -112,12 +112,9 @@ type Driver struct {
 
 	requestTimeout, opTimeout, uploadTimeout time.Duration
 
-	// installed remembers the artifacts a host has (by host and
-	// sha256); installing serializes the copy of one artifact to one
-	// host: a batch's starts copy it once.
-	mu         sync.Mutex
-	installed  map[string]bool
-	installing map[string]*sync.Mutex
+	// installed copies an artifact to a host once (by host and
+	// sha256): a batch's starts copy it once.
+	installed driver.OnceEach
 
 	// sent counts the artifact bytes sent to hosts (a resumed copy
 	// sends only what the host lacks).
@@ -155,8 +152,6 @@ func New(hosts []Host, cmds map[string]Commands, opts ...Option) (*Driver, error
 		requestTimeout: DefaultRequestTimeout,
 		opTimeout:      DefaultOpTimeout,
 		uploadTimeout:  DefaultUploadTimeout,
-		installed:      map[string]bool{},
-		installing:     map[string]*sync.Mutex{},
 	}
 	var connOpts []func(*conn)
 	for _, o := range opts {
@@ -612,50 +607,28 @@ func (d *Driver) Logs(ctx context.Context, m driver.Member, previous bool, lines
 // where a copy under way stopped (a partial copy continues), its sha256
 // checked on the host before it is moved into place.
 func (d *Driver) install(ctx context.Context, c *conn, a driver.Artifact, sum string, sudo bool) error {
-	key := c.h.Name + "\x00" + sum
-	d.mu.Lock()
-	if d.installed[key] {
-		d.mu.Unlock()
-		return nil
-	}
-	mu := d.installing[key]
-	if mu == nil {
-		mu = &sync.Mutex{}
-		d.installing[key] = mu
-	}
-	d.mu.Unlock()
-	mu.Lock()
-	defer mu.Unlock()
-	d.mu.Lock()
-	done := d.installed[key]
-	d.mu.Unlock()
-	if done {
-		return nil
-	}
-	var last error
-	for try := 0; try < 3; try++ {
-		have, offset, err := d.have(ctx, c, sum, sudo)
-		if err != nil {
-			return err
-		}
-		if !have {
-			have, err = d.put(ctx, c, a, sum, offset, sudo)
-			if errors.Is(err, errAgain) {
-				last = err
-				continue
-			}
+	return d.installed.Do(c.h.Name+"\x00"+sum, func() error {
+		var last error
+		for try := 0; try < 3; try++ {
+			have, offset, err := d.have(ctx, c, sum, sudo)
 			if err != nil {
 				return err
 			}
+			if have {
+				return nil
+			}
+			have, err = d.put(ctx, c, a, sum, offset, sudo)
+			switch {
+			case errors.Is(err, errAgain):
+				last = err
+			case err != nil:
+				return err
+			case have:
+				return nil
+			}
 		}
-		if have {
-			d.mu.Lock()
-			d.installed[key] = true
-			d.mu.Unlock()
-			return nil
-		}
-	}
-	return last
+		return last
+	})
 }
 
 // errAgain: a copy to try again at once from what the host has.
@@ -723,11 +696,7 @@ func (d *Driver) put(ctx context.Context, c *conn, a driver.Artifact, sum string
 	return false, c.failure("copy of "+a.Path, r)
 }
 
-func (d *Driver) forget(c *conn, sum string) {
-	d.mu.Lock()
-	delete(d.installed, c.h.Name+"\x00"+sum)
-	d.mu.Unlock()
-}
+func (d *Driver) forget(c *conn, sum string) { d.installed.Forget(c.h.Name + "\x00" + sum) }
 
 // counting counts what is read through it.
 type counting struct {
