@@ -551,3 +551,41 @@ esac
 		t.Errorf("%d commands through sudo, want 1 (the stop) of %d", sudo, len(lines))
 	}
 }
+
+// TestAdoptByPIDFile: a member ferry did not start, found by its pid
+// file on its host, is observed running and adopted (its version not
+// known: the engine asks the member); the first start replaces it
+// (the adopted process gets its stop signal) with ferry's own.
+func TestAdoptByPIDFile(t *testing.T) {
+	e := sshtest.New(t, 1)
+	d := newDriver(t, e, nil)
+	a := artifact(t, t.TempDir(), "1.0.0")
+	theirs := exec.Command(a.Path, "theirs")
+	if err := theirs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- theirs.Wait() }()
+	t.Cleanup(func() { _ = theirs.Process.Kill() })
+	pidFile := filepath.Join(t.TempDir(), "kv.pid")
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(theirs.Process.Pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := driver.Member{Name: "kv-1", Host: "h1", Adopt: &driver.Adopt{PIDFile: pidFile}, StopTimeout: 5 * time.Second}
+	st := observe(t, d, m)[0]
+	if !st.Running || !st.Adopted || st.PID != theirs.Process.Pid || st.Version != "" {
+		t.Fatalf("a process found by its pid file: %+v, want running, adopted, pid %d, no version", st, theirs.Process.Pid)
+	}
+	if err := d.Start(ctxT(t, time.Minute), m, a); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the adopted process still runs after the start")
+	}
+	st = observe(t, d, m)[0]
+	if !st.Running || st.Adopted || st.PID == theirs.Process.Pid || st.Version != "1.0.0" {
+		t.Errorf("after the start: %+v, want ferry's own process on 1.0.0", st)
+	}
+}
