@@ -125,9 +125,15 @@ func New(t testing.TB, n int) *Env {
 	if err := ip("link", "add", e.bridge, "type", "bridge"); err != nil {
 		t.Skipf("sshtest: cannot make a bridge here (%v): the SSH tests need ip link and ip netns", err)
 	}
+	// The draw and the address taken together, under a lock shared by
+	// every test process of this machine: two packages' tests running
+	// at once never draw the same network.
+	unlock := lockMachine(t)
 	e.Net, e.Gateway = e.subnet()
+	err := ip("addr", "add", e.Gateway+"/24", "dev", e.bridge)
+	unlock()
+	must(t, err)
 	base := strings.TrimSuffix(e.Gateway, "1")
-	must(t, ip("addr", "add", e.Gateway+"/24", "dev", e.bridge))
 	must(t, ip("link", "set", e.bridge, "up"))
 
 	// The client's key, accepted by every host.
@@ -210,6 +216,19 @@ func (e *Env) subnet() (string, string) {
 	}
 	e.t.Fatal("sshtest: no free 10.x.y.0/24")
 	return "", ""
+}
+
+// lockMachine takes a lock every test process of this machine shares
+// (an flock on a file in the temporary directory) and returns its
+// release.
+func lockMachine(t testing.TB) func() {
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "ferry-sshtest.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	must(t, err)
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }
 }
 
 func (h *Host) newHostKey(t testing.TB) gossh.PublicKey {
