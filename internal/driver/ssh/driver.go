@@ -2,6 +2,7 @@ package ssh
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	_ "embed"
@@ -161,7 +162,7 @@ func New(hosts []Host, cmds map[string]Commands, opts ...Option) (*Driver, error
 		if _, dup := d.hosts[h.Name]; dup {
 			return nil, fmt.Errorf("ssh: host %s given twice", h.Name)
 		}
-		h.Dir = cmpOr(h.Dir, DefaultDir)
+		h.Dir = cmp.Or(h.Dir, DefaultDir)
 		if h.MaxSessions <= 0 {
 			h.MaxSessions = DefaultMaxSessions
 		}
@@ -186,13 +187,6 @@ func New(hosts []Host, cmds map[string]Commands, opts ...Option) (*Driver, error
 		d.hosts[h.Name] = c
 	}
 	return d, nil
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // Close closes every connection and waits for the driver's goroutines.
@@ -250,7 +244,7 @@ func (c *conn) failure(what string, r result) error {
 	if len(msg) > 400 {
 		msg = msg[:400] + "..."
 	}
-	err := fmt.Errorf("ssh host %s (%s): %s: exit status %d: %s", c.h.Name, c.h.Addr, what, r.code, cmpOr(msg, "(no output)"))
+	err := fmt.Errorf("ssh host %s (%s): %s: exit status %d: %s", c.h.Name, c.h.Addr, what, r.code, cmp.Or(msg, "(no output)"))
 	switch r.code {
 	case exitChecksum:
 		return fmt.Errorf("%w: %w", ErrChecksumMismatch, err)
@@ -459,7 +453,7 @@ func spec(m driver.Member, a driver.Artifact) string {
 
 // signal is a stop signal as kill -s takes it: TERM for "" or SIGTERM.
 func signal(s string) string {
-	return cmpOr(strings.TrimPrefix(strings.ToUpper(s), "SIG"), "TERM")
+	return cmp.Or(strings.TrimPrefix(strings.ToUpper(s), "SIG"), "TERM")
 }
 
 // Start makes the member run the artifact: the artifact is copied to

@@ -1,6 +1,7 @@
 package ssh
 
 import (
+	"cmp"
 	"fmt"
 	"os/user"
 	"slices"
@@ -183,7 +184,7 @@ func newFromDescription(c *config.Cluster, _ substrate.Options) (driver.Driver, 
 		if s == nil {
 			return nil, fmt.Errorf("host %s: no ssh: settings", h.Name)
 		}
-		sh := Host{Name: h.Name, Addr: s.Address, User: cmpOr(s.User, defUser), KnownHosts: c.ResolvePath(s.KnownHosts),
+		sh := Host{Name: h.Name, Addr: s.Address, User: cmp.Or(s.User, defUser), KnownHosts: c.ResolvePath(s.KnownHosts),
 			Dir: s.Dir, MaxSessions: s.MaxSessions, ConnectTimeout: s.ConnectTimeout.D()}
 		for _, f := range s.IdentityFiles {
 			sh.IdentityFiles = append(sh.IdentityFiles, c.ResolvePath(f))
