@@ -39,12 +39,14 @@ func New(id string, p plan.Plan, versions map[string]string, _ map[string]string
 		if ph.Rollout {
 			continue // its members are the phases' (a rollout moves them again)
 		}
+		comp := componentsOf(ph)
 		for _, name := range ph.Members() {
-			u.Members[name] = &Member{Name: name, Component: ph.Component, From: versions[name], Target: p.To, Step: StepPending}
+			u.Members[name] = &Member{Name: name, Component: comp(name), From: versions[name], Target: p.To, Step: StepPending}
 		}
 		for _, s := range ph.Skipped {
-			u.Members[s.Member] = &Member{Name: s.Member, Component: ph.Component, From: versions[s.Member], Target: p.To, Step: StepDone, Detail: s.Reason}
+			u.Members[s.Member] = &Member{Name: s.Member, Component: comp(s.Member), From: versions[s.Member], Target: p.To, Step: StepDone, Detail: s.Reason}
 		}
+		u.newHosts(ph)
 	}
 	return u
 }
@@ -90,7 +92,7 @@ func Step(c *config.Cluster, u Upgrade, obs Observation, now time.Time) Decision
 		probe = append(probe, c)
 	}
 	sort.Strings(probe)
-	return Decision{Upgrade: s.u, Actions: s.actions, Probe: probe, Ask: s.asked(), Cancel: s.cancel, After: s.after}
+	return Decision{Upgrade: s.u, Actions: s.actions, Probe: probe, Ask: s.asked(), AskHosts: s.askedHosts(), Cancel: s.cancel, After: s.after}
 }
 
 type stepper struct {
@@ -102,9 +104,11 @@ type stepper struct {
 	waiting  []string
 	refusals []strategy.Refusal
 	// probe are the components whose gates must be checked now; ask
-	// the members the system is to be asked about now.
-	probe  map[string]bool
-	ask    map[string]bool
+	// the members the system is to be asked about now, askHosts the
+	// hosts whose capacity is.
+	probe    map[string]bool
+	ask      map[string]bool
+	askHosts map[string]bool
 	cancel []int
 	after  time.Duration
 	// notes are said in Waiting without holding the step back.
@@ -362,6 +366,9 @@ func (s *stepper) pauseIfQuiet() {
 		if m.Step.InFlight() {
 			return
 		}
+	}
+	if s.hostInFlight() {
+		return // a locked host's members are moved first
 	}
 	s.pause("")
 }

@@ -34,6 +34,10 @@ func (s *stepper) phase() {
 		return
 	}
 	ph := active.Phases[u.Phase]
+	if ph.Hosts != nil {
+		s.hostPhase(ph)
+		return
+	}
 	comp := s.c.Component(ph.Component)
 	if comp == nil {
 		s.fail("component %q of the plan is not in the description", ph.Component)
@@ -577,7 +581,7 @@ func (s *stepper) rollback(reason string) {
 				}
 			}
 			if ms := append(first, rest...); len(ms) > 0 {
-				batches = append(batches, plan.Batch{Members: ms})
+				batches = append(batches, plan.Batch{Members: ms, Hosts: formed[j].Hosts})
 			}
 		}
 		if len(batches) > 0 {
@@ -603,6 +607,7 @@ func (s *stepper) rollback(reason string) {
 		}
 	}
 	s.untouched("the upgrade rolled back before its turn", inRollback)
+	s.rollbackHosts(rb)
 	if b := u.Current(); b != nil {
 		b.Ended = s.now
 	}
