@@ -377,7 +377,7 @@ func (s *stepper) formHostBatch(ph plan.Phase, pending []string) {
 	if !u.RollingBack() {
 		s.addGateBound()
 	}
-	why := fmt.Sprintf("up to %d host%s locked at once", ph.Hosts.MaxUnavailable, plural(ph.Hosts.MaxUnavailable, "", "s"))
+	why := ""
 	if u.RollingBack() {
 		why = "the rollback returns the host batches in reverse"
 	}
@@ -444,13 +444,15 @@ func (s *stepper) addHosts(ph plan.Phase, b *Batch, hosts []string) {
 // budgets and each host's capacity call let: a capacity answer is
 // judged with the hosts locked as they are, so a host whose capacity
 // is asked is admitted once those before it are locked, one after the
-// other, not with them.
+// other, not with them. A batch grows up to the stage's max_unavailable
+// hosts, and only until one of its hosts is done with its members: the
+// next hosts are the next batch's.
 func (s *stepper) growHostBatch(ph plan.Phase, b *Batch) {
 	u := &s.u
-	room := ph.Hosts.MaxUnavailable
-	for _, hm := range u.Hosts {
-		if hm.Step == HostLocking || hm.Step == HostLocked || hm.Step == HostUnlocking {
-			room--
+	room := ph.Hosts.MaxUnavailable - len(b.Hosts)
+	for _, h := range b.Hosts {
+		if hm := u.Hosts[h]; hm == nil || hm.Step != HostLocking && hm.Step != HostLocked {
+			return
 		}
 	}
 	if room < 1 || u.RollingBack() || u.Pausing || s.failed || u.State == StatePaused {
@@ -471,7 +473,7 @@ func (s *stepper) growHostBatch(ph plan.Phase, b *Batch) {
 		s.wait("%s", refusalText(refused))
 	}
 	if len(chosen) > 0 {
-		b.Why += "; " + strings.Join(chosen, ", ") + " added as the others were locked"
+		b.Why = strings.TrimPrefix(b.Why+"; "+strings.Join(chosen, ", ")+" added once "+strings.Join(b.Hosts, ", ")+" locked", "; ")
 		s.addHosts(ph, b, chosen)
 	}
 }

@@ -696,6 +696,13 @@ func (u Upgrade) clone() Upgrade {
 	for i := range c.Batches {
 		c.Batches[i].Members = append([]string(nil), c.Batches[i].Members...)
 	}
+	if u.Hosts != nil {
+		c.Hosts = make(map[string]*HostMove, len(u.Hosts))
+		for k, v := range u.Hosts {
+			h := *v
+			c.Hosts[k] = &h
+		}
+	}
 	c.Effects = append(c.Effects[:0:0], u.Effects...)
 	c.Overrides = append([]Override(nil), u.Overrides...)
 	c.Refusals = append([]strategy.Refusal(nil), u.Refusals...)

@@ -533,7 +533,14 @@ func (w *world) report(a, b Upgrade) {
 		w.logf("%s", msg)
 	}
 	for i, bb := range b.Batches {
-		if i >= len(a.Batches) {
+		switch {
+		case len(bb.Hosts) > 0 && (i >= len(a.Batches) || len(a.Batches[i].Hosts) < len(bb.Hosts)):
+			why := ""
+			if bb.Why != "" {
+				why = ": " + bb.Why
+			}
+			w.logf("%s: hosts %s: %s (up to %d at once%s)", bb.Name(), strings.Join(bb.Hosts, ", "), strings.Join(bb.Members, ", "), bb.Size, why)
+		case i >= len(a.Batches):
 			w.logf("%s: %s (size %d: %s)", bb.Name(), strings.Join(bb.Members, ", "), bb.Size, bb.Why)
 		}
 		if !bb.Ended.IsZero() && (i >= len(a.Batches) || a.Batches[i].Ended.IsZero()) && bb.Outcome.Size > 0 {
