@@ -89,8 +89,17 @@ type ClusterOptions struct {
 	OKToStop bool
 	// Pin gives kv and api members the cluster's pin as an argument
 	// (--pin {{.Pin}}), which they report on GET /version.
-	Pin    bool
-	Logger *slog.Logger
+	Pin bool
+	// Hosts, if more than 1, spreads the members over that many hosts,
+	// host-1 … host-N, each with an agent of its own on loopback (kv-i
+	// and api-i on host ((i-1) mod N)+1; the load balancer on host-1),
+	// and tells the load balancer each backend's host; every host is
+	// then locked and unlocked through the balancer's maintenance mode
+	// (host_defaults), and its capacity call asks that backends on
+	// HostCapacity hosts (default 1) stay in rotation without it. The api
+	// component has then no pre_phase hook (a hosts stage runs none).
+	Hosts, HostCapacity int
+	Logger              *slog.Logger
 }
 
 // Cluster is a running sample cluster: a ferry agent owning three kv
@@ -112,6 +121,8 @@ type Cluster struct {
 	stopAgent func()
 	// agentArgs start the agent again (RestartAgent).
 	self, agentAddr, agentDir string
+	// stopOthers stop the agents of the hosts after host-1 (Hosts).
+	stopOthers []func()
 }
 
 // StartCluster writes the description, starts the agent, the load
@@ -158,8 +169,9 @@ func StartCluster(ctx context.Context, o ClusterOptions) (*Cluster, error) {
 // portClash reports whether a member's log in the cluster directory
 // dir says its address was in use.
 func portClash(dir string) bool {
-	logs, _ := filepath.Glob(filepath.Join(dir, "agent", "logs", "*", "*.log"))
-	logs = append(logs, filepath.Join(dir, "agent", "agent.log"))
+	logs, _ := filepath.Glob(filepath.Join(dir, "agent*", "logs", "*", "*.log"))
+	agents, _ := filepath.Glob(filepath.Join(dir, "agent*", "agent.log"))
+	logs = append(logs, agents...)
 	for _, l := range logs {
 		if b, err := os.ReadFile(l); err == nil && loopback.Clash(b) {
 			return true
@@ -197,11 +209,15 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	ports, err := loopback.Ports(rand.Uint64(), 13)
+	hosts := max(1, o.Hosts)
+	names := []string{"AGENT", "KV1", "KV2", "KV3", "KV1R", "KV2R", "KV3R", "API1", "API2", "API3", "API4", "LB", "LBADMIN"}
+	for i := 2; i <= hosts; i++ {
+		names = append(names, fmt.Sprintf("AGENT%d", i))
+	}
+	ports, err := loopback.Ports(rand.Uint64(), len(names))
 	if err != nil {
 		return nil, err
 	}
-	names := []string{"AGENT", "KV1", "KV2", "KV3", "KV1R", "KV2R", "KV3R", "API1", "API2", "API3", "API4", "LB", "LBADMIN"}
 	kvSoak := o.Soak
 	if o.KVSoak > 0 {
 		kvSoak = o.KVSoak
@@ -225,6 +241,7 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	for i, n := range names {
 		vars[n] = strconv.Itoa(ports[i])
 	}
+	placeOnHosts(vars, hosts, o.HostCapacity)
 	if o.drawn != nil {
 		o.drawn(vars)
 	}
@@ -292,6 +309,11 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	if err != nil {
 		return nil, err
 	}
+	driverHosts, err := cl.startOtherAgents(ctx, vars, hosts)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
 	started := cl // the error returns below return a nil cluster
 	defer func() {
 		if err != nil {
@@ -307,7 +329,7 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	if err != nil {
 		return nil, err
 	}
-	cl.Driver = process.New([]process.Host{{Name: "host-1", Addr: agentAddr, Token: tok}})
+	cl.Driver = process.New(append([]process.Host{{Name: "host-1", Addr: agentAddr, Token: tok}}, driverHosts...))
 	st, err := store.Open(cl.DataDir)
 	if err != nil {
 		return nil, err
@@ -319,7 +341,11 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	lb := driver.Member{Name: "lb", Component: "lb", Host: "host-1", Address: "127.0.0.1:" + vars["LB"],
 		Args: []string{"lb", "--http", "127.0.0.1:" + vars["LB"], "--admin", "127.0.0.1:" + vars["LBADMIN"]}, StopTimeout: 10 * time.Second}
 	for _, n := range []string{"API1", "API2", "API3", "API4"} {
-		lb.Args = append(lb.Args, "--backend", fmt.Sprintf("api-%s=127.0.0.1:%s", n[3:], vars[n]))
+		b := fmt.Sprintf("api-%s=127.0.0.1:%s", n[3:], vars[n])
+		if hosts > 1 {
+			b += "@" + vars[n+"HOST"]
+		}
+		lb.Args = append(lb.Args, "--backend", b)
 	}
 	cl.Members = append(eng.Members(), lb)
 	for _, m := range eng.Members() {
@@ -408,6 +434,9 @@ func (cl *Cluster) Close() {
 	}
 	if cl.stopAgent != nil {
 		cl.stopAgent()
+	}
+	for _, stop := range cl.stopOthers {
+		stop()
 	}
 }
 

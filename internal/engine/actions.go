@@ -80,7 +80,7 @@ func (e *Engine) do(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) (s
 	case upgrade.ActHooks:
 		return e.runHooks(ctx, u, a)
 	case upgrade.ActLock:
-		return e.lockHost(ctx, a)
+		return e.lockHost(ctx, a.Host, a.Version, a.Pin, true)
 	}
 	info, ok := e.members[a.Member]
 	if !ok {
@@ -205,7 +205,7 @@ func (e *Engine) undo(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) 
 	}
 	ef := u.Effects[i]
 	if h := ef.Undo.Unlock; h != "" {
-		return e.unlockHost(ctx, u, h)
+		return e.lockHost(ctx, h, u.To, u.Pin, false)
 	}
 	if h := ef.Undo.Hook; h != nil {
 		c := e.undoCall(h)

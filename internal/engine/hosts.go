@@ -45,35 +45,27 @@ func (e *Engine) runCalls(ctx context.Context, what string, calls []config.Call,
 	return bounded(strings.Join(out, " | ")), nil
 }
 
-// lockHost locks the host of action a: its lock calls, or the driver's
-// lock when it has none.
-func (e *Engine) lockHost(ctx context.Context, a upgrade.Action) (string, error) {
-	h, calls, data, err := e.hostCalls(a.Host, a.Version, a.Pin)
+// lockHost locks (lock) or unlocks host name for an upgrade to version
+// under pin: its lock or unlock calls, or, when it has none, the
+// driver's.
+func (e *Engine) lockHost(ctx context.Context, name, version, pin string, lock bool) (string, error) {
+	h, calls, data, err := e.hostCalls(name, version, pin)
 	if err != nil {
 		return "", err
 	}
-	if len(calls.Lock) > 0 {
-		return e.runCalls(ctx, "lock of host "+h.Name, calls.Lock, data)
-	}
-	l, ok := e.cfg.Driver.(driver.HostLocker)
-	if !ok {
-		return "", fmt.Errorf("host %s has no lock calls, and the %s driver cannot lock a host (capability lock-host)", h.Name, e.c.Substrate)
-	}
-	return "", l.LockHost(ctx, h.Name)
-}
-
-// unlockHost unlocks host name: its unlock calls, or the driver's.
-func (e *Engine) unlockHost(ctx context.Context, u upgrade.Upgrade, name string) (string, error) {
-	h, calls, data, err := e.hostCalls(name, u.To, u.Pin)
-	if err != nil {
-		return "", err
+	what, list := "unlock", calls.Unlock
+	if lock {
+		what, list = "lock", calls.Lock
 	}
 	if len(calls.Lock) > 0 {
-		return e.runCalls(ctx, "unlock of host "+h.Name, calls.Unlock, data)
+		return e.runCalls(ctx, what+" of host "+h.Name, list, data)
 	}
 	l, ok := e.cfg.Driver.(driver.HostLocker)
-	if !ok {
-		return "", fmt.Errorf("host %s has no unlock calls, and the %s driver cannot unlock a host (capability lock-host)", h.Name, e.c.Substrate)
+	switch {
+	case !ok:
+		return "", fmt.Errorf("host %s has no %s calls, and the %s driver cannot %s a host (capability lock-host)", h.Name, what, e.c.Substrate, what)
+	case lock:
+		return "", l.LockHost(ctx, h.Name)
 	}
 	return "", l.UnlockHost(ctx, h.Name)
 }

@@ -3,7 +3,6 @@ package strategy
 import (
 	"cmp"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -188,9 +187,7 @@ func OrderHosts(hs []Host) []Host {
 		}
 		return 1
 	}
-	out := slices.Clone(hs)
-	slices.SortStableFunc(out, func(a, b Host) int { return rank(a) - rank(b) })
-	return out
+	return byRank(hs, rank)
 }
 
 // NextHosts chooses the hosts of the next batch from the candidates

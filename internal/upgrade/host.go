@@ -295,11 +295,8 @@ func (s *stepper) admitHost(v *strategy.HostView, h strategy.Host) (r *strategy.
 	if r == nil || r.Predicate != strategy.PredHostCapacity || h.CapacityWait != "" {
 		return r, false
 	}
-	if a, ok := s.obs.Capacity[h.Name]; ok && h.Capacity.Answered && !a.Yes {
-		if next := a.Asked.Add(askAgain); s.now.Before(next) {
-			s.wake(next)
-			return r, false
-		}
+	if a, ok := s.obs.Capacity[h.Name]; s.tooSoon(a, ok && h.Capacity.Answered) {
+		return r, false
 	}
 	if s.askHosts == nil {
 		s.askHosts = map[string]bool{}
@@ -324,32 +321,9 @@ func (s *stepper) askedHosts() []string {
 // last); the refused are named with their predicate.
 func (s *stepper) formHostBatch(ph plan.Phase, pending []string) {
 	u := &s.u
-	if u.Pausing {
-		s.wait("%s: not locking the next host: pausing", ph.Component)
-		return
-	}
-	if stale := s.checkedBefore(); stale != "" {
-		s.wait("%s: not locking the next host before %s is checked again (ferry could not watch)", ph.Component, stale)
-		return
-	}
-	if stale := s.seenBefore(u.Resumed); stale != "" {
-		s.wait("%s: not locking the next host on what was seen before the resume: waiting for %s to be observed again", ph.Component, stale)
-		return
-	}
 	gd := s.hostsGateDeadline(ph)
-	if !u.RollingBack() {
-		if stale := s.staleGates(); len(stale) > 0 {
-			if u.GateSince.IsZero() {
-				u.GateSince = s.now
-			}
-			if s.now.Sub(u.GateSince) > gd {
-				s.fail("before %s batch %d: cluster gate %s not checked for %s", ph.Component, len(u.PhaseBatches(u.Phase))+1, strings.Join(stale, ", "), gd)
-				return
-			}
-			s.wait("%s: waiting for a check of cluster gate %s made after the last batch", ph.Component, strings.Join(stale, ", "))
-			return
-		}
-		u.GateSince = time.Time{}
+	if !s.mayForm(ph.Component, "locking the next host", gd) {
+		return
 	}
 	size := ph.Hosts.MaxUnavailable
 	if u.RollingBack() {
@@ -698,8 +672,8 @@ func (s *stepper) hostDue(h string) bool {
 // hostStillToRollBack reports whether a member on host h is still to be
 // moved by the rollback.
 func (s *stepper) hostStillToRollBack(h string) bool {
-	for _, n := range sortedNames(s.u.Members) {
-		if c, m := s.c.MemberOf(n); c != nil && m.Host == h && s.stillToRollBack(n) {
+	for _, ph := range s.u.Rollback.Phases[min(s.u.Phase, len(s.u.Rollback.Phases)):] {
+		if ph.Hosts != nil && slices.ContainsFunc(ph.Hosts.On[h], s.stillToRollBack) {
 			return true
 		}
 	}

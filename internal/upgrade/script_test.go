@@ -29,7 +29,8 @@ import (
 //	                   or hook=LIST kind=fail|fail-once|unready (the
 //	                   member unready while its hook runs, 50 actions
 //	                   long), or undo kind=fail; hook=lock
-//	                   kind=fail|fail-once (a host's lock)
+//	                   kind=fail|fail-once (every host's lock), or
+//	                   host=H kind=fail (host H's lock)
 //	begin to=V         plans and starts the upgrade; prints the plan
 //	run [for=D] [until=state:S|step:M:S|batch:N|effects|host:H:S]
 //	intent kind=K      pause, resume, abort, finalize
@@ -99,6 +100,8 @@ func TestScripts(t *testing.T) {
 					w.faults[args["member"]] = args["kind"]
 				case args["hook"] != "":
 					w.faults["hook:"+args["hook"]] = args["kind"]
+				case args["host"] != "":
+					w.faults["lock:"+args["host"]] = args["kind"]
 				default:
 					w.faults["undo"] = args["kind"]
 				}

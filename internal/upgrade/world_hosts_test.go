@@ -25,7 +25,7 @@ type whosts struct {
 
 // lock locks host h, unless a fault of its lock says otherwise.
 func (w *world) lock(h string) error {
-	switch w.faults["hook:lock"] {
+	switch cmp.Or(w.faults["lock:"+h], w.faults["hook:lock"]) {
 	case "fail":
 		return errors.New("lock hook 1: 503 Service Unavailable")
 	case "fail-once":

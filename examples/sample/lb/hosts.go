@@ -35,26 +35,7 @@ func (l *LB) LockHost(ctx context.Context, host string) (int, error) {
 		l.log.Info("host locked", "host", host)
 	}
 	l.mu.Unlock()
-	t := time.NewTicker(5 * time.Millisecond)
-	defer t.Stop()
-	for {
-		l.mu.Lock()
-		n := 0
-		for _, b := range l.backends {
-			if b.Host == host {
-				n += b.inflight
-			}
-		}
-		l.mu.Unlock()
-		if n == 0 {
-			return 0, nil
-		}
-		select {
-		case <-ctx.Done():
-			return n, fmt.Errorf("host %s still has %d in flight: %w", host, n, ctx.Err())
-		case <-t.C:
-		}
-	}
+	return l.waitIdle(ctx, "host "+host, func(b *backend) bool { return b.Host == host })
 }
 
 // UnlockHost puts the backends of host back into rotation (each as its
@@ -68,21 +49,24 @@ func (l *LB) UnlockHost(host string) {
 	}
 }
 
-// Capacity says whether at least min backends would stay in rotation
-// and healthy with host locked too, and how many would.
-func (l *LB) Capacity(host string, min int) (left int, locked []string, ok bool) {
+// Capacity says how many backends, and on how many hosts, would stay
+// in rotation and healthy with host locked too, and which hosts are
+// locked now.
+func (l *LB) Capacity(host string) (left, hostsLeft int, locked []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	on := map[string]bool{}
 	for _, b := range l.backends {
 		if b.Host != host && l.inRotation(b) && b.healthy {
 			left++
+			on[b.Host] = true
 		}
 	}
 	for h := range l.locked {
 		locked = append(locked, h)
 	}
 	slices.Sort(locked)
-	return left, locked, left >= min
+	return left, len(on), locked
 }
 
 // HostsStatus is GET /admin/hosts: the hosts locked now.
@@ -125,25 +109,30 @@ func (l *LB) handleUnlock(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleCapacity answers 200 when at least ?min= backends (default 1)
-// would stay in rotation with the host locked too, 409 with the count
-// otherwise: {"fits":false,"left":1,"min":2,"locked":["host-1"]}.
+// on at least ?min_hosts= hosts (default 1) would stay in rotation with
+// the host locked too, 409 with the counts otherwise:
+// {"fits":false,"left":1,"hosts_left":1,"min":1,"min_hosts":2,"locked":["host-1"]}.
 func (l *LB) handleCapacity(w http.ResponseWriter, r *http.Request) {
 	host := r.PathValue("host")
-	min := 1
-	if v := r.URL.Query().Get("min"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: fmt.Sprintf("bad min %q", v)})
-			return
+	mins := map[string]int{"min": 1, "min_hosts": 1}
+	for k := range mins {
+		if v := r.URL.Query().Get(k); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				writeJSON(w, http.StatusBadRequest, errorBody{Error: fmt.Sprintf("bad %s %q", k, v)})
+				return
+			}
+			mins[k] = n
 		}
-		min = n
 	}
-	left, locked, ok := l.Capacity(host, min)
+	left, hostsLeft, locked := l.Capacity(host)
+	ok := left >= mins["min"] && hostsLeft >= mins["min_hosts"]
 	status := http.StatusOK
 	if !ok {
 		status = http.StatusConflict
 	}
-	writeJSON(w, status, map[string]any{"host": host, "fits": ok, "left": left, "min": min, "locked": locked})
+	writeJSON(w, status, map[string]any{"host": host, "fits": ok, "left": left, "hosts_left": hostsLeft, "min": mins["min"],
+		"min_hosts": mins["min_hosts"], "locked": locked})
 }
 
 // durationParam reads query parameter key as a duration (def when

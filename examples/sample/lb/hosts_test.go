@@ -1,53 +1,14 @@
 package lb_test
 
 import (
-	"context"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ferry-upgrade/ferry/examples/sample/internal/sampletest"
 	"github.com/ferry-upgrade/ferry/examples/sample/lb"
 )
-
-// startOnHosts is start with each backend on a host: "a@h1".
-func startOnHosts(t *testing.T, specs ...string) *harness {
-	t.Helper()
-	var names []string
-	hosts := map[string]string{}
-	for _, s := range specs {
-		n, h, _ := strings.Cut(s, "@")
-		names = append(names, n)
-		hosts[n] = h
-	}
-	h := &harness{bs: map[string]*backend{}}
-	var cfg []lb.Backend
-	for _, n := range names {
-		b := newBackend(t, n)
-		h.bs[n] = b
-		cfg = append(cfg, lb.Backend{Name: n, Addr: b.addr(), Host: hosts[n]})
-	}
-	l, err := lb.New(lb.Config{Backends: cfg, Version: "test", Logger: sampletest.Logger(t),
-		HTTPListener: sampletest.Listen(t), AdminListener: sampletest.Listen(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = l.Shutdown(ctx)
-	})
-	h.lb, h.url, h.admin = l, "http://"+l.Addr(), "http://"+l.AdminAddr()
-	for _, n := range names {
-		h.waitHealthy(t, n, true)
-	}
-	return h
-}
 
 // TestHostMaintenance: locking a host takes all its backends out of
 // rotation (a and c on h1: only b answers), the capacity call says
@@ -55,7 +16,7 @@ func startOnHosts(t *testing.T, specs ...string) *harness {
 // and unlocking puts them back; a backend's own drain stays its own.
 func TestHostMaintenance(t *testing.T) {
 	t.Parallel()
-	h := startOnHosts(t, "a@h1", "b@h2", "c@h1", "d@h3")
+	h := start(t, "a@h1", "b@h2", "c@h1", "d@h3")
 	if code, body := sampletest.Do(http.MethodGet, h.admin+"/admin/hosts/h1/capacity?min=2", nil); code != http.StatusOK || !strings.Contains(body, `"left":2`) {
 		t.Fatalf("capacity of h1 with min 2: %d %s, want 200 with 2 left (b, d)", code, body)
 	}
@@ -71,8 +32,11 @@ func TestHostMaintenance(t *testing.T) {
 	if code != http.StatusConflict || !strings.Contains(body, `"left":1`) || !strings.Contains(body, `"locked":["h1"]`) {
 		t.Fatalf("capacity of h2 with h1 locked: %d %s, want 409: 1 left", code, body)
 	}
-	if _, err := lb.ParseBackends([]string{"a=127.0.0.1:1@h1"}); err != nil {
-		t.Fatal(err)
+	if code, body := sampletest.Do(http.MethodGet, h.admin+"/admin/hosts/h2/capacity?min_hosts=2", nil); code != http.StatusConflict || !strings.Contains(body, `"hosts_left":1`) {
+		t.Fatalf("capacity of h2 with h1 locked, 2 hosts to stay: %d %s, want 409: 1 host left (h3)", code, body)
+	}
+	if bs, err := lb.ParseBackends([]string{"a=127.0.0.1:1@h1"}); err != nil || bs[0] != (lb.Backend{Name: "a", Addr: "127.0.0.1:1", Host: "h1"}) {
+		t.Fatalf("ParseBackends with a host: %v %v", bs, err)
 	}
 	// b drained on its own, then h1 unlocked: a and c back, b not.
 	if code, _ := sampletest.Do(http.MethodPost, h.admin+"/admin/backends/b/drain", nil); code != http.StatusOK {

@@ -511,18 +511,30 @@ func (l *LB) Drain(ctx context.Context, name string) (int, error) {
 		l.log.Info("backend drained", "backend", name, "inflight", b.inflight)
 	}
 	l.mu.Unlock()
+	return l.waitIdle(ctx, "backend "+name, func(o *backend) bool { return o == b })
+}
+
+// waitIdle waits until the backends that of selects have no request in
+// flight, or ctx ends; it returns the requests still in flight, and
+// what (a backend, a host) they are of in the error.
+func (l *LB) waitIdle(ctx context.Context, what string, of func(*backend) bool) (int, error) {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {
 		l.mu.Lock()
-		n := b.inflight
+		n := 0
+		for _, b := range l.backends {
+			if of(b) {
+				n += b.inflight
+			}
+		}
 		l.mu.Unlock()
 		if n == 0 {
 			return 0, nil
 		}
 		select {
 		case <-ctx.Done():
-			return n, fmt.Errorf("backend %s still has %d in flight: %w", name, n, ctx.Err())
+			return n, fmt.Errorf("%s still has %d in flight: %w", what, n, ctx.Err())
 		case <-t.C:
 		}
 	}
