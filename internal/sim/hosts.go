@@ -96,7 +96,9 @@ func (w *World) hostCall(kind, host string) health.Result {
 func (h *hosts) movesWith(a, b string) bool { return h.together[a][b] }
 
 // isHostCall reports whether kind is a host's call.
-func isHostCall(kind string) bool { return slices.Contains([]string{callLock, callUnlock, callCapacity}, kind) }
+func isHostCall(kind string) bool {
+	return slices.Contains([]string{callLock, callUnlock, callCapacity}, kind)
+}
 
 // rewriteHosts is the hosts of a simulated description: their calls
 // the sim's.

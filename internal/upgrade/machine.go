@@ -109,8 +109,8 @@ type stepper struct {
 	probe    map[string]bool
 	ask      map[string]bool
 	askHosts map[string]bool
-	cancel []int
-	after  time.Duration
+	cancel   []int
+	after    time.Duration
 	// notes are said in Waiting without holding the step back.
 	notes []string
 	// failed is set once a step failed in this pass: the phase stops

@@ -479,8 +479,8 @@ type Decision struct {
 	Ask     []string
 	// AskHosts are the hosts whose capacity call is to be made now.
 	AskHosts []string
-	Cancel  []int
-	After   time.Duration
+	Cancel   []int
+	After    time.Duration
 }
 
 // BatchOf says which batch of the current phase is in progress (or

@@ -13,9 +13,9 @@ import (
 // and the capacity call's answers: the other hosts can take a host's
 // load while fewer than fit are locked (0: always).
 type whosts struct {
-	locked    map[string]bool
+	locked     map[string]bool
 	mostAtOnce int
-	locks     int
+	locks      int
 	// fit is how many hosts may be locked at once before the capacity
 	// call says no (0: it always says yes).
 	fit     int
