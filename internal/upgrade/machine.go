@@ -104,18 +104,19 @@ type stepper struct {
 	waiting  []string
 	refusals []strategy.Refusal
 	// probe are the components whose gates must be checked now; ask
-	// the members the system is to be asked about now, askHosts the
-	// hosts whose capacity is.
-	probe    map[string]bool
-	ask      map[string]bool
-	askHosts map[string]bool
-	cancel   []int
-	after    time.Duration
+	// the members the system is to be asked about now.
+	probe  map[string]bool
+	ask    map[string]bool
+	cancel []int
+	after  time.Duration
 	// notes are said in Waiting without holding the step back.
 	notes []string
 	// failed is set once a step failed in this pass: the phase stops
 	// advancing members, whatever the policy made of the failure.
 	failed bool
+
+	// askHosts are the hosts whose capacity is to be asked now.
+	askHosts map[string]bool
 }
 
 // wake asks to be stepped again no later than at t.
@@ -695,6 +696,7 @@ func (u Upgrade) clone() Upgrade {
 	c.Batches = append([]Batch(nil), u.Batches...)
 	for i := range c.Batches {
 		c.Batches[i].Members = append([]string(nil), c.Batches[i].Members...)
+		c.Batches[i].Hosts = append([]string(nil), c.Batches[i].Hosts...)
 	}
 	if u.Hosts != nil {
 		c.Hosts = make(map[string]*HostMove, len(u.Hosts))

@@ -477,10 +477,11 @@ type Decision struct {
 	Actions []Action
 	Probe   []string
 	Ask     []string
+	Cancel  []int
+	After   time.Duration
+
 	// AskHosts are the hosts whose capacity call is to be made now.
 	AskHosts []string
-	Cancel   []int
-	After    time.Duration
 }
 
 // BatchOf says which batch of the current phase is in progress (or
