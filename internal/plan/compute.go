@@ -91,6 +91,7 @@ func (p *Plan) flow(c *config.Cluster, rel *config.Release, phases map[string]Ph
 				return err
 			}
 			p.Phases = append(p.Phases, ph)
+			st.Name = ph.Component
 		case config.StagePhase:
 			ph, ok := phases[fs.Component]
 			if !ok {

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -52,7 +53,8 @@ func (h *Hosts) Part(comp string) *Phase {
 func hostsOf(c *config.Cluster, st *config.FlowStage, phases map[string]Phase, down map[string]bool) (Phase, error) {
 	h := &Hosts{Components: st.Components, MaxUnavailable: max(1, st.MaxUnavailable), MaxUnavailablePerDomain: st.MaxUnavailablePerDomain,
 		On: map[string][]string{}, Domains: map[string]string{}, LockDeadline: st.Deadline}
-	ph := Phase{Component: st.Name, Strategy: config.StageHosts, MaxUnavailable: h.MaxUnavailable, Hosts: h,
+	// A Cluster built in Go may lack the defaults Parse applies.
+	ph := Phase{Component: cmp.Or(st.Name, config.DefaultHostsName), Strategy: config.StageHosts, MaxUnavailable: h.MaxUnavailable, Hosts: h,
 		Settings: strategy.Settings{MaxUnavailable: h.MaxUnavailable, MaxUnavailablePerDomain: h.MaxUnavailablePerDomain}}
 	var notes []string
 	for _, name := range st.Components {

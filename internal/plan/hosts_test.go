@@ -72,4 +72,12 @@ func TestComputeHosts(t *testing.T) {
 			}
 		})
 	}
+	// A Cluster built in Go, its stage unnamed: the default name.
+	c := cluster(onHosts(kv3), onHosts(comp("api", 2, canary(2, 2), 6)))
+	c.Hosts = hosts
+	c.Releases[1].Flow = []config.FlowStage{{Stage: "hosts", Components: []string{"kv", "api"}}}
+	p, err := Compute(c, world(c, "1.0.0", nil), "2.0.0")
+	if err != nil || p.Phases[0].Component != config.DefaultHostsName || p.PhaseOf(p.Flow[0]) != 0 {
+		t.Fatalf("unnamed stage: %v, phase %q, flow %+v", err, p.Phases[0].Component, p.Flow)
+	}
 }
