@@ -340,9 +340,11 @@ type Verdict struct {
 type Strategy struct {
 	// Type is one-at-a-time (quorum members: one at a time, a quorum of
 	// the others healthy), canary (batches of 1, 2, 4 … up to
-	// max_batch) or by-domain (one failure domain at a time, each in
+	// max_batch), by-domain (one failure domain at a time, each in
 	// batches of 1, 2, 4 … up to max_batch; members without a domain
-	// after every domain).
+	// after every domain) or active-standby (the standbys first,
+	// max_batch at a time, then the member holding the role, alone,
+	// after hooks.switchover handed the role to an upgraded member).
 	Type StrategyType `yaml:"type"`
 	// Quorum is the number of healthy members that must remain while
 	// one is stopped (one-at-a-time); 0 means a majority of the members.
@@ -544,6 +546,13 @@ type Hooks struct {
 	// PostPhase runs once the phase's last member is done and the
 	// phase's undos have run.
 	PostPhase []Call `yaml:"post_phase"`
+	// Switchover hands the component's role to the member .To (an
+	// upgraded one) before the member holding it goes: the strategies
+	// that switch over (active-standby) run it, made once for the
+	// component like a phase hook (.Any), StarlingX's swact, cephadm's
+	// "mgr fail". Its undo is the same list made again with .To the
+	// member that held the role before (an abort hands it back).
+	Switchover []Call `yaml:"switchover"`
 }
 
 // UpgradeHooks are calls made at the start and the end of an upgrade.

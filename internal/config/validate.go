@@ -307,6 +307,7 @@ func (v *validator) strategy(comp *Component, cpath string, cline int) {
 		}
 		v.add(s.pos.at(p.Field, line), path+"."+p.Field, "%s", writtenZero(s, p, len(comp.Members)))
 	}
+	v.addedSteps(comp, path, s.pos.at("type", line))
 	if s.MaxUnavailablePerDomain > 0 && len(comp.Members) > 0 {
 		for _, m := range comp.Members {
 			if m.Domain != "" {
@@ -408,7 +409,7 @@ func (v *validator) component(comp *Component, cpath string, cline int) {
 		// Phase hooks are made once for the component: like a cluster
 		// check, through any member that answers.
 		hs, cluster := samples, false
-		if hooks.key == "pre_phase" || hooks.key == "post_phase" {
+		if hooks.key == "pre_phase" || hooks.key == "post_phase" || hooks.key == "switchover" {
 			hs, cluster = v.clusterSample(comp), true
 		}
 		v.undoOK = hooks.undo

@@ -85,6 +85,10 @@ type Hook struct {
 	Component string `json:"component,omitempty"`
 	Index     int    `json:"index"`
 	Member    string `json:"member,omitempty"`
+	// To, when set, makes the undo the whole list made again with .To
+	// this member (Index unused): a switchover's undo hands the role
+	// back to the member that held it.
+	To string `json:"to,omitempty"`
 }
 
 // Undo is how an effect is undone: a hook call's undo, a host's

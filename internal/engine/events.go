@@ -53,6 +53,8 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 					bb.Name(), bb.Ended.Sub(bb.Began).Round(time.Millisecond), how, bb.Bound.Round(time.Millisecond))})
 		}
 	}
+	// A batch's steps come before its members' moves.
+	evs = append(evs, batchStepChanges(a, b)...)
 	for _, n := range sortedKeys(b.Members) {
 		mb := b.Members[n]
 		ma := a.Members[n]
@@ -80,7 +82,7 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 		}
 	}
 	evs = append(evs, hostChanges(a, b)...)
-	evs = append(evs, effectChanges(a.Effects, b.Effects)...)
+	evs = append(evs, effectChanges(a.Effects, b.Effects, b.State == upgrade.StateCompleted || b.Ending == upgrade.StateCompleted)...)
 	switch {
 	case a.Outage == nil && b.Outage != nil:
 		evs = append(evs, store.Event{Kind: "outage", Message: "the substrate does not answer: " + b.Outage.Detail +
@@ -95,7 +97,10 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 	return evs
 }
 
-func effectChanges(a, b effect.Journal) []store.Event {
+// effectChanges describes the effects opened, failed, abandoned and
+// closed between journals a and b; completed: b's upgrade completed,
+// so a handover's change that left the journal was kept, not undone.
+func effectChanges(a, b effect.Journal, completed bool) []store.Event {
 	var evs []store.Event
 	for _, eb := range b {
 		i := a.ByID(eb.ID)
@@ -121,7 +126,11 @@ func effectChanges(a, b effect.Journal) []store.Event {
 			if ea.Scope.Kind == effect.ScopeMember {
 				member = ea.Scope.Name
 			}
-			evs = append(evs, store.Event{Kind: "effect", Member: member, Message: fmt.Sprintf("effect %s undone: %s", ea.ID, ea.What)})
+			how := "undone"
+			if h := ea.Undo.Hook; completed && h != nil && h.To != "" {
+				how = "kept (the upgrade completed; its undo was for the way back)"
+			}
+			evs = append(evs, store.Event{Kind: "effect", Member: member, Message: fmt.Sprintf("effect %s %s: %s", ea.ID, how, ea.What)})
 		}
 	}
 	return evs

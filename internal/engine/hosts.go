@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strings"
 
 	"github.com/ferry-upgrade/ferry/internal/config"
 	"github.com/ferry-upgrade/ferry/internal/driver"
@@ -31,20 +30,6 @@ func (e *Engine) hostCalls(name, version, pin string) (*config.Host, *config.Hos
 	return h, e.c.CallsOf(h), data, nil
 }
 
-// runCalls makes calls in order, stopping at the first that fails;
-// their answers (bounded) are the detail.
-func (e *Engine) runCalls(ctx context.Context, what string, calls []config.Call, data config.TemplateData) (string, error) {
-	var out []string
-	for i, c := range calls {
-		r := e.prober.Do(ctx, c, data)
-		out = append(out, r.Detail)
-		if !r.OK {
-			return bounded(strings.Join(out, " | ")), fmt.Errorf("%s call %d: %s", what, i+1, r.Detail)
-		}
-	}
-	return bounded(strings.Join(out, " | ")), nil
-}
-
 // lockHost locks (lock) or unlocks host name for an upgrade to version
 // under pin: its lock or unlock calls, or, when it has none, the
 // driver's.
@@ -58,7 +43,7 @@ func (e *Engine) lockHost(ctx context.Context, name, version, pin string, lock b
 		what, list = "lock", calls.Lock
 	}
 	if len(calls.Lock) > 0 {
-		return e.runCalls(ctx, what+" of host "+h.Name, list, data)
+		return e.callList(ctx, what, list, data)
 	}
 	l, ok := e.cfg.Driver.(driver.HostLocker)
 	switch {

@@ -122,14 +122,21 @@ func (w *World) checkDown(m *member, why string) {
 // checkSwitchovers checks, as member m's role starts moving, that no
 // other component's role is moving. w.mu is held.
 func (w *World) checkSwitchovers(m *member) {
-	var moving []string
+	moving := w.movingRoles(m.comp)
+	w.inv.check(InvOneSwitchover, len(moving) == 0, w.clock.Now(), "the role of %s moves (%s down) while %v's moves too", m.comp, m.name, moving)
+}
+
+// movingRoles lists, sorted, the components whose role is moving, but
+// skip ("" for none). w.mu is held.
+func (w *World) movingRoles(skip string) []string {
+	var out []string
 	for c, yes := range w.moving {
-		if yes && c != m.comp {
-			moving = append(moving, c)
+		if yes && c != skip {
+			out = append(out, c)
 		}
 	}
-	sort.Strings(moving)
-	w.inv.check(InvOneSwitchover, len(moving) == 0, w.clock.Now(), "the role of %s moves (%s down) while %v's moves too", m.comp, m.name, moving)
+	sort.Strings(out)
+	return out
 }
 
 // checkEnd checks where every member ended, for an upgrade that ended

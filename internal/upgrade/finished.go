@@ -51,6 +51,8 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 		}
 		u.Bound.Hooks += took
 		u.Effects.Close(e.Key)
+	case a.Step != "":
+		finishedBatchStep(&u, a, err, took, now)
 	case a.Kind == ActHooks && a.Member == "":
 		h := u.Hook
 		if h == nil || h.Acting != a.Seq {
@@ -128,6 +130,9 @@ func Describe(a Action) string {
 		return "undo " + a.Effect
 	case ActHooks:
 		owner := cmp.Or(a.Member, a.Component, "the upgrade")
+		if a.To != "" {
+			return fmt.Sprintf("%s hooks of %s (to %s)", a.Hooks, owner, a.To)
+		}
 		return fmt.Sprintf("%s hooks of %s", a.Hooks, owner)
 	}
 	return fmt.Sprintf("%s %s", a.Kind, a.Member)

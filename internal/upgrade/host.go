@@ -322,7 +322,8 @@ func (s *stepper) askedHosts() []string {
 func (s *stepper) formHostBatch(ph plan.Phase, pending []string) {
 	u := &s.u
 	gd := s.hostsGateDeadline(ph)
-	if !s.mayForm(ph.Component, "locking the next host", gd) {
+	const next = "locking the next host"
+	if s.pausing(ph.Component, next) || !s.mayForm(ph.Component, next, gd) {
 		return
 	}
 	size := ph.Hosts.MaxUnavailable

@@ -139,6 +139,9 @@ func (s *stepper) due(e *effect.Effect) bool {
 	if !u.Ending.IsZero() {
 		return true
 	}
+	if due, ok := s.handOverDue(e); ok {
+		return due
+	}
 	switch e.Scope.Kind {
 	case effect.ScopeMember:
 		m := u.Members[e.Scope.Name]

@@ -219,6 +219,9 @@ func (s *stepper) pause(reason string) {
 // end reaches terminal state st once the upgrade's owed undos and its
 // post_upgrade hooks have run.
 func (s *stepper) end(st State) {
+	if st == StateCompleted {
+		s.keepHandedOver()
+	}
 	s.u.Ending = st
 	s.u.Pausing = false
 }
@@ -268,6 +271,7 @@ func (s *stepper) intent() {
 				s.cancel = append(s.cancel, m.Acting)
 			}
 		}
+		s.cancel = append(s.cancel, s.batchStepsActing()...)
 		s.rollback("aborted by the operator")
 	case IntentFinalize:
 		if u.State == StateAwaitingFinalize {
@@ -366,6 +370,11 @@ func (s *stepper) pauseIfQuiet() {
 	for _, m := range u.Members {
 		if m.Step.InFlight() {
 			return
+		}
+	}
+	for _, seq := range s.batchStepsActing() {
+		if s.inFlight(seq) {
+			return // a switchover's call returns first
 		}
 	}
 	if s.hostInFlight() {
@@ -696,6 +705,7 @@ func (u Upgrade) clone() Upgrade {
 	c.Batches = append([]Batch(nil), u.Batches...)
 	for i := range c.Batches {
 		c.Batches[i].Members = append([]string(nil), c.Batches[i].Members...)
+		c.Batches[i].Before = append([]BatchStep(nil), c.Batches[i].Before...)
 		c.Batches[i].Hosts = append([]string(nil), c.Batches[i].Hosts...)
 	}
 	if u.Hosts != nil {

@@ -124,7 +124,8 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		}
 		left = append(left, n)
 	}
-	if len(left) == 0 || !s.mayForm(comp.Name, "starting the next batch", comp.GateDeadline.D()) {
+	const next = "starting the next batch"
+	if len(left) == 0 || s.pausing(comp.Name, next) || s.handBackFirst(comp, left) || !s.mayForm(comp.Name, next, comp.GateDeadline.D()) {
 		return
 	}
 
@@ -165,7 +166,7 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		}
 		return check(c.Name)
 	}
-	size, why, chosen, err := s.nextBatch(ph, left, v, admit)
+	size, why, chosen, before, err := s.nextBatch(ph, left, v, admit)
 	if err != "" {
 		s.fail("%s", err)
 		return
@@ -204,7 +205,11 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 			return
 		}
 		s.refusals = append(s.refusals, refused...)
-		s.wait("%s", refusalText(refused))
+		if len(refused) == 0 && why != "" {
+			s.wait("%s: %s", comp.Name, why) // the strategy chose none, and says why
+		} else {
+			s.wait("%s", refusalText(refused))
+		}
 		s.wake(u.WaitSince.Add(comp.GateDeadline.D() + time.Millisecond))
 		return
 	}
@@ -212,27 +217,34 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		s.addGateBound()
 	}
 	b := Batch{Phase: u.Phase, Component: comp.Name, Rollback: u.RollingBack(), Rollout: ph.Rollout && !u.RollingBack(), Number: len(u.PhaseBatches(u.Phase)) + 1,
-		Members: admitted, Size: size, Why: why, Began: s.now, Waited: !u.WaitSince.IsZero()}
+		Members: admitted, Size: size, Why: why, Began: s.now, Waited: !u.WaitSince.IsZero(), Before: batchSteps(before)}
 	u.WaitSince = time.Time{}
 	for _, n := range admitted {
-		s.begin(u.Members[n])
+		if len(b.Before) == 0 { // else admitted again once its steps are done
+			s.begin(u.Members[n])
+		}
 	}
 	u.Batches = append(u.Batches, b)
 	s.runBatch(comp, ph, &u.Batches[len(u.Batches)-1])
 }
 
+// pausing reports whether a pause is asked for, and says phase name
+// does not go on with what ("starting the next batch") meanwhile.
+func (s *stepper) pausing(name, what string) bool {
+	if s.u.Pausing {
+		s.wait("%s: not %s: pausing", name, what)
+	}
+	return s.u.Pausing
+}
+
 // mayForm reports whether phase name's next batch may be formed now
-// (what: "starting the next batch"), and says why not: not while
-// pausing, nor on what was checked before ferry's watch or seen before
-// a resume, nor before the gates were checked after the last batch
-// ended (a green from before says nothing of what the batch did; no
-// gate is asked while rolling back), which fails the step after gd.
+// (what: "starting the next batch"), and says why not: not on what was
+// checked before ferry's watch or seen before a resume, nor before the
+// gates were checked after the last batch ended (a green from before
+// says nothing of what the batch did; no gate is asked while rolling
+// back), which fails the step after gd.
 func (s *stepper) mayForm(name, what string, gd time.Duration) bool {
 	u := &s.u
-	if u.Pausing {
-		s.wait("%s: not %s: pausing", name, what)
-		return false
-	}
 	if stale := s.checkedBefore(); stale != "" {
 		s.wait("%s: not %s before %s is checked again (ferry could not watch)", name, what, stale)
 		return false
@@ -283,7 +295,7 @@ func (s *stepper) seenBefore(t time.Time) string {
 // machine's business: it returns what was done), else what the phase's
 // strategy chooses from the candidates left (in the plan's order) and
 // the batches done. err says why no strategy could be asked.
-func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admit strategy.Admission) (size int, why string, chosen []string, err string) {
+func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admit strategy.Admission) (size int, why string, chosen, before []string, err string) {
 	u := &s.u
 	byName := make(map[string]strategy.Member, len(v.Members))
 	for _, m := range v.Members {
@@ -311,23 +323,23 @@ func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admi
 				}
 			}
 			if len(todo) > 0 {
-				return len(todo), "the rollback returns the batches in reverse", strategy.Take(members(todo), len(todo), admit), ""
+				return len(todo), "the rollback returns the batches in reverse", strategy.Take(members(todo), len(todo), admit), nil, ""
 			}
 		}
-		return 1, "", strategy.Take(members(left), 1, admit), ""
+		return 1, "", strategy.Take(members(left), 1, admit), nil, ""
 	}
 	// A plan recorded without its settings names its strategy only.
 	name := cmp.Or(ph.Settings.Type, ph.Strategy, strategy.Default)
 	st, ok := strategy.Lookup(name)
 	if !ok {
-		return 0, "", nil, fmt.Sprintf("component %s: strategy %q is not in this build (known: %s)", ph.Component, name, strings.Join(strategy.Names(), ", "))
+		return 0, "", nil, nil, fmt.Sprintf("component %s: strategy %q is not in this build (known: %s)", ph.Component, name, strings.Join(strategy.Names(), ", "))
 	}
 	r := strategy.Round{Settings: ph.Settings, Candidates: members(left), Admit: admit}
 	for _, b := range u.PhaseBatches(u.Phase) {
 		r.Done = append(r.Done, strategy.Done{Members: members(b.Members), Outcome: b.Outcome})
 	}
 	c := st.Next(r)
-	return max(1, c.Size), c.Why, c.Members, ""
+	return max(1, c.Size), c.Why, c.Members, c.Before, ""
 }
 
 // begin starts member m's move; a restart notes the process it
@@ -356,6 +368,9 @@ func (s *stepper) resetMove(m *Member) {
 // from) and its part of the lower bound.
 func (s *stepper) runBatch(comp *config.Component, ph plan.Phase, b *Batch) {
 	u := &s.u
+	if !s.runBatchSteps(comp, b) {
+		return
+	}
 	done := true
 	for _, n := range b.Members {
 		m := u.Members[n]

@@ -28,11 +28,11 @@ import (
 //	fault k=v...       member=M kind=exit|never-ready|crash-after|start-fails,
 //	                   or hook=LIST kind=fail|fail-once|unready (the
 //	                   member unready while its hook runs, 50 actions
-//	                   long), or undo kind=fail; hook=lock
-//	                   kind=fail|fail-once (every host's lock), or
-//	                   host=H kind=fail (host H's lock)
+//	                   long)|slow (50 actions long), or undo kind=fail;
+//	                   hook=lock kind=fail|fail-once (every host's
+//	                   lock), or host=H kind=fail (host H's lock)
 //	begin to=V         plans and starts the upgrade; prints the plan
-//	run [for=D] [until=state:S|step:M:S|batch:N|effects|host:H:S]
+//	run [for=D] [until=state:S|step:M:S|batch:N|effects|switching|host:H:S]
 //	intent kind=K      pause, resume, abort, finalize
 //	override predicate=P [member=M] | effect=ID
 //	outage on|off      the substrate stops (starts) answering
@@ -191,8 +191,8 @@ func TestScripts(t *testing.T) {
 }
 
 // until returns a stop condition: state:S, step:M:S, batch:N (that
-// many batches formed), effects (one is journaled), host:H:S (host H
-// in step S).
+// many batches formed), effects (one journaled), switching (a batch's
+// extra step has its call in flight), host:H:S (host H in step S).
 func until(t *testing.T, w *world, u string) func() bool {
 	kind, rest, _ := strings.Cut(u, ":")
 	switch kind {
@@ -210,6 +210,18 @@ func until(t *testing.T, w *world, u string) func() bool {
 	case "host":
 		h, st, _ := strings.Cut(rest, ":")
 		return func() bool { r := w.u.Hosts[h]; return r != nil && string(r.Step) == st }
+	case "switching":
+		// A batch's extra step (a switchover) has its call in flight.
+		return func() bool {
+			for _, b := range w.u.Batches {
+				for _, x := range b.Before {
+					if x.Acting != 0 {
+						return true
+					}
+				}
+			}
+			return false
+		}
 	}
 	t.Fatalf("until %q: unknown condition", u)
 	return nil

@@ -225,6 +225,9 @@ type Batch struct {
 	Outcome strategy.Outcome `json:"outcome,omitzero"`
 	// Bound is its slowest member's Busy: its part of the lower bound.
 	Bound time.Duration `json:"bound,omitempty"`
+	// Before are the extra steps its strategy added before its moves
+	// (a switchover), in order: its members move once they are done.
+	Before []BatchStep `json:"before,omitempty"`
 }
 
 // Name names the batch for the operator: "api batch 2".
@@ -462,6 +465,10 @@ type Action struct {
 	// renders the member's run (.Pin) with it, so that members started
 	// after a rollout or finalize moved it carry the new one.
 	Pin string `json:"pin,omitempty"`
+	// Step names the extra step of the current batch an ActHooks action
+	// is for (a switchover), To the member it hands the role to.
+	Step step.Name `json:"step,omitempty"`
+	To   string    `json:"to,omitempty"`
 }
 
 // Decision is what Step decided: the record to persist, the actions to

@@ -397,6 +397,10 @@ func (w *world) apply(a Action) error {
 			m.readyAt = w.now.Add(w.ready)
 		}
 	case ActHooks:
+		if a.To != "" {
+			// A switchover: the role goes to a.To, when it runs healthy.
+			return w.handOver(a.Component, a.To)
+		}
 		switch w.faults["hook:"+a.Hooks] {
 		case "fail":
 			if calls := w.c.Component(w.members[a.Member].comp).Hooks.List(a.Hooks); a.Member != "" && len(calls) > 0 {
@@ -435,14 +439,31 @@ func (w *world) apply(a Action) error {
 			w.unlock(h)
 		}
 		if h := e.Undo.Hook; h != nil {
-			switch h.List {
-			case "pre_stop":
+			switch {
+			case h.To != "":
+				return w.handOver(h.Component, h.To)
+			case h.List == "pre_stop":
 				delete(w.drained, h.Member)
 			default:
 				delete(w.flags, h.List+":"+cmp.Or(h.Component, "cluster"))
 			}
 		}
 	case ActStage:
+	}
+	return nil
+}
+
+// handOver gives the role of comp (held by the world's one leader) to
+// member to, which must run healthy: a switchover, or its undo.
+func (w *world) handOver(comp, to string) error {
+	m := w.members[to]
+	if m == nil || m.comp != comp || !m.running || !m.healthy {
+		return fmt.Errorf("switchover to %s: 409 Conflict: not a healthy member of %s", to, comp)
+	}
+	if w.leader != to {
+		w.leaderChanges++
+		w.logf("(world) leader %s → %s (switched over)", cmp.Or(w.leader, "-"), to)
+		w.leader = to
 	}
 	return nil
 }
@@ -495,6 +516,9 @@ func (w *world) step() Decision {
 	for _, a := range d.Actions {
 		w.logf("act #%d %s", a.Seq, Describe(a))
 		took := w.took
+		if a.Kind == ActHooks && w.faults["hook:"+a.Hooks] == "slow" {
+			took = 50 * w.took // a slow call (a switchover that takes its time)
+		}
 		if a.Kind == ActHooks && a.Member != "" && w.faults["hook:"+a.Hooks] == "unready" {
 			// The hook makes its member unready as it begins (a raft
 			// leader stepping down answers 503 on /ready), and takes a
@@ -543,6 +567,11 @@ func (w *world) report(a, b Upgrade) {
 		case i >= len(a.Batches):
 			w.logf("%s: %s (size %d: %s)", bb.Name(), strings.Join(bb.Members, ", "), bb.Size, bb.Why)
 		}
+		for j, x := range bb.Before {
+			if x.Done && (i >= len(a.Batches) || j >= len(a.Batches[i].Before) || !a.Batches[i].Before[j].Done) {
+				w.logf("%s: %s done: %s", bb.Name(), x.Name, x.Detail)
+			}
+		}
 		if !bb.Ended.IsZero() && (i >= len(a.Batches) || a.Batches[i].Ended.IsZero()) && bb.Outcome.Size > 0 {
 			how := "neither clean nor strained"
 			switch {
@@ -589,7 +618,11 @@ func (w *world) report(a, b Upgrade) {
 	}
 	for _, e := range a.Effects {
 		if b.Effects.ByID(e.ID) < 0 {
-			w.logf("effect %s undone", e.ID)
+			how := "undone"
+			if handedOver(&e) && (b.Ending == StateCompleted || b.State == StateCompleted) {
+				how = "kept: the upgrade completed"
+			}
+			w.logf("effect %s %s", e.ID, how)
 		}
 	}
 	if b.Waiting != w.lastWait {
