@@ -178,6 +178,7 @@ func (c *Cluster) ApplyDefaults() {
 	}
 	applyHookDefaults(c.Hooks.PreUpgrade)
 	applyHookDefaults(c.Hooks.PostUpgrade)
+	c.applyHostsDefaults()
 	if c.Policy.UndoDeadline == 0 && !c.pos.written("policy.undo_deadline") {
 		c.Policy.UndoDeadline = DefaultUndoDeadline
 	}

@@ -22,6 +22,11 @@ type Cluster struct {
 	// Hosts are the machines members run on, each with its agent
 	// (process substrate) or its sshd (ssh substrate).
 	Hosts []Host `yaml:"hosts"`
+	// HostDefaults are the lock, unlock and capacity calls of every
+	// host that gives none of its own (they are templates over the
+	// host: {{.Host}}, {{.Address}}), so that a hundred hosts are
+	// described once.
+	HostDefaults HostCalls `yaml:"host_defaults"`
 	// Components are upgraded one at a time, in order.
 	Components []Component `yaml:"components"`
 	// Releases are the catalog: the versions ferry may start members on,
@@ -72,7 +77,37 @@ type Host struct {
 	// SSH is how ferry reaches the host through its sshd (ssh
 	// substrate): no agent runs there.
 	SSH *HostSSH `yaml:"ssh"`
-	pos positions
+	// Address is the host's own address, {{.Address}} in its lock,
+	// unlock and capacity calls (default: the host part of its agent,
+	// or of its ssh.address).
+	Address string `yaml:"address"`
+	// HostCalls lock the host and unlock it when a hosts stage of a
+	// release's flow upgrades it (default: host_defaults).
+	HostCalls `yaml:",inline"`
+	pos       positions
+}
+
+// HostCalls are how ferry locks a host (moves its work away: StarlingX's
+// host-lock, a balancer's maintenance mode, a Kubernetes cordon and
+// drain) before it upgrades the members on it, unlocks it after, and
+// asks whether one more host may be locked now. Each string is a
+// template over the host: .Name and .Host are its name, .Address its
+// address, .Members the members on it (of every component).
+type HostCalls struct {
+	// Lock are made, in order, before the first member on the host
+	// moves. ferry journals the lock, with the unlock as its undo,
+	// before its first call: an abort, a rollback, a failure or a crash
+	// of ferry finds the host locked in the journal and unlocks it.
+	Lock []Call `yaml:"lock"`
+	// Unlock are made, in order, once every member on the host is done
+	// (or its turn ends any other way); they must succeed on a host
+	// that is not locked, or half locked (they are retried).
+	Unlock []Call `yaml:"unlock"`
+	// Capacity is asked about each host before it is locked: passing
+	// means the other hosts can take its load now. A failure is a
+	// refusal by predicate host_capacity, in the call's words, asked
+	// again until it passes (within gate_deadline).
+	Capacity *Call `yaml:"capacity"`
 }
 
 // HostTLS is how ferry trusts one agent's certificate: pinned by its
@@ -640,10 +675,13 @@ const (
 	StageMigrate  = "migrate"
 	StageFinalize = "finalize"
 	StageContract = "contract"
+	// StageHosts upgrades components host by host: each host locked,
+	// every member of the stage's components on it upgraded, unlocked.
+	StageHosts = "hosts"
 )
 
 // StageKinds are the kinds of stage a flow may list.
-var StageKinds = []string{StageExpand, StagePhase, StageAction, StageRollout, StageMigrate, StageFinalize, StageContract}
+var StageKinds = []string{StageExpand, StagePhase, StageAction, StageRollout, StageMigrate, StageFinalize, StageContract, StageHosts}
 
 // FlowStage is one stage of a release's flow. Expand, migrate,
 // finalize and contract make the release's migration calls of that
@@ -651,26 +689,40 @@ var StageKinds = []string{StageExpand, StagePhase, StageAction, StageRollout, St
 // gated call for the whole cluster; a rollout restarts the members of
 // components, in order, on the release they already run, with the pin
 // moved to the release (Ironic's unpin: their arguments, environment or
-// files render .Pin).
+// files render .Pin); a hosts stage upgrades components host by host
+// (StarlingX's workers: each host locked, every member on it upgraded
+// in the components' order, the host unlocked).
 type FlowStage struct {
-	// Stage is expand, phase, action, rollout, migrate, finalize or
-	// contract.
+	// Stage is expand, phase, action, rollout, migrate, finalize,
+	// contract or hosts.
 	Stage string `yaml:"stage"`
 	// Component is a phase's component; for an action, the component
 	// whose running member (.Any) its calls are made against.
 	Component string `yaml:"component"`
 	// Components are a rollout's components, restarted one after the
-	// other in this order, each with its own strategy.
+	// other in this order, each with its own strategy; a hosts stage's,
+	// upgraded on each host in this order (each component's members
+	// still within its strategy's budgets and quorum).
 	Components []string `yaml:"components"`
-	// Name names an action (its state is action-NAME).
+	// Name names an action (its state is action-NAME), or a hosts
+	// stage (its state is upgrading-NAME: upgrading-hosts by default,
+	// StarlingX's; no component may have its name).
 	Name string `yaml:"name"`
+	// MaxUnavailable bounds the hosts a hosts stage has locked at once,
+	// counting those with a member down for any reason.
+	MaxUnavailable int `yaml:"max_unavailable"`
+	// MaxUnavailablePerDomain bounds the hosts a hosts stage has locked
+	// at once in one failure domain.
+	MaxUnavailablePerDomain int `yaml:"max_unavailable_per_domain"`
 	// Calls are an action's calls, made until they pass, at the
 	// migrations' interval, within Deadline.
 	Calls []Call `yaml:"calls"`
 	// Gate is an action's check after its calls pass, made until it
 	// passes within the same Deadline.
 	Gate *Call `yaml:"gate"`
-	// Deadline bounds an action, its calls and its gate.
+	// Deadline bounds an action, its calls and its gate; in a hosts
+	// stage, a host's lock (and each unlock is retried until
+	// policy.undo_deadline).
 	Deadline Duration `yaml:"deadline"`
 	// PointOfNoReturn marks the stage after whose beginning abort and
 	// rollback are refused (a failure then pauses): at most one stage,

@@ -189,6 +189,7 @@ func (v *validator) hosts() {
 		}
 		v.hostTLS(h, path, line)
 	}
+	v.hostsCalls()
 }
 
 // hostTLS checks a host's tls: one of a well-formed fingerprint and a

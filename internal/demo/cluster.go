@@ -90,6 +90,16 @@ type ClusterOptions struct {
 	// Pin gives kv and api members the cluster's pin as an argument
 	// (--pin {{.Pin}}), which they report on GET /version.
 	Pin bool
+	// Hosts, if more than 1, spreads the members over that many hosts,
+	// host-1 … host-N, each with an agent of its own on loopback (kv-i
+	// and api-i on host ((i-1) mod N)+1; the load balancer and the
+	// coordinator on host-1), and tells the load balancer each backend's
+	// host; every host is then locked and unlocked through the
+	// balancer's maintenance mode (host_defaults), and its capacity call
+	// asks that backends on HostCapacity hosts (default 1) stay in
+	// rotation without it. The api component has then no pre_phase hook
+	// (a hosts stage runs none).
+	Hosts, HostCapacity int
 	// Coordinator adds the sample coordinator pair (coord-1, coord-2,
 	// component coord, upgraded first: strategy active-standby, its
 	// role "active", hooks.switchover its handover call); every api
@@ -149,6 +159,8 @@ type Cluster struct {
 	stopAgent func()
 	// agentArgs start the agent again (RestartAgent).
 	self, agentAddr, agentDir string
+	// stopOthers stop the agents of the hosts after host-1 (Hosts).
+	stopOthers []func()
 }
 
 // StartCluster writes the description, starts the agent, the load
@@ -195,8 +207,9 @@ func StartCluster(ctx context.Context, o ClusterOptions) (*Cluster, error) {
 // portClash reports whether a member's log in the cluster directory
 // dir says its address was in use.
 func portClash(dir string) bool {
-	logs, _ := filepath.Glob(filepath.Join(dir, "agent", "logs", "*", "*.log"))
-	logs = append(logs, filepath.Join(dir, "agent", "agent.log"))
+	logs, _ := filepath.Glob(filepath.Join(dir, "agent*", "logs", "*", "*.log"))
+	agents, _ := filepath.Glob(filepath.Join(dir, "agent*", "agent.log"))
+	logs = append(logs, agents...)
 	for _, l := range logs {
 		if b, err := os.ReadFile(l); err == nil && loopback.Clash(b) {
 			return true
@@ -234,9 +247,13 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	hosts := max(1, o.Hosts)
 	names := []string{"AGENT", "KV1", "KV2", "KV3", "KV1R", "KV2R", "KV3R", "API1", "API2", "API3", "API4", "LB", "LBADMIN"}
 	if o.Coordinator {
 		names = append(names, "COORD1", "COORD2")
+	}
+	for i := 2; i <= hosts; i++ {
+		names = append(names, fmt.Sprintf("AGENT%d", i))
 	}
 	ports, err := loopback.Ports(rand.Uint64(), len(names))
 	if err != nil {
@@ -270,6 +287,7 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	for i, n := range names {
 		vars[n] = strconv.Itoa(ports[i])
 	}
+	placeOnHosts(vars, hosts, o.HostCapacity)
 	if o.drawn != nil {
 		o.drawn(vars)
 	}
@@ -341,6 +359,11 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	if err != nil {
 		return nil, err
 	}
+	driverHosts, err := cl.startOtherAgents(ctx, vars, hosts)
+	if err != nil {
+		cl.Close()
+		return nil, err
+	}
 	started := cl // the error returns below return a nil cluster
 	defer func() {
 		if err != nil {
@@ -356,7 +379,7 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	if err != nil {
 		return nil, err
 	}
-	cl.Driver = process.New([]process.Host{{Name: "host-1", Addr: agentAddr, Token: tok}})
+	cl.Driver = process.New(append([]process.Host{{Name: "host-1", Addr: agentAddr, Token: tok}}, driverHosts...))
 	st, err := store.Open(cl.DataDir)
 	if err != nil {
 		return nil, err
@@ -368,7 +391,11 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	lb := driver.Member{Name: "lb", Component: "lb", Host: "host-1", Address: "127.0.0.1:" + vars["LB"],
 		Args: []string{"lb", "--http", "127.0.0.1:" + vars["LB"], "--admin", "127.0.0.1:" + vars["LBADMIN"]}, StopTimeout: 10 * time.Second}
 	for _, n := range []string{"API1", "API2", "API3", "API4"} {
-		lb.Args = append(lb.Args, "--backend", fmt.Sprintf("api-%s=127.0.0.1:%s", n[3:], vars[n]))
+		b := fmt.Sprintf("api-%s=127.0.0.1:%s", n[3:], vars[n])
+		if hosts > 1 {
+			b += "@" + vars[n+"HOST"]
+		}
+		lb.Args = append(lb.Args, "--backend", b)
 	}
 	cl.Members = append(eng.Members(), lb)
 	for _, m := range eng.Members() {
@@ -457,6 +484,9 @@ func (cl *Cluster) Close() {
 	}
 	if cl.stopAgent != nil {
 		cl.stopAgent()
+	}
+	for _, stop := range cl.stopOthers {
+		stop()
 	}
 }
 

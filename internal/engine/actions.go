@@ -47,8 +47,18 @@ func (e *Engine) timeout(u upgrade.Upgrade, a upgrade.Action) time.Duration {
 		return d
 	case upgrade.ActStage:
 		return sum(e.stageCalls(a))
+	case upgrade.ActLock:
+		if calls, driverOp := e.hostTimeout(a.Host, true); !driverOp {
+			return sum(calls)
+		}
+		return driverUndoBound
 	case upgrade.ActUndo:
 		if i := u.Effects.ByID(a.Effect); i >= 0 {
+			if h := u.Effects[i].Undo.Unlock; h != "" {
+				if calls, driverOp := e.hostTimeout(h, false); !driverOp {
+					return sum(calls)
+				}
+			}
 			if h := u.Effects[i].Undo.Hook; h != nil && h.To != "" {
 				return sum(e.hookCalls(upgrade.Action{Hooks: h.List, Component: h.Component}))
 			}
@@ -72,6 +82,8 @@ func (e *Engine) do(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) (s
 		return e.undo(ctx, u, a)
 	case upgrade.ActHooks:
 		return e.runHooks(ctx, u, a)
+	case upgrade.ActLock:
+		return e.lockHost(ctx, a.Host, a.Version, a.Pin, true)
 	}
 	info, ok := e.members[a.Member]
 	if !ok {
@@ -201,6 +213,9 @@ func (e *Engine) undo(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) 
 		return "", nil // undone already
 	}
 	ef := u.Effects[i]
+	if h := ef.Undo.Unlock; h != "" {
+		return e.lockHost(ctx, h, u.To, u.Pin, false)
+	}
 	if h := ef.Undo.Hook; h != nil && h.To != "" {
 		// A handover's undo: the same list, made with .To the member
 		// that held what it handed over.

@@ -27,8 +27,11 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 		evs = append(evs, store.Event{Kind: "state", Message: fmt.Sprintf("ending %s: the upgrade's undos and post_upgrade hooks run first", b.Ending)})
 	}
 	for i, bb := range b.Batches {
-		if i >= len(a.Batches) {
+		if i >= len(a.Batches) || len(a.Batches[i].Hosts) < len(bb.Hosts) {
 			msg := fmt.Sprintf("%s: %s (size %d", bb.Name(), strings.Join(bb.Members, ", "), bb.Size)
+			if len(bb.Hosts) > 0 {
+				msg = fmt.Sprintf("%s: hosts %s: %s (up to %d locked at once", bb.Name(), strings.Join(bb.Hosts, ", "), strings.Join(bb.Members, ", "), bb.Size)
+			}
 			if bb.Why != "" {
 				msg += ": " + bb.Why
 			}
@@ -78,6 +81,7 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 				Message:    fmt.Sprintf("%s healthy on %s: down for %s (from its stop to its first healthy check)", n, mb.Target, down.Round(time.Millisecond))})
 		}
 	}
+	evs = append(evs, hostChanges(a, b)...)
 	evs = append(evs, effectChanges(a.Effects, b.Effects, b.State == upgrade.StateCompleted || b.Ending == upgrade.StateCompleted)...)
 	switch {
 	case a.Outage == nil && b.Outage != nil:

@@ -52,6 +52,9 @@ type observer struct {
 	asking  map[string]bool
 	asks    sync.WaitGroup
 	ctx     context.Context
+	// capacity is the hosts' capacity calls' (hosts.go), asked like
+	// ok_to_stop.
+	capacity capacity
 }
 
 func (e *Engine) newObserver() *observer {
@@ -371,6 +374,7 @@ func (o *observer) snapshot() Snapshot {
 		snap.Obs.Members[n] = mh
 	}
 	snap.Obs.Since = o.since
+	snap.Obs.Capacity = o.capacity.snapshot()
 	if len(o.answers) > 0 {
 		snap.Obs.Answers = make(map[string]upgrade.Answer, len(o.answers))
 		for n, a := range o.answers {

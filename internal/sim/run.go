@@ -148,6 +148,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	clock := NewClock()
 	w := newWorld(clock, c, cfg.Seed, timing, faults, from, !cfg.MemberChecks)
+	w.hosts = newHosts(c, cfg.To)
 	res.Members = len(w.order)
 	st := NewStore()
 	var evMu sync.Mutex
@@ -339,6 +340,7 @@ func rewrite(orig *config.Cluster, memberChecks bool, tick time.Duration) *confi
 		c.Components[i] = comp
 	}
 	c.Hooks = config.UpgradeHooks{PreUpgrade: calls(callHook, orig.Hooks.PreUpgrade), PostUpgrade: calls(callHook, orig.Hooks.PostUpgrade)}
+	rewriteHosts(&c, sim)
 	c.Releases = make([]config.Release, len(orig.Releases))
 	for i, r := range orig.Releases {
 		arts := map[string]config.Artifact{}

@@ -99,6 +99,7 @@ type World struct {
 	leader  map[string]string // component → member holding its role ("" while it moves)
 	moving  map[string]bool   // components whose role is moving (a switchover)
 	inv     *Invariants
+	hosts   hosts // hosts.go
 }
 
 func newWorld(clock *Clock, c *config.Cluster, seed uint64, timing Timing, faults Faults, from string, statusIsHealth bool) *World {
@@ -399,6 +400,9 @@ func (w *World) Do(ctx context.Context, call config.Call, d config.TemplateData)
 	case callSwitch:
 		who = d.To
 	}
+	if isHostCall(kind) {
+		who = d.Host
+	}
 	wait := w.draw(w.timing.Call, kind+":"+who+"@"+w.clock.Now().String())
 	if kind == callMember {
 		if slow, ok := w.faults.SlowProbe[who]; ok {
@@ -438,6 +442,8 @@ func (w *World) Do(ctx context.Context, call config.Call, d config.TemplateData)
 			return health.Result{OK: true, Detail: "sim: " + who + " holds the role"}
 		}
 		return health.Result{Detail: "sim: " + who + " does not hold the role"}
+	case callLock, callUnlock, callCapacity:
+		return w.hostCall(kind, who)
 	}
 	return health.Result{OK: true, Detail: "sim: " + strings.TrimPrefix(call.HTTP, "sim:") + " done"}
 }

@@ -57,7 +57,7 @@ type BatchStep struct {
 	Done   bool   `json:"done,omitempty"`
 	// Back: going back, what it handed over was seen back with From
 	// (its change undone); the component's rollback went on from there.
-	Back bool `json:"back,omitempty"`
+	Back   bool   `json:"back,omitempty"`
 	Detail string `json:"detail,omitempty"`
 }
 

@@ -36,6 +36,8 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 		default:
 			u.Stage.Done, u.Stage.Detail = true, "done"
 		}
+	case a.Kind == ActLock:
+		u.lockFinished(a, err, took)
 	case a.Kind == ActUndo:
 		i := u.Effects.ByID(a.Effect)
 		if i < 0 || u.Effects[i].Acting != a.Seq {
@@ -119,6 +121,8 @@ func Describe(a Action) string {
 			return fmt.Sprintf("gate of action %s of release %s", a.Name, a.Version)
 		}
 		return fmt.Sprintf("%s of release %s", a.Stage, a.Version)
+	case ActLock:
+		return "lock host " + a.Host
 	case ActUndo:
 		if a.Member != "" {
 			return fmt.Sprintf("undo %s of %s", a.Effect, a.Member)

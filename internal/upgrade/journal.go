@@ -168,6 +168,8 @@ func (s *stepper) due(e *effect.Effect) bool {
 			cur = u.Active().Phases[u.Phase].Component
 		}
 		return cur != e.Scope.Name || u.PhaseHooks.Closing
+	case effect.ScopeHost:
+		return s.hostDue(e.Scope.Name)
 	}
 	return false // the upgrade's: at its end
 }

@@ -39,12 +39,14 @@ func New(id string, p plan.Plan, versions map[string]string, _ map[string]string
 		if ph.Rollout {
 			continue // its members are the phases' (a rollout moves them again)
 		}
+		comp := componentsOf(ph)
 		for _, name := range ph.Members() {
-			u.Members[name] = &Member{Name: name, Component: ph.Component, From: versions[name], Target: p.To, Step: StepPending}
+			u.Members[name] = &Member{Name: name, Component: comp(name), From: versions[name], Target: p.To, Step: StepPending}
 		}
 		for _, s := range ph.Skipped {
-			u.Members[s.Member] = &Member{Name: s.Member, Component: ph.Component, From: versions[s.Member], Target: p.To, Step: StepDone, Detail: s.Reason}
+			u.Members[s.Member] = &Member{Name: s.Member, Component: comp(s.Member), From: versions[s.Member], Target: p.To, Step: StepDone, Detail: s.Reason}
 		}
+		u.newHosts(ph)
 	}
 	return u
 }
@@ -90,7 +92,7 @@ func Step(c *config.Cluster, u Upgrade, obs Observation, now time.Time) Decision
 		probe = append(probe, c)
 	}
 	sort.Strings(probe)
-	return Decision{Upgrade: s.u, Actions: s.actions, Probe: probe, Ask: s.asked(), Cancel: s.cancel, After: s.after}
+	return Decision{Upgrade: s.u, Actions: s.actions, Probe: probe, Ask: s.asked(), AskHosts: s.askedHosts(), Cancel: s.cancel, After: s.after}
 }
 
 type stepper struct {
@@ -112,6 +114,9 @@ type stepper struct {
 	// failed is set once a step failed in this pass: the phase stops
 	// advancing members, whatever the policy made of the failure.
 	failed bool
+
+	// askHosts are the hosts whose capacity is to be asked now.
+	askHosts map[string]bool
 }
 
 // wake asks to be stepped again no later than at t.
@@ -371,6 +376,9 @@ func (s *stepper) pauseIfQuiet() {
 		if s.inFlight(seq) {
 			return // a switchover's call returns first
 		}
+	}
+	if s.hostInFlight() {
+		return // a locked host's members are moved first
 	}
 	s.pause("")
 }
@@ -698,6 +706,14 @@ func (u Upgrade) clone() Upgrade {
 	for i := range c.Batches {
 		c.Batches[i].Members = append([]string(nil), c.Batches[i].Members...)
 		c.Batches[i].Before = append([]BatchStep(nil), c.Batches[i].Before...)
+		c.Batches[i].Hosts = append([]string(nil), c.Batches[i].Hosts...)
+	}
+	if u.Hosts != nil {
+		c.Hosts = make(map[string]*HostMove, len(u.Hosts))
+		for k, v := range u.Hosts {
+			h := *v
+			c.Hosts[k] = &h
+		}
 	}
 	c.Effects = append(c.Effects[:0:0], u.Effects...)
 	c.Overrides = append([]Override(nil), u.Overrides...)

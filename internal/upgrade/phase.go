@@ -34,6 +34,10 @@ func (s *stepper) phase() {
 		return
 	}
 	ph := active.Phases[u.Phase]
+	if ph.Hosts != nil {
+		s.hostPhase(ph)
+		return
+	}
 	comp := s.c.Component(ph.Component)
 	if comp == nil {
 		s.fail("component %q of the plan is not in the description", ph.Component)
@@ -120,39 +124,9 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		}
 		left = append(left, n)
 	}
-	if len(left) == 0 {
+	const next = "starting the next batch"
+	if len(left) == 0 || s.pausing(comp.Name, next) || s.handBackFirst(comp, left) || !s.mayForm(comp.Name, next, comp.GateDeadline.D()) {
 		return
-	}
-	if u.Pausing {
-		s.wait("%s: not starting the next batch: pausing", comp.Name)
-		return
-	}
-	if s.handBackFirst(comp, left) {
-		return
-	}
-	if stale := s.checkedBefore(); stale != "" {
-		s.wait("%s: not starting the next batch before %s is checked again (ferry could not watch)", comp.Name, stale)
-		return
-	}
-	if stale := s.seenBefore(u.Resumed); stale != "" {
-		s.wait("%s: not starting the next batch on what was seen before the resume: waiting for %s to be observed again", comp.Name, stale)
-		return
-	}
-	// The gates must have been checked after the last batch ended: a
-	// green from before says nothing of what the batch did.
-	if !u.RollingBack() {
-		if stale := s.staleGates(); len(stale) > 0 {
-			if u.GateSince.IsZero() {
-				u.GateSince = s.now
-			}
-			if gd := comp.GateDeadline.D(); s.now.Sub(u.GateSince) > gd {
-				s.fail("before %s batch %d: cluster gate %s not checked for %s", comp.Name, len(u.PhaseBatches(u.Phase))+1, strings.Join(stale, ", "), gd)
-				return
-			}
-			s.wait("%s: waiting for a check of cluster gate %s made after the last batch", comp.Name, strings.Join(stale, ", "))
-			return
-		}
-		u.GateSince = time.Time{}
 	}
 
 	// Admission is the machine's: it keeps every refusal, whoever
@@ -252,6 +226,49 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 	}
 	u.Batches = append(u.Batches, b)
 	s.runBatch(comp, ph, &u.Batches[len(u.Batches)-1])
+}
+
+// pausing reports whether a pause is asked for, and says phase name
+// does not go on with what ("starting the next batch") meanwhile.
+func (s *stepper) pausing(name, what string) bool {
+	if s.u.Pausing {
+		s.wait("%s: not %s: pausing", name, what)
+	}
+	return s.u.Pausing
+}
+
+// mayForm reports whether phase name's next batch may be formed now
+// (what: "starting the next batch"), and says why not: not on what was
+// checked before ferry's watch or seen before a resume, nor before the
+// gates were checked after the last batch ended (a green from before
+// says nothing of what the batch did; no gate is asked while rolling
+// back), which fails the step after gd.
+func (s *stepper) mayForm(name, what string, gd time.Duration) bool {
+	u := &s.u
+	if stale := s.checkedBefore(); stale != "" {
+		s.wait("%s: not %s before %s is checked again (ferry could not watch)", name, what, stale)
+		return false
+	}
+	if stale := s.seenBefore(u.Resumed); stale != "" {
+		s.wait("%s: not %s on what was seen before the resume: waiting for %s to be observed again", name, what, stale)
+		return false
+	}
+	if u.RollingBack() {
+		return true
+	}
+	if stale := s.staleGates(); len(stale) > 0 {
+		if u.GateSince.IsZero() {
+			u.GateSince = s.now
+		}
+		if s.now.Sub(u.GateSince) > gd {
+			s.fail("before %s batch %d: cluster gate %s not checked for %s", name, len(u.PhaseBatches(u.Phase))+1, strings.Join(stale, ", "), gd)
+			return false
+		}
+		s.wait("%s: waiting for a check of cluster gate %s made after the last batch", name, strings.Join(stale, ", "))
+		return false
+	}
+	u.GateSince = time.Time{}
+	return true
 }
 
 // seenBefore names the members (some of them) last asked about before
@@ -589,7 +606,7 @@ func (s *stepper) rollback(reason string) {
 				}
 			}
 			if ms := append(first, rest...); len(ms) > 0 {
-				batches = append(batches, plan.Batch{Members: ms})
+				batches = append(batches, plan.Batch{Members: ms, Hosts: formed[j].Hosts})
 			}
 		}
 		if len(batches) > 0 {
@@ -615,6 +632,7 @@ func (s *stepper) rollback(reason string) {
 		}
 	}
 	s.untouched("the upgrade rolled back before its turn", inRollback)
+	s.rollbackHosts(rb)
 	if b := u.Current(); b != nil {
 		b.Ended = s.now
 	}

@@ -80,6 +80,8 @@ type world struct {
 	// coarse: the substrate's times are whole seconds (Kubernetes'
 	// conditions and start times), truncated as its API does.
 	coarse bool
+	// hosts is the world's side of hosts stages (world_hosts_test.go).
+	hosts whosts
 }
 
 type wmember struct {
@@ -162,6 +164,7 @@ func (w *world) observe(acting map[int]bool) Observation {
 			obs.Answers[n] = a
 		}
 	}
+	obs.Capacity = w.hosts.observe()
 	return obs
 }
 
@@ -231,7 +234,7 @@ func (w *world) advance(after time.Duration) {
 			next = g.start.Add(w.gateTook)
 		}
 	}
-	for _, a := range w.asks {
+	for _, a := range append(w.asks, w.hosts.asks...) {
 		if a.start.Add(w.gateTook).Before(next) {
 			next = a.start.Add(w.gateTook)
 		}
@@ -257,6 +260,7 @@ func (w *world) advance(after time.Duration) {
 		}
 	}
 	w.answer()
+	w.answerCapacity()
 	for c, g := range w.gates {
 		// Gates are checked at their interval, or when asked.
 		if !g.pending && !g.done.IsZero() && w.now.Sub(g.done) >= w.gateEvery {
@@ -363,6 +367,8 @@ func (w *world) apply(a Action) error {
 	}
 	m := w.members[a.Member]
 	switch a.Kind {
+	case ActLock:
+		return w.lock(a.Host)
 	case ActStop:
 		m.running, m.healthy, m.detail = false, false, "stopped"
 		if w.leader == m.name {
@@ -429,6 +435,9 @@ func (w *world) apply(a Action) error {
 			return nil
 		}
 		e := w.u.Effects[i]
+		if h := e.Undo.Unlock; h != "" {
+			w.unlock(h)
+		}
 		if h := e.Undo.Hook; h != nil {
 			switch {
 			case h.To != "":
@@ -522,6 +531,7 @@ func (w *world) step() Decision {
 	}
 	w.probe(d.Probe)
 	w.ask(d.Ask)
+	w.askCapacity(d.AskHosts)
 	return d
 }
 
@@ -547,7 +557,14 @@ func (w *world) report(a, b Upgrade) {
 		w.logf("%s", msg)
 	}
 	for i, bb := range b.Batches {
-		if i >= len(a.Batches) {
+		switch {
+		case len(bb.Hosts) > 0 && (i >= len(a.Batches) || len(a.Batches[i].Hosts) < len(bb.Hosts)):
+			why := ""
+			if bb.Why != "" {
+				why = ": " + bb.Why
+			}
+			w.logf("%s: hosts %s: %s (up to %d at once%s)", bb.Name(), strings.Join(bb.Hosts, ", "), strings.Join(bb.Members, ", "), bb.Size, why)
+		case i >= len(a.Batches):
 			w.logf("%s: %s (size %d: %s)", bb.Name(), strings.Join(bb.Members, ", "), bb.Size, bb.Why)
 		}
 		for j, x := range bb.Before {
@@ -580,6 +597,15 @@ func (w *world) report(a, b Upgrade) {
 			msg += " (" + mb.Detail + ")"
 		}
 		w.logf("%s", msg)
+	}
+	for _, n := range sortedKeys(b.Hosts) {
+		if ha := a.Hosts[n]; ha == nil || ha.Step != b.Hosts[n].Step {
+			from := HostStep("-")
+			if ha != nil {
+				from = ha.Step
+			}
+			w.logf("host %s %s → %s", n, from, b.Hosts[n].Step)
+		}
 	}
 	for _, e := range b.Effects {
 		i := a.Effects.ByID(e.ID)
@@ -721,6 +747,7 @@ func (w *world) status() string {
 	for _, r := range w.u.Refusals {
 		fmt.Fprintf(&b, "refused: %s\n", r)
 	}
+	b.WriteString(w.hosts.status(w.u))
 	return b.String()
 }
 

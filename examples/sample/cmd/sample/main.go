@@ -254,7 +254,7 @@ func setupLB(args []string, stdout, stderr io.Writer, log *slog.Logger) (member,
 	httpAddr := fs.String("http", "127.0.0.1:8000", "client-facing listen address")
 	adminAddr := fs.String("admin", "127.0.0.1:8001", "admin API listen address")
 	var backends listFlag
-	fs.Var(&backends, "backend", "backend as name=host:port; repeatable or comma-separated (required)")
+	fs.Var(&backends, "backend", "backend as name=host:port, or name=host:port@host (locked with its host: POST /admin/hosts/HOST/lock); repeatable or comma-separated (required)")
 	if done, code := parseFlags(fs, args, stdout); done {
 		return nil, code
 	}
