@@ -336,11 +336,14 @@ func (h *Host) YAML() string {
 }
 
 // cleanup kills what runs in each namespace (sshd, members), removes
+// each host's link (both ends: a namespace may outlive its removal
+// while the kernel still holds sockets of it, and with it the link),
 // the namespaces and the bridge.
 func (e *Env) cleanup() {
 	for _, h := range e.Hosts {
 		h.stopSSHD()
 		killIn(h.NS)
+		_ = ip("link", "del", h.veth)
 		_ = ip("netns", "del", h.NS)
 	}
 	_ = ip("link", "del", e.bridge)
