@@ -25,9 +25,13 @@ die() { printf 'ferry-ssh: %s\n' "$*" >&2; exit 70; }
 fail() { _c=$1; shift; printf 'ferry-ssh: %s\n' "$*" >&2; exit "$_c"; }
 need() { command -v "$1" >/dev/null 2>&1 || die "$1 not found on this host ($2)"; }
 
-# starttime PID prints the kernel's start time of the process (field
-# 22 of /proc/PID/stat), or fails if no such live process.
-starttime() {
+# The status of members is asked at every tick: what it runs uses the
+# shell's builtins only (read, set, printf), no process per member.
+
+# procstart PID sets _st to the kernel's start time of the process
+# (field 22 of /proc/PID/stat), or fails if no such live process.
+procstart() {
+	_st=
 	[ -r "/proc/$1/stat" ] || return 1
 	IFS= read -r _l <"/proc/$1/stat" || return 1
 	_r=${_l##*) }
@@ -37,59 +41,67 @@ starttime() {
 	set +f
 	[ "$#" -ge 20 ] || return 1
 	case $1 in Z | X | x) return 1 ;; esac
-	printf '%s\n' "${20}"
+	_st=${20}
 }
 
-# running MD: the member's process, as recorded, runs.
+# first FILE sets _v to the file's first line ("" without one).
+first() {
+	_v=
+	if [ -s "$1" ]; then IFS= read -r _v <"$1" || true; fi
+}
+
+# running MD: the member's process, as recorded, runs (_p its pid).
 running() {
-	[ -s "$1/pid" ] && [ -s "$1/starttime" ] || return 1
-	_p=$(cat "$1/pid") && _s=$(cat "$1/starttime") || return 1
-	_n=$(starttime "$_p") || return 1
-	[ "$_n" = "$_s" ]
+	first "$1/pid"
+	_p=$_v
+	first "$1/starttime"
+	[ -n "$_p" ] && [ -n "$_v" ] && procstart "$_p" && [ "$_st" = "$_v" ]
 }
 
-# adopted PIDFILE prints the pid of a live process named by the pid
-# file (a member ferry did not start), or fails.
+# adopted PIDFILE: a live process is named by the pid file (a member
+# ferry did not start); _a is its pid.
 adopted() {
-	[ -n "$1" ] && [ -s "$1" ] || return 1
-	_a=$(head -n 1 "$1" | tr -d ' \t\r')
-	case $_a in '' | *[!0-9]*) return 1 ;; esac
-	starttime "$_a" >/dev/null || return 1
-	printf '%s\n' "$_a"
+	_a=
+	[ -n "$1" ] || return 1
+	first "$1"
+	_a=${_v%%[!0-9]*}
+	[ -n "$_a" ] && procstart "$_a"
 }
-
-field() { [ -s "$1" ] && head -n 1 "$1" | tr -d '\t\r' || true; }
 
 # report MD NAME ADOPT prints the member's status line:
 # member<TAB>NAME<TAB>STATE<TAB>PID<TAB>SINCE<TAB>VERSION<TAB>SHA256<TAB>DETAIL
 report() {
 	_md=$1
-	_v=$(field "$_md/version")
-	_h=$(field "$_md/sha256")
-	_t=$(field "$_md/since")
+	first "$_md/version"
+	_ver=$_v
+	first "$_md/sha256"
+	_sha=$_v
+	first "$_md/since"
+	_t=$_v
 	if running "$_md"; then
-		printf 'member\t%s\trunning\t%s\t%s\t%s\t%s\t-\n' "$2" "$(cat "$_md/pid")" "$_t" "$_v" "$_h"
+		printf 'member\t%s\trunning\t%s\t%s\t%s\t%s\t-\n' "$2" "$_p" "${_t:--}" "${_ver:--}" "${_sha:--}"
 		return
 	fi
-	if [ ! -s "$_md/pid" ] && _ap=$(adopted "$3"); then
-		printf 'member\t%s\tadopted\t%s\t-\t-\t-\tfound by its pid file\n' "$2" "$_ap"
+	if [ ! -s "$_md/pid" ] && adopted "$3"; then
+		printf 'member\t%s\tadopted\t%s\t-\t-\t-\tfound by its pid file\n' "$2" "$_a"
 		return
 	fi
-	if [ ! -s "$_md/version" ]; then
+	if [ -z "$_ver" ]; then
 		printf 'member\t%s\tnone\t0\t-\t-\t-\tnever started by ferry\n' "$2"
 		return
 	fi
 	_d="not running"
 	if [ -e "$_md/stopped" ]; then
 		_d="stopped by ferry"
-	elif [ -s "$_md/exit" ]; then
-		_e=$(field "$_md/exit")
-		case $_e in
-		'' | *[!0-9]*) _d="exited" ;;
-		*) if [ "$_e" -gt 128 ]; then _d="killed by signal $((_e - 128))"; else _d="exited with status $_e"; fi ;;
+	else
+		first "$_md/exit"
+		case $_v in
+		'') ;;
+		*[!0-9]*) _d="exited" ;;
+		*) if [ "$_v" -gt 128 ]; then _d="killed by signal $((_v - 128))"; else _d="exited with status $_v"; fi ;;
 		esac
 	fi
-	printf 'member\t%s\tdown\t0\t%s\t%s\t%s\t%s\n' "$2" "$_t" "$_v" "$_h" "$_d"
+	printf 'member\t%s\tdown\t0\t%s\t%s\t%s\t%s\n' "$2" "${_t:--}" "$_ver" "${_sha:--}" "$_d"
 }
 
 lock() {
@@ -108,7 +120,7 @@ stopit() {
 	kill -s "$3" "$4" 2>/dev/null || true
 	_i=0
 	_n=$(($2 / 50))
-	while starttime "$4" >/dev/null; do
+	while procstart "$4"; do
 		if [ "$_i" -ge "$_n" ]; then
 			kill -s KILL "$4" 2>/dev/null || true
 			_n=$((_n + 200))
@@ -170,7 +182,9 @@ start) # DIR NAME VERSION SHA SPEC STOP_MS SIGNAL ADOPTPIDFILE NENV K=V... -- AR
 	mkdir -p "$md" || die "cannot make $md"
 	lock "$md/lock"
 	a=$d/artifacts/$sha
-	if running "$md" && [ "$(field "$md/spec")" = "$spec" ]; then
+	first "$md/spec"
+	had=$_v
+	if running "$md" && [ "$had" = "$spec" ]; then
 		report "$md" "$name" "$adopt"
 		exit 0
 	fi
@@ -181,10 +195,10 @@ start) # DIR NAME VERSION SHA SPEC STOP_MS SIGNAL ADOPTPIDFILE NENV K=V... -- AR
 		fail 72 "the artifact's sha256 on the host is $got, not $sha: removed"
 	fi
 	if running "$md"; then
-		stopit "$md" "$stopms" "$sig" "$(cat "$md/pid")"
+		stopit "$md" "$stopms" "$sig" "$_p"
 		reaped "$md"
-	elif [ ! -s "$md/pid" ] && ap=$(adopted "$adopt"); then
-		stopit "$md" "$stopms" "$sig" "$ap"
+	elif [ ! -s "$md/pid" ] && adopted "$adopt"; then
+		stopit "$md" "$stopms" "$sig" "$_a"
 	fi
 	need setsid "util-linux"
 	[ -f "$md/output.log" ] && mv -f "$md/output.log" "$md/output.log.1"
@@ -216,9 +230,9 @@ printf "%s\n" "$?" >"$m/exit"' ferry-member "$md" "$a" "$@" </dev/null >>"$md/ou
 		[ "$i" -le 200 ] || die "the member did not start within 10 s"
 		sleep 0.05
 	done
-	p=$(cat "$md/pid")
-	if st=$(starttime "$p"); then
-		printf '%s\n' "$st" >"$md/starttime"
+	first "$md/pid"
+	if procstart "$_v"; then
+		printf '%s\n' "$_st" >"$md/starttime"
 	fi
 	t=$(date +%s%N)
 	case $t in *N) t=$(($(date +%s) * 1000000000)) ;; esac
@@ -231,10 +245,10 @@ stop) # DIR NAME STOP_MS SIGNAL ADOPTPIDFILE
 	lock "$md/lock"
 	if running "$md"; then
 		: >"$md/stopped"
-		stopit "$md" "$3" "$4" "$(cat "$md/pid")"
+		stopit "$md" "$3" "$4" "$_p"
 		reaped "$md"
-	elif [ ! -s "$md/pid" ] && ap=$(adopted "$5"); then
-		stopit "$md" "$3" "$4" "$ap"
+	elif [ ! -s "$md/pid" ] && adopted "$5"; then
+		stopit "$md" "$3" "$4" "$_a"
 	fi
 	report "$md" "$2" "$5"
 	;;
