@@ -19,8 +19,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	gossh "golang.org/x/crypto/ssh"
-
 	"github.com/ferry-upgrade/ferry/internal/driver"
 	"github.com/ferry-upgrade/ferry/internal/safefile"
 )
@@ -702,14 +700,4 @@ func (c *counting) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
 	return n, err
-}
-
-// Fingerprint is the SHA256 fingerprint of a public key in
-// authorized_keys or known_hosts form, as the host key errors print it.
-func Fingerprint(authorizedKey []byte) (string, error) {
-	k, _, _, _, err := gossh.ParseAuthorizedKey(authorizedKey)
-	if err != nil {
-		return "", err
-	}
-	return gossh.FingerprintSHA256(k), nil
 }
