@@ -44,11 +44,11 @@ go test -count=1 -timeout 30m ./...
 lap "vet and every test" "$t"
 t=$SECONDS
 # The race detector: the pure packages, then the engine and the
-# simulator that drives it, the agent, the server, the Kubernetes controller (FERRY_KUBE=1), the process driver,
+# simulator that drives it, the agent, the server, the Kubernetes controller (FERRY_KUBE=1), the process and ssh drivers,
 # the traffic generator and the proof session, where the goroutines are.
 # Warm, on 2 cores at low load: 5 min 44 s (2026-11-25, 96b0f6a; 10.6
 # min with other work at load 15).
 go test -count=1 -race -timeout 20m ./internal/upgrade/ ./internal/plan/ ./internal/config/ ./internal/health/ ./internal/store/ ./internal/strategy/ \
-	./internal/engine/ ./internal/sim/ ./internal/agent/... ./internal/server/ ./internal/controller/ ./internal/driver/process/ ./internal/traffic/ \
+	./internal/engine/ ./internal/sim/ ./internal/agent/... ./internal/server/ ./internal/controller/ ./internal/driver/process/ ./internal/driver/ssh/ ./internal/traffic/ \
 	./internal/proof/
 lap "the race detector run" "$t"

@@ -107,6 +107,10 @@ var defaultsDoc = map[string]string{
 	"Verdict.min_requests":                 fmt.Sprint(DefaultMinRequests),
 	"Prometheus.step":                      "1s",
 	"Kubernetes.kubeconfig":                "$KUBECONFIG, then the in-cluster service account",
+	"HostSSH.user":                         "ferry's own user, as ssh",
+	"HostSSH.dir":                          ".ferry",
+	"HostSSH.max_sessions":                 "4",
+	"HostSSH.connect_timeout":              "5s",
 }
 
 // examplesDoc is an example of each type, as it is written in a
@@ -120,6 +124,12 @@ releases: [...]
 policy: {on_failure: rollback}`,
 	"Host":    `{name: host-1, agent: "10.0.0.1:7101", token_file: /etc/ferry/agent-1.token, domain: zone-a, tls: {fingerprint: "sha256:5d41402abc4b2a76b9719d911017c592ae2c6c1d8e3b8f6f0e2c1a9d8b7c6e5f"}}`,
 	"HostTLS": `{ca_file: /etc/ferry/agents-ca.pem}`,
+	"HostSSH": `{address: "10.0.0.1:22", user: ferry, known_hosts: ssh/known_hosts, identity_files: [ssh/id_ed25519], dir: /var/lib/ferry, max_sessions: 4}`,
+	"Commands": `start: [systemctl, start, "kv@{{.Name}}"]
+stop: [systemctl, stop, "kv@{{.Name}}"]
+status: [systemctl, is-active, --quiet, "kv@{{.Name}}"]
+logs: [journalctl, --unit, "kv@{{.Name}}", --lines, "200", --no-pager]
+sudo: [start, stop, install]`,
 	"HostCalls": `lock: [{exec: [system, host-lock, "{{.Host}}"], timeout: 5m}]
 unlock: [{exec: [system, host-unlock, "{{.Host}}"], timeout: 5m}]
 capacity: {http: "http://lb:8001/admin/capacity?without={{.Host}}"}`,
@@ -341,8 +351,8 @@ func text(cg *ast.CommentGroup) string {
 
 // order is the order of the reference's sections: the description's
 // shape, top down.
-var order = []string{"Cluster", "Host", "HostTLS", "HostCalls", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
-	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Workload", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks",
+var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
+	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Workload", "Commands", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks",
 	"Policy", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus"}
 
 // typeDoc writes a field's type as a reader of YAML sees it.

@@ -37,13 +37,18 @@ func (c *Cluster) CallsOf(h *Host) *HostCalls {
 }
 
 // AddressOf is host h's address: its address:, else the host part of
-// its agent, else its name.
+// its agent or of its sshd's address, else its name.
 func (h *Host) AddressOf() string {
 	if h.Address != "" {
 		return h.Address
 	}
 	if host, _, err := net.SplitHostPort(h.Agent); err == nil && host != "" {
 		return host
+	}
+	if h.SSH != nil {
+		if host, _, err := net.SplitHostPort(h.SSH.Address); err == nil && host != "" {
+			return host
+		}
 	}
 	return h.Name
 }

@@ -49,3 +49,16 @@ func TestValidateHosts(t *testing.T) {
 			[]string{"t.yaml:34: releases[1].flow[1].name: a second hosts stage hosts (also releases[1].flow[0]): name each its own"}},
 	})
 }
+
+// TestAddressOfSSHHost: a host reached over SSH that gives no address
+// has its sshd's host as its address in its lock calls.
+func TestAddressOfSSHHost(t *testing.T) {
+	h := Host{Name: "h1", SSH: &HostSSH{Address: "10.0.0.1:22"}}
+	if got := h.AddressOf(); got != "10.0.0.1" {
+		t.Errorf("AddressOf = %q, want 10.0.0.1", got)
+	}
+	h.Address = "ctl-1.example"
+	if got := h.AddressOf(); got != "ctl-1.example" {
+		t.Errorf("AddressOf with address: = %q", got)
+	}
+}

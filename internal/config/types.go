@@ -16,10 +16,11 @@ type Cluster struct {
 	// Name names the cluster in messages, the dashboard and the metrics.
 	Name string `yaml:"cluster"`
 	// Substrate is what members run on: a substrate of this build
-	// (process, the default, or kubernetes); `ferry validate` lists them.
+	// (process, the default, kubernetes or ssh); `ferry validate` lists
+	// them.
 	Substrate string `yaml:"substrate"`
-	// Hosts are the machines members run on, each with its agent (process
-	// substrate).
+	// Hosts are the machines members run on, each with its agent
+	// (process substrate) or its sshd (ssh substrate).
 	Hosts []Host `yaml:"hosts"`
 	// HostDefaults are the lock, unlock and capacity calls of every
 	// host that gives none of its own (they are templates over the
@@ -56,7 +57,7 @@ type Cluster struct {
 	suspect map[string]bool
 }
 
-// Host is where members run; the unit an agent (or, later, SSH or a
+// Host is where members run; the unit an agent, an sshd (or a
 // Kubernetes node) answers for.
 type Host struct {
 	// Name is what members name in their host.
@@ -73,8 +74,12 @@ type Host struct {
 	// speaks HTTPS to it. Required for an agent beyond loopback: its
 	// token, which runs programs on the host, must not travel in clear.
 	TLS *HostTLS `yaml:"tls"`
+	// SSH is how ferry reaches the host through its sshd (ssh
+	// substrate): no agent runs there.
+	SSH *HostSSH `yaml:"ssh"`
 	// Address is the host's own address, {{.Address}} in its lock,
-	// unlock and capacity calls (default: the host part of its agent).
+	// unlock and capacity calls (default: the host part of its agent,
+	// or of its ssh.address).
 	Address string `yaml:"address"`
 	// HostCalls lock the host and unlock it when a hosts stage of a
 	// release's flow upgrades it (default: host_defaults).
@@ -117,6 +122,74 @@ type HostTLS struct {
 	// certificate must verify against, for the host name or IP address
 	// of agent:; relative paths are relative to the description file.
 	CAFile string `yaml:"ca_file"`
+}
+
+// HostSSH is how ferry reaches a host over SSH (ssh substrate): one
+// connection to its sshd, its key checked against a known_hosts file,
+// ferry's commands run there with each argument quoted.
+type HostSSH struct {
+	// Address is the host's sshd, host:port.
+	Address string `yaml:"address"`
+	// User is the user ferry logs in as.
+	User string `yaml:"user"`
+	// KnownHosts is the known_hosts file that must hold the host's key
+	// (relative to the description): a host whose key is not there, or
+	// is another, is refused before any member is touched, with both
+	// fingerprints. There is no mode that accepts any key.
+	KnownHosts string `yaml:"known_hosts"`
+	// IdentityFiles are private keys ferry offers (mode 0600 at most,
+	// not encrypted: an encrypted key belongs in an SSH agent), with
+	// the keys of the SSH agent at $SSH_AUTH_SOCK, if one runs. No
+	// password or key is ever written in the description.
+	IdentityFiles []string `yaml:"identity_files"`
+	// Dir is ferry's directory on the host: the artifacts it copied
+	// there, each member's state and output. Relative to the user's
+	// home.
+	Dir string `yaml:"dir"`
+	// MaxSessions bounds the SSH channels ferry has open at once on
+	// the host's one connection (sshd's own MaxSessions is 10 by
+	// default): a batch of many members on one host queues rather than
+	// storming the host.
+	MaxSessions int `yaml:"max_sessions"`
+	// ConnectTimeout bounds a connection's dial and handshake; a host
+	// that does not answer within it has its members observed as not
+	// known (the upgrade holds, naming it).
+	ConnectTimeout Duration `yaml:"connect_timeout"`
+}
+
+// Commands are a component's own commands on its members' hosts (ssh
+// substrate), each an argv of templates over the member (like
+// run.args), run through the host's sshd with each argument quoted,
+// never pasted into a shell line. Their environment has FERRY_MEMBER,
+// FERRY_DIR (the member's directory), FERRY_VERSION, FERRY_ARTIFACT
+// (the artifact copied to the host, its sha256 checked), FERRY_SHA256
+// and, for logs, FERRY_LINES and FERRY_PREVIOUS. An operation without a
+// command is done by ferry's own helper (a fixed script): the member
+// started in a session of its own from the copied artifact with
+// run.args and run.env, its pid, version and output kept in its
+// directory.
+type Commands struct {
+	// Start starts the member on FERRY_ARTIFACT, once the artifact is
+	// copied and checked (systemctl start ...); it returns once the
+	// member is started, and succeeds on a member already running it.
+	Start []string `yaml:"start"`
+	// Stop stops the member gracefully; it succeeds on a stopped one.
+	Stop []string `yaml:"stop"`
+	// Status says whether the member runs: exit status 0 when it does,
+	// 3 when it does not (systemctl is-active and LSB's status); any
+	// other status is a failure of the command, shown with its output.
+	Status []string `yaml:"status"`
+	// Version prints the version the member runs (its first line,
+	// trimmed); without it the version ferry started it on.
+	Version []string `yaml:"version"`
+	// Logs prints the member's last FERRY_LINES lines of output (of
+	// the instance before the current one when FERRY_PREVIOUS is
+	// true), for ferry logs and ferry bundle.
+	Logs []string `yaml:"logs"`
+	// Sudo names the operations run through sudo -n (never asking for a
+	// password): start, stop, status, version, logs, install (the
+	// artifact's copy). The others run as the SSH user.
+	Sudo []string `yaml:"sudo"`
 }
 
 // Component is a kind of member with one upgrade strategy.
@@ -178,6 +251,10 @@ type Component struct {
 	// before its stop; passing means yes, and a failure's detail is the
 	// system's reason, shown with the refusal by predicate ok_to_stop.
 	OKToStop *Call `yaml:"ok_to_stop"`
+	// Commands are the component's own start, stop, status, version
+	// and logs commands on its members' hosts (ssh substrate); ferry's
+	// helper does what they leave out.
+	Commands *Commands `yaml:"commands"`
 	pos      positions
 }
 

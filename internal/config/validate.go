@@ -180,6 +180,10 @@ func (v *validator) hosts() {
 				v.add(h.pos.at("agent", line), path+".agent", "%v", err)
 			}
 		}
+		if h.SSH != nil {
+			key := strings.TrimPrefix(string(FieldHostSSH), "hosts[].")
+			v.unread(FieldHostSSH, h.pos.at(key, line), path+"."+key)
+		}
 		if v.rules.Host != nil {
 			v.rules.Host(Node{v: v, path: path, pos: &h.pos, line: line}, h)
 		}
@@ -246,6 +250,9 @@ func (v *validator) components() {
 		}
 		if comp.Workload != nil {
 			v.unread(FieldWorkload, at("workload"), path+".workload")
+		}
+		if comp.Commands != nil {
+			v.unread(FieldCommands, at("commands"), path+".commands")
 		}
 		if v.rules.Component != nil {
 			v.rules.Component(Node{v: v, path: path, pos: &comp.pos, line: line}, comp)

@@ -13,7 +13,7 @@ func TestValidateRules(t *testing.T) {
 		{"cluster name missing", []edit{{"cluster: t\n", "substrate: process\n"}},
 			[]string{"t.yaml:1: cluster: must be set: the name of the cluster"}},
 		{"substrate", []edit{{"cluster: t\n", "cluster: t\nsubstrate: vm\n"}},
-			[]string{"t.yaml:2: substrate: unknown substrate \"vm\"; this build has: kubernetes, process"}},
+			[]string{"t.yaml:2: substrate: unknown substrate \"vm\"; this build has: kubernetes, process, ssh"}},
 		// hosts
 		{"host name empty", []edit{{hostLine, hostLine + "  - {agent: 127.0.0.1:7102}\n"}},
 			[]string{"t.yaml:4: hosts[1].name: must be set"}},

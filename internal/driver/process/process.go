@@ -78,13 +78,11 @@ type Driver struct {
 	clients map[string]*http.Client
 	tlsErr  map[string]error
 
-	// stored remembers, by host and sha256, the artifacts an agent is
+	// stored knows, by host and sha256, the artifacts an agent is
 	// known to have (it answered for them, or took their upload), so
-	// that a Start asks once; storing serializes the upload of one
+	// that a Start asks once, and serializes the upload of one
 	// artifact to one agent: a batch's Starts upload it once.
-	mu      sync.Mutex
-	stored  map[string]bool
-	storing map[string]*sync.Mutex
+	stored driver.OnceEach
 
 	// adoptMu guards adoptTried: when the adoption of each member not
 	// known to its agent was last tried, so that a member that is not
@@ -133,8 +131,6 @@ func New(hosts []Host, opts ...Option) *Driver {
 		uploadTimeout:  DefaultUploadTimeout,
 		clients:        map[string]*http.Client{},
 		tlsErr:         map[string]error{},
-		stored:         map[string]bool{},
-		storing:        map[string]*sync.Mutex{},
 	}
 	for _, h := range hosts {
 		d.hosts[h.Name] = h
@@ -559,44 +555,16 @@ func (d *Driver) Start(ctx context.Context, m driver.Member, a driver.Artifact) 
 // asked once (GET /v1/artifacts/{sha256}), uploaded when it has not.
 func (d *Driver) ensureStored(ctx context.Context, h Host, a driver.Artifact) error {
 	sum := strings.ToLower(a.SHA256)
-	key := h.Name + "\x00" + sum
-	d.mu.Lock()
-	if d.stored[key] {
-		d.mu.Unlock()
-		return nil
-	}
-	mu := d.storing[key]
-	if mu == nil {
-		mu = &sync.Mutex{}
-		d.storing[key] = mu
-	}
-	d.mu.Unlock()
-	mu.Lock()
-	defer mu.Unlock()
-	d.mu.Lock()
-	done := d.stored[key]
-	d.mu.Unlock()
-	if done {
-		return nil // another Start uploaded it meanwhile
-	}
-	err := d.call(ctx, h, d.requestTimeout, http.MethodGet, artifactPath(sum), nil, nil)
-	if errors.Is(err, ErrNotFound) {
-		err = d.upload(ctx, h, a, sum)
-	}
-	if err != nil {
+	return d.stored.Do(h.Name+"\x00"+sum, func() error {
+		err := d.call(ctx, h, d.requestTimeout, http.MethodGet, artifactPath(sum), nil, nil)
+		if errors.Is(err, ErrNotFound) {
+			err = d.upload(ctx, h, a, sum)
+		}
 		return err
-	}
-	d.mu.Lock()
-	d.stored[key] = true
-	d.mu.Unlock()
-	return nil
+	})
 }
 
-func (d *Driver) forgetStored(h Host, sum string) {
-	d.mu.Lock()
-	delete(d.stored, h.Name+"\x00"+sum)
-	d.mu.Unlock()
-}
+func (d *Driver) forgetStored(h Host, sum string) { d.stored.Forget(h.Name + "\x00" + sum) }
 
 // upload sends the artifact's file to h's agent (PUT
 // /v1/artifacts/{sha256}), which keeps it only if its sum is sum. The
