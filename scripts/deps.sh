@@ -4,7 +4,10 @@
 # (internal/server, chromedp) and the impact report's (internal/impact),
 # which skip themselves without it; openssl, curl and flock for the
 # Kubernetes test environment (scripts/kube-testenv.sh) and flock for
-# scripts/realsys.sh (HAProxy is installed by realsys.sh itself).
+# scripts/realsys.sh (HAProxy is installed by realsys.sh itself);
+# iproute2 and openssh-server for the SSH substrate's tests, whose hosts
+# are network namespaces each running its own sshd (internal/sshtest;
+# they skip without them, or without the privilege to make namespaces).
 # Idempotent: a second run installs nothing.
 set -euo pipefail
 need=()
@@ -12,8 +15,10 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v flock >/dev/null 2>&1 || need+=(util-linux)
+command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || need+=(iproute2)
+command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 if [ ${#need[@]} -eq 0 ]; then
-	echo "deps.sh: nothing to install (chromium, openssl, curl, flock: present)"
+	echo "deps.sh: nothing to install (chromium, openssl, curl, flock, ip, sshd: present)"
 	exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then

@@ -34,13 +34,21 @@ if [[ ${FERRY_REALSYS:-1} == 1 ]]; then
 	bash scripts/realsys.sh build
 	export FERRY_REALSYS=1
 fi
+# Each part's wall time is printed (what a cold or a warm run spends
+# where), on stderr so that the go test output stays as it is.
+lap() { echo "test.sh: $1 took $((SECONDS - ${2})) s" >&2; }
+echo "test.sh: set-up took ${SECONDS} s" >&2
+t=$SECONDS
 go vet ./...
 go test -count=1 -timeout 30m ./...
+lap "vet and every test" "$t"
+t=$SECONDS
 # The race detector: the pure packages, then the engine and the
-# simulator that drives it, the agent, the server, the Kubernetes controller (FERRY_KUBE=1), the process driver,
+# simulator that drives it, the agent, the server, the Kubernetes controller (FERRY_KUBE=1), the process and ssh drivers,
 # the traffic generator and the proof session, where the goroutines are.
 # Warm, on 2 cores at low load: 5 min 44 s (2026-11-25, 96b0f6a; 10.6
 # min with other work at load 15).
 go test -count=1 -race -timeout 20m ./internal/upgrade/ ./internal/plan/ ./internal/config/ ./internal/health/ ./internal/store/ ./internal/strategy/ \
-	./internal/engine/ ./internal/sim/ ./internal/agent/... ./internal/server/ ./internal/controller/ ./internal/driver/process/ ./internal/traffic/ \
+	./internal/engine/ ./internal/sim/ ./internal/agent/... ./internal/server/ ./internal/controller/ ./internal/driver/process/ ./internal/driver/ssh/ ./internal/traffic/ \
 	./internal/proof/
+lap "the race detector run" "$t"

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 	"github.com/ferry-upgrade/ferry/internal/safefile"
 )
 
@@ -28,7 +29,7 @@ import (
 
 func (s *Server) handleAdopt(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if !ValidName(name) {
+	if !wire.ValidName(name) {
 		writeError(w, badName(name))
 		return
 	}
@@ -58,7 +59,7 @@ func (s *Server) handleAdopt(w http.ResponseWriter, r *http.Request) {
 // The process is looked for before the member's operation lock is
 // taken: a pid file on a hung filesystem or a slow name lookup holds
 // no lock that another request, for this member or another, waits on.
-func (s *Server) adoptRunning(ctx context.Context, name string, req AdoptRequest) (Status, error) {
+func (s *Server) adoptRunning(ctx context.Context, name string, req wire.AdoptRequest) (wire.Status, error) {
 	m := s.getMember(name, true)
 	if st, ok := m.runningStatus(); ok {
 		return st, nil
@@ -76,9 +77,9 @@ func (s *Server) adoptRunning(ctx context.Context, name string, req AdoptRequest
 	if err != nil {
 		var sfe *safefile.Error
 		if errors.As(err, &sfe) && !errors.Is(err, safefile.ErrTimeout) {
-			return Status{}, badRequest("member %s: cannot adopt: %v", name, err)
+			return wire.Status{}, badRequest("member %s: cannot adopt: %v", name, err)
 		}
-		return Status{}, &apiError{http.StatusNotFound, CodeNotFound, fmt.Sprintf("member %s: no process to adopt: %v", name, err)}
+		return wire.Status{}, &apiError{http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("member %s: no process to adopt: %v", name, err)}
 	}
 
 	m.op.Lock()
@@ -87,14 +88,14 @@ func (s *Server) adoptRunning(ctx context.Context, name string, req AdoptRequest
 		return st, nil // adopted or started while the process was looked for
 	}
 	if pid <= 1 || pid == os.Getpid() {
-		return Status{}, badRequest("member %s: %s names process %d, which cannot be a member", name, how, pid)
+		return wire.Status{}, badRequest("member %s: %s names process %d, which cannot be a member", name, how, pid)
 	}
 	if other := s.memberOfPID(pid, m); other != "" {
-		return Status{}, badRequest("member %s: %s names process %d, which is member %s", name, how, pid, other)
+		return wire.Status{}, badRequest("member %s: %s names process %d, which is member %s", name, how, pid, other)
 	}
 	state, start, err := procStat(pid)
 	if err != nil || state == 'Z' || state == 'X' || state == 'x' {
-		return Status{}, &apiError{http.StatusNotFound, CodeNotFound, fmt.Sprintf("member %s: no process to adopt: %s names process %d, which does not run", name, how, pid)}
+		return wire.Status{}, &apiError{http.StatusNotFound, wire.CodeNotFound, fmt.Sprintf("member %s: no process to adopt: %s names process %d, which does not run", name, how, pid)}
 	}
 	p := &proc{pid: pid, start: start, adopted: true, done: make(chan struct{})}
 	m.mu.Lock()
@@ -103,7 +104,7 @@ func (s *Server) adoptRunning(ctx context.Context, name string, req AdoptRequest
 	m.rec = record{
 		Name:          name,
 		Adopted:       true,
-		Restart:       RestartNo,
+		Restart:       wire.RestartNo,
 		StopTimeoutMS: req.StopTimeoutMS,
 		StopSignal:    req.StopSignal,
 		Instance:      m.rec.Instance + 1,
@@ -119,7 +120,7 @@ func (s *Server) adoptRunning(ctx context.Context, name string, req AdoptRequest
 	s.wg.Add(1)
 	go s.watch(m, p)
 	if perr != nil {
-		return Status{}, fmt.Errorf("member %s adopted (pid %d) but its state was not saved: %w", name, pid, perr)
+		return wire.Status{}, fmt.Errorf("member %s adopted (pid %d) but its state was not saved: %w", name, pid, perr)
 	}
 	return st, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/agent/agenttest"
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 )
 
 // TestParseProcAddr reads the addresses of /proc/net/tcp and tcp6.
@@ -127,19 +128,19 @@ func TestAdoptByPIDFile(t *testing.T) {
 	go sib.Wait()
 	t.Cleanup(func() { sib.Process.Kill() })
 
-	req := AdoptRequest{PIDFile: pidFile, StopTimeoutMS: 5000, StopSignal: "SIGUSR2"}
+	req := wire.AdoptRequest{PIDFile: pidFile, StopTimeoutMS: 5000, StopSignal: "SIGUSR2"}
 	code, body := a.call("POST", "/v1/members/m1/adopt", req)
 	if code != 200 {
 		t.Fatalf("adopt: %d %s", code, body)
 	}
 	st := decodeStatus(t, body)
-	if !st.Running || !st.Adopted || st.PID != cmd.Process.Pid || st.Version != "" || st.Restart != RestartNo {
+	if !st.Running || !st.Adopted || st.PID != cmd.Process.Pid || st.Version != "" || st.Restart != wire.RestartNo {
 		t.Fatalf("adopted status %+v, want running, adopted, pid %d, no version", st, cmd.Process.Pid)
 	}
 	if d := time.Since(st.Since); d < 0 || d > time.Minute {
 		t.Errorf("since %v: want the process's start, a moment ago", st.Since)
 	}
-	if code, body := a.call("POST", "/v1/members/m1/adopt", AdoptRequest{Listen: "127.0.0.1:1"}); code != 200 || decodeStatus(t, body).PID != st.PID {
+	if code, body := a.call("POST", "/v1/members/m1/adopt", wire.AdoptRequest{Listen: "127.0.0.1:1"}); code != 200 || decodeStatus(t, body).PID != st.PID {
 		t.Errorf("adopting a running member again: %d %s, want its status unchanged", code, body)
 	}
 	if sts := a.srv.List(); len(sts) != 1 || !sts[0].Adopted {
@@ -180,7 +181,7 @@ func TestAdoptByListenThenPut(t *testing.T) {
 	ln.Close()
 	cmd := outside(t, tag, dir, "-addr="+addr, "-marker="+marker)
 
-	code, body := a.call("POST", "/v1/members/m1/adopt", AdoptRequest{Listen: addr})
+	code, body := a.call("POST", "/v1/members/m1/adopt", wire.AdoptRequest{Listen: addr})
 	if code != 200 {
 		t.Fatalf("adopt: %d %s", code, body)
 	}
@@ -214,7 +215,7 @@ func TestAdoptRefusals(t *testing.T) {
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "m.pid")
 	outside(t, tag, dir, "-addr=127.0.0.1:0", "-pid-file="+pidFile)
-	if code, body := a.call("POST", "/v1/members/m1/adopt", AdoptRequest{PIDFile: pidFile}); code != 200 {
+	if code, body := a.call("POST", "/v1/members/m1/adopt", wire.AdoptRequest{PIDFile: pidFile}); code != 200 {
 		t.Fatalf("adopt: %d %s", code, body)
 	}
 	garbage := filepath.Join(dir, "garbage.pid")
@@ -227,17 +228,17 @@ func TestAdoptRefusals(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{"no pid file", AdoptRequest{PIDFile: filepath.Join(dir, "none.pid")}, 404, "no process to adopt: pid file: open"},
-		{"not a pid", AdoptRequest{PIDFile: garbage}, 404, "does not hold a process id"},
-		{"a directory as pid file", AdoptRequest{PIDFile: dir}, 400, dir + ": a directory, not a regular file"},
-		{"a pid file too large", AdoptRequest{PIDFile: huge}, 400, "more than the 4 KiB allowed"},
-		{"nothing listens", AdoptRequest{Listen: closedAddr(t)}, 404, "nothing listens on"},
-		{"another member's process", AdoptRequest{PIDFile: pidFile}, 400, "which is member m1"},
-		{"neither", AdoptRequest{}, 400, "one of pid_file and listen is required"},
-		{"both", AdoptRequest{PIDFile: pidFile, Listen: "127.0.0.1:1"}, 400, "exclusive"},
-		{"relative pid file", AdoptRequest{PIDFile: "m.pid"}, 400, "not an absolute path"},
-		{"bad listen", AdoptRequest{Listen: "127.0.0.1"}, 400, "listen \"127.0.0.1\""},
-		{"bad signal", AdoptRequest{Listen: "127.0.0.1:1", StopSignal: "SIGKILL"}, 400, "stop_signal \"SIGKILL\""},
+		{"no pid file", wire.AdoptRequest{PIDFile: filepath.Join(dir, "none.pid")}, 404, "no process to adopt: pid file: open"},
+		{"not a pid", wire.AdoptRequest{PIDFile: garbage}, 404, "does not hold a process id"},
+		{"a directory as pid file", wire.AdoptRequest{PIDFile: dir}, 400, dir + ": a directory, not a regular file"},
+		{"a pid file too large", wire.AdoptRequest{PIDFile: huge}, 400, "more than the 4 KiB allowed"},
+		{"nothing listens", wire.AdoptRequest{Listen: closedAddr(t)}, 404, "nothing listens on"},
+		{"another member's process", wire.AdoptRequest{PIDFile: pidFile}, 400, "which is member m1"},
+		{"neither", wire.AdoptRequest{}, 400, "one of pid_file and listen is required"},
+		{"both", wire.AdoptRequest{PIDFile: pidFile, Listen: "127.0.0.1:1"}, 400, "exclusive"},
+		{"relative pid file", wire.AdoptRequest{PIDFile: "m.pid"}, 400, "not an absolute path"},
+		{"bad listen", wire.AdoptRequest{Listen: "127.0.0.1"}, 400, "listen \"127.0.0.1\""},
+		{"bad signal", wire.AdoptRequest{Listen: "127.0.0.1:1", StopSignal: "SIGKILL"}, 400, "stop_signal \"SIGKILL\""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, body := a.call("POST", "/v1/members/m2/adopt", tc.body)
@@ -289,7 +290,7 @@ func TestAdoptFIFOPIDFile(t *testing.T) {
 	waitReady(t, filepath.Join(a.dir, "members", "slow"), st.PID)
 	stopped := make(chan error, 1)
 	go func() {
-		code, body, err := a.try("POST", "/v1/members/slow/stop", StopRequest{TimeoutMS: 4000}, time.Minute)
+		code, body, err := a.try("POST", "/v1/members/slow/stop", wire.StopRequest{TimeoutMS: 4000}, time.Minute)
 		if err == nil && code != 200 {
 			err = fmt.Errorf("stop: %d %s", code, body)
 		}
@@ -303,7 +304,7 @@ func TestAdoptFIFOPIDFile(t *testing.T) {
 	}
 
 	t0 := time.Now()
-	code, body, err := a.try("POST", "/v1/members/m1/adopt", AdoptRequest{PIDFile: fifo}, 2*time.Second)
+	code, body, err := a.try("POST", "/v1/members/m1/adopt", wire.AdoptRequest{PIDFile: fifo}, 2*time.Second)
 	if err != nil {
 		t.Fatalf("adopt with a FIFO as pid file: no answer within 2 s: %v", err)
 	}

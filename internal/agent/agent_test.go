@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/agent/agenttest"
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 )
 
 func TestStartRunsMember(t *testing.T) {
@@ -65,7 +66,7 @@ func TestStartRunsMember(t *testing.T) {
 	}); msg != "" {
 		t.Errorf("log: %s", msg)
 	}
-	if st.Instance != 1 || st.Restarts != 0 || st.Restart != RestartNo {
+	if st.Instance != 1 || st.Restarts != 0 || st.Restart != wire.RestartNo {
 		t.Errorf("first start: instance %d, restarts %d, policy %q", st.Instance, st.Restarts, st.Restart)
 	}
 
@@ -87,7 +88,7 @@ func TestStartRunsMember(t *testing.T) {
 		t.Errorf("GET: %+v", g)
 	}
 	code, body := a.call("GET", "/v1/members", nil)
-	var list []Status
+	var list []wire.Status
 	if code != 200 || json.Unmarshal(body, &list) != nil || len(list) != 1 || list[0].Name != "db-1" || list[0].PID != st.PID {
 		t.Errorf("list: %d %s", code, body)
 	}
@@ -174,7 +175,7 @@ func TestUnknownArtifactKeepsOldMember(t *testing.T) {
 	bad := spec(p.V2, tag)
 	bad.SHA256 = strings.Repeat("ab", 32) // not in the store
 	code, body := a.call("PUT", "/v1/members/db-2", bad)
-	if code != 403 || decodeError(t, body).Code != CodeArtifactUnknown {
+	if code != 403 || decodeError(t, body).Code != wire.CodeArtifactUnknown {
 		t.Fatalf("PUT of an artifact not in the store: %d %s", code, body)
 	}
 	if e := decodeError(t, body); !strings.Contains(e.Message, bad.SHA256) || !strings.Contains(e.Message, "PUT /v1/artifacts/"+bad.SHA256) {
@@ -189,7 +190,7 @@ func TestUnknownArtifactKeepsOldMember(t *testing.T) {
 
 	// An upload claiming V2's bytes have another sum: nothing kept.
 	code, body = uploadFile(t, a.hs.Client(), a.hs.URL, a.token, p.V2.Path, bad.SHA256)
-	if code != 422 || decodeError(t, body).Code != CodeChecksumMismatch || !strings.Contains(string(body), p.V2.SHA256) {
+	if code != 422 || decodeError(t, body).Code != wire.CodeChecksumMismatch || !strings.Contains(string(body), p.V2.SHA256) {
 		t.Fatalf("upload with a wrong sum: %d %s", code, body)
 	}
 	if _, err := os.Stat(filepath.Join(a.dir, "artifacts", bad.SHA256)); !os.IsNotExist(err) {
@@ -289,7 +290,7 @@ func TestExitIsRecorded(t *testing.T) {
 	a := startAgent(t, t.TempDir())
 
 	a.put("crashy", spec(p.V1, tag, "-exit-after=0s", "-exit-code=3"))
-	var st Status
+	var st wire.Status
 	if msg := agenttest.WaitFor(10*time.Second, func() (bool, string) {
 		st = a.get("crashy")
 		return !st.Running, fmt.Sprintf("%+v", st)
@@ -323,7 +324,7 @@ func TestConcurrentPutsStartOneProcess(t *testing.T) {
 				t.Errorf("PUT %d: %d %s", i, code, body)
 				return
 			}
-			var st Status
+			var st wire.Status
 			json.Unmarshal(body, &st)
 			pids[i] = st.PID
 		}()
@@ -381,7 +382,7 @@ func TestAuth(t *testing.T) {
 	for _, tok := range []string{"", "wrong", a.token + "x", strings.ToUpper(a.token)} {
 		for _, c := range calls {
 			code, body := a.callToken(c.method, c.path, c.body, tok)
-			if code != 401 || decodeError(t, body).Code != CodeUnauthorized {
+			if code != 401 || decodeError(t, body).Code != wire.CodeUnauthorized {
 				t.Errorf("%s %s with token %q: %d %s", c.method, c.path, tok, code, body)
 			}
 		}
@@ -464,7 +465,7 @@ func TestBadRequests(t *testing.T) {
 			continue
 		}
 		e := decodeError(t, body)
-		want := map[int]string{400: CodeBadRequest, 404: CodeNotFound}[c.code]
+		want := map[int]string{400: wire.CodeBadRequest, 404: wire.CodeNotFound}[c.code]
 		if e.Code != want {
 			t.Errorf("%s %s: code %q, want %q", c.method, c.path, e.Code, want)
 		}
@@ -487,8 +488,8 @@ func TestStartFailed(t *testing.T) {
 	}
 	sum, _ := agenttest.SHA256File(f)
 	a.upload(f, sum)
-	code, body := a.call("PUT", "/v1/members/broken", MemberSpec{Version: "1.0.0", SHA256: sum})
-	if code != 500 || decodeError(t, body).Code != CodeStartFailed {
+	code, body := a.call("PUT", "/v1/members/broken", wire.MemberSpec{Version: "1.0.0", SHA256: sum})
+	if code != 500 || decodeError(t, body).Code != wire.CodeStartFailed {
 		t.Fatalf("PUT of a non-program: %d %s", code, body)
 	}
 	st := a.get("broken")

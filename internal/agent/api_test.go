@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 )
 
 func TestValidName(t *testing.T) {
@@ -33,7 +35,7 @@ func TestValidName(t *testing.T) {
 		{"a\n", false},
 		{"é", false},
 	} {
-		if got := ValidName(c.name); got != c.ok {
+		if got := wire.ValidName(c.name); got != c.ok {
 			t.Errorf("ValidName(%q) = %v, want %v", c.name, got, c.ok)
 		}
 	}
@@ -89,7 +91,7 @@ func TestDecodeMemberSpec(t *testing.T) {
 				if s.SHA256 != sum {
 					t.Errorf("sha256 %q not normalized", s.SHA256)
 				}
-				if s.Restart != RestartNo && s.Restart != RestartOnFailure {
+				if s.Restart != wire.RestartNo && s.Restart != wire.RestartOnFailure {
 					t.Errorf("restart policy %q not normalized", s.Restart)
 				}
 				return

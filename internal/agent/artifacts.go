@@ -8,11 +8,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 	"github.com/ferry-upgrade/ferry/internal/checksum"
 	"github.com/ferry-upgrade/ferry/internal/safefile"
 )
@@ -25,16 +25,9 @@ import (
 const (
 	// DefaultMaxArtifactSize bounds an upload (Config.MaxArtifactSize).
 	DefaultMaxArtifactSize = 1 << 30
-	// DefaultUploadTimeout bounds the receiving of one upload: the
-	// server's ReadTimeout is for small bodies.
-	DefaultUploadTimeout = 10 * time.Minute
 	// defaultArtifactName names an upload that gives no name.
 	defaultArtifactName = "artifact"
 )
-
-// artifactNameRE is the name an upload may give its file in the
-// store (the program's name, as ps shows it): a plain file name.
-var artifactNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,127}$`)
 
 // Artifact is what the agent answers for an artifact of its store.
 type Artifact struct {
@@ -76,7 +69,7 @@ func (s *Server) inStore(path, sum string) bool {
 }
 
 func artifactUnknown(sum, why string) error {
-	return &apiError{http.StatusForbidden, CodeArtifactUnknown,
+	return &apiError{http.StatusForbidden, wire.CodeArtifactUnknown,
 		fmt.Sprintf("artifact sha256 %s %s: this agent runs only artifacts of its own store; upload it first (PUT /v1/artifacts/%s; ferry's process driver does so itself), then name it by its sha256", sum, why, sum)}
 }
 
@@ -84,7 +77,7 @@ func artifactUnknown(sum, why string) error {
 // hashed again now: a copy whose bytes no longer have its sum (a disk
 // fault, someone's hand) is removed and refused, so that an upload
 // replaces it.
-func (s *Server) prepareArtifact(spec MemberSpec) (string, error) {
+func (s *Server) prepareArtifact(spec wire.MemberSpec) (string, error) {
 	a, ok := s.storedArtifact(spec.SHA256)
 	if !ok {
 		return "", artifactUnknown(spec.SHA256, "is not in this agent's store")
@@ -140,7 +133,7 @@ func (s *Server) handleGetArtifact(w http.ResponseWriter, r *http.Request) {
 	}
 	a, ok := s.storedArtifact(sum)
 	if !ok {
-		writeError(w, &apiError{http.StatusNotFound, CodeNotFound,
+		writeError(w, &apiError{http.StatusNotFound, wire.CodeNotFound,
 			fmt.Sprintf("artifact sha256 %s is not in this agent's store: upload it with PUT /v1/artifacts/%s", sum, sum)})
 		return
 	}
@@ -171,15 +164,15 @@ func (s *Server) putArtifact(w http.ResponseWriter, r *http.Request) (int, Artif
 	name := r.URL.Query().Get("name")
 	if name == "" {
 		name = defaultArtifactName
-	} else if !artifactNameRE.MatchString(name) {
-		return 0, Artifact{}, badRequest("name=%q: want a plain file name, %s", truncate(name, 80), artifactNameRE)
+	} else if !wire.ArtifactNameRE.MatchString(name) {
+		return 0, Artifact{}, badRequest("name=%q: want a plain file name, %s", truncate(name, 80), wire.ArtifactNameRE)
 	}
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/octet-stream" {
 			return 0, Artifact{}, badRequest("Content-Type %q: an artifact is sent as application/octet-stream", truncate(ct, 80))
 		}
 	}
-	tooLarge := &apiError{http.StatusRequestEntityTooLarge, CodeTooLarge,
+	tooLarge := &apiError{http.StatusRequestEntityTooLarge, wire.CodeTooLarge,
 		fmt.Sprintf("the artifact is larger than the %s this agent accepts (--max-artifact-size): nothing kept", safefile.Size(s.maxArtifact))}
 	if r.ContentLength > s.maxArtifact {
 		return 0, Artifact{}, tooLarge
@@ -217,7 +210,7 @@ func (s *Server) putArtifact(w http.ResponseWriter, r *http.Request) (int, Artif
 		return 0, Artifact{}, tooLarge
 	case ctx.Err() != nil, errors.Is(err, os.ErrDeadlineExceeded):
 		s.log.Info("artifact upload abandoned (its client left, the agent stops, or the upload timeout passed)", "sha256", want, "received", n)
-		return 0, Artifact{}, &apiError{http.StatusRequestTimeout, CodeUploadAbandoned,
+		return 0, Artifact{}, &apiError{http.StatusRequestTimeout, wire.CodeUploadAbandoned,
 			fmt.Sprintf("the upload did not complete within %s, or was abandoned: nothing kept", s.uploadTimeout)}
 	default:
 		return 0, Artifact{}, badRequest("the upload could not be read: %v: nothing kept", err)
@@ -225,7 +218,7 @@ func (s *Server) putArtifact(w http.ResponseWriter, r *http.Request) (int, Artif
 	if sum != want {
 		// The caller's own bytes: their sum tells it nothing it could
 		// not compute itself.
-		return 0, Artifact{}, &apiError{http.StatusUnprocessableEntity, CodeChecksumMismatch,
+		return 0, Artifact{}, &apiError{http.StatusUnprocessableEntity, wire.CodeChecksumMismatch,
 			fmt.Sprintf("the uploaded artifact has sha256 %s, not %s (the one in the path): nothing kept; check the release's sha256 and its file", sum, want)}
 	}
 
@@ -276,10 +269,6 @@ func (s *Server) checkStored(path, sum string) error {
 	if s.inStore(path, sum) {
 		return nil
 	}
-	return &apiError{http.StatusForbidden, CodeArtifactUnknown,
+	return &apiError{http.StatusForbidden, wire.CodeArtifactUnknown,
 		fmt.Sprintf("%s is not a file of this agent's artifact store (%s/%s/): not run; start the member again through ferry, which uploads its artifact", path, s.artifactsDir(), sum)}
 }
-
-// ValidArtifactName reports whether name may name an uploaded artifact's
-// file in the store (PUT /v1/artifacts/{sha256}?name=).
-func ValidArtifactName(name string) bool { return artifactNameRE.MatchString(name) }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/agent/agenttest"
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 )
 
 // TestArtifactStore: an upload is kept under its sum (0755, named by
@@ -94,7 +95,7 @@ func TestArtifactStore(t *testing.T) {
 	// Its length announced, and not (chunked): refused either way.
 	small := startAgentConfig(t, Config{Dir: t.TempDir(), MaxArtifactSize: limit})
 	code, body = uploadFile(t, small.hs.Client(), small.hs.URL, small.token, p.V2.Path, p.V2.SHA256)
-	if code != 413 || decodeError(t, body).Code != CodeTooLarge || !strings.Contains(string(body), "1 MiB") {
+	if code != 413 || decodeError(t, body).Code != wire.CodeTooLarge || !strings.Contains(string(body), "1 MiB") {
 		t.Errorf("upload over the bound: %d %s", code, body)
 	}
 	f, _ = os.Open(p.V2.Path)
@@ -134,7 +135,7 @@ func TestStoreCopyCorrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, body := a.call("PUT", "/v1/members/db", spec(p.V2, tag))
-	if code != 403 || decodeError(t, body).Code != CodeArtifactUnknown || !strings.Contains(string(body), "another sum") {
+	if code != 403 || decodeError(t, body).Code != wire.CodeArtifactUnknown || !strings.Contains(string(body), "another sum") {
 		t.Fatalf("PUT of a corrupted stored artifact: %d %s", code, body)
 	}
 	if st := a.get("db"); !st.Running || st.PID != old.PID {
@@ -164,7 +165,7 @@ func TestRecordOutsideStoreNotRun(t *testing.T) {
 	}
 	s.Close()
 	r := record{Name: "m", Version: "1.0.0", SHA256: p.V1.SHA256, Artifact: p.V1.Path,
-		Args: []string{"-addr=127.0.0.1:0", agenttest.TagArg(tag)}, Restart: RestartOnFailure,
+		Args: []string{"-addr=127.0.0.1:0", agenttest.TagArg(tag)}, Restart: wire.RestartOnFailure,
 		RestartPending: true, Instance: 1, Since: time.Now()}
 	b, _ := json.Marshal(r)
 	if err := os.WriteFile(filepath.Join(dir, "state", "m.json"), b, 0o600); err != nil {
@@ -210,7 +211,7 @@ func TestInStore(t *testing.T) {
 	}
 	for name, ok := range map[string]bool{"member": true, "sample-2.0.0": true, "etcd": true, "a+b_c": true,
 		"": false, ".x": false, "../x": false, "a/b": false, "-x": false, strings.Repeat("a", 129): false, "a b": false} {
-		if ValidArtifactName(name) != ok {
+		if wire.ValidArtifactName(name) != ok {
 			t.Errorf("ValidArtifactName(%q) = %v", name, !ok)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/agent/agenttest"
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 )
 
 // agentProc is an agent running as its own process (testdata/agentmain).
@@ -108,7 +109,7 @@ func (ap *agentProc) call(method, path string, body any) (int, []byte) {
 	return resp.StatusCode, out
 }
 
-func (ap *agentProc) status(method, path string, body any) Status {
+func (ap *agentProc) status(method, path string, body any) wire.Status {
 	ap.t.Helper()
 	code, out := ap.call(method, path, body)
 	if code != 200 {
@@ -156,7 +157,7 @@ func TestMembersSurviveAgentCrash(t *testing.T) {
 		t.Fatalf("PUT restarted the adopted member: %+v", again)
 	}
 
-	stopped := a2.status("POST", "/v1/members/db-1/stop", StopRequest{TimeoutMS: 5000})
+	stopped := a2.status("POST", "/v1/members/db-1/stop", wire.StopRequest{TimeoutMS: 5000})
 	if stopped.Running || stopped.Version != "1.0.0" {
 		t.Errorf("after stop: %+v", stopped)
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 	"github.com/ferry-upgrade/ferry/internal/memberfile"
 )
 
@@ -24,7 +25,7 @@ const (
 
 // validateFiles checks a spec's files: count, paths, modes, sizes,
 // and that no path is given twice or is a directory of another.
-func validateFiles(files []FileSpec) error {
+func validateFiles(files []wire.FileSpec) error {
 	if len(files) > maxFiles {
 		return badRequest("more than %d files", maxFiles)
 	}
@@ -58,12 +59,12 @@ func validateFiles(files []FileSpec) error {
 // in path order, or "" when there are none (so that a spec without
 // files matches the record of an agent that knew no files). It is
 // what PUT compares to tell a change of configuration.
-func filesDigest(files []FileSpec) string {
+func filesDigest(files []wire.FileSpec) string {
 	if len(files) == 0 {
 		return ""
 	}
 	sorted := slices.Clone(files)
-	slices.SortFunc(sorted, func(a, b FileSpec) int { return strings.Compare(a.Path, b.Path) })
+	slices.SortFunc(sorted, func(a, b wire.FileSpec) int { return strings.Compare(a.Path, b.Path) })
 	h := sha256.New()
 	var n [8]byte
 	for _, f := range sorted {
@@ -82,7 +83,7 @@ func filesDigest(files []FileSpec) string {
 // and renamed over the old one; directories are created 0755. It works
 // through an os.Root on dir, so that a symbolic link the member left
 // in its directory cannot send a write outside it.
-func writeFiles(dir string, files []FileSpec) error {
+func writeFiles(dir string, files []wire.FileSpec) error {
 	if len(files) == 0 {
 		return nil
 	}

@@ -8,29 +8,30 @@ import (
 	"testing"
 
 	"github.com/ferry-upgrade/ferry/internal/agent/agenttest"
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 )
 
 func TestValidateFiles(t *testing.T) {
-	many := make([]FileSpec, maxFiles+1)
+	many := make([]wire.FileSpec, maxFiles+1)
 	for i := range many {
-		many[i] = FileSpec{Path: fmt.Sprintf("f%d", i)}
+		many[i] = wire.FileSpec{Path: fmt.Sprintf("f%d", i)}
 	}
 	for _, c := range []struct {
 		name  string
-		files []FileSpec
+		files []wire.FileSpec
 		err   string
 	}{
 		{"none", nil, ""},
-		{"two", []FileSpec{{Path: "a", Content: "x"}, {Path: "d/b", Mode: "0644"}}, ""},
-		{"1 MiB", []FileSpec{{Path: "a", Content: strings.Repeat("x", maxFileBytes)}}, ""},
+		{"two", []wire.FileSpec{{Path: "a", Content: "x"}, {Path: "d/b", Mode: "0644"}}, ""},
+		{"1 MiB", []wire.FileSpec{{Path: "a", Content: strings.Repeat("x", maxFileBytes)}}, ""},
 		{"64 files", many[:maxFiles], ""},
 		{"65 files", many, "more than 64 files"},
-		{"too big", []FileSpec{{Path: "a", Content: strings.Repeat("x", maxFileBytes+1)}}, "more than 1048576"},
-		{"twice", []FileSpec{{Path: "a"}, {Path: "a"}}, "given twice"},
-		{"file and dir", []FileSpec{{Path: "conf"}, {Path: "conf/x"}}, "also the directory"},
-		{"deep file and dir", []FileSpec{{Path: "a/b/c/d"}, {Path: "a/b"}}, "also the directory"},
-		{"bad path", []FileSpec{{Path: "ok"}, {Path: "../x"}}, "files[1]"},
-		{"bad mode", []FileSpec{{Path: "ok", Mode: "4755"}}, "files[0] (ok)"},
+		{"too big", []wire.FileSpec{{Path: "a", Content: strings.Repeat("x", maxFileBytes+1)}}, "more than 1048576"},
+		{"twice", []wire.FileSpec{{Path: "a"}, {Path: "a"}}, "given twice"},
+		{"file and dir", []wire.FileSpec{{Path: "conf"}, {Path: "conf/x"}}, "also the directory"},
+		{"deep file and dir", []wire.FileSpec{{Path: "a/b/c/d"}, {Path: "a/b"}}, "also the directory"},
+		{"bad path", []wire.FileSpec{{Path: "ok"}, {Path: "../x"}}, "files[1]"},
+		{"bad mode", []wire.FileSpec{{Path: "ok", Mode: "4755"}}, "files[0] (ok)"},
 	} {
 		err := validateFiles(c.files)
 		switch {
@@ -43,15 +44,15 @@ func TestValidateFiles(t *testing.T) {
 }
 
 func TestFilesDigest(t *testing.T) {
-	a := []FileSpec{{Path: "a", Content: "1"}, {Path: "b", Mode: "0644", Content: "2"}}
+	a := []wire.FileSpec{{Path: "a", Content: "1"}, {Path: "b", Mode: "0644", Content: "2"}}
 	if filesDigest(nil) != "" {
 		t.Errorf("no files: digest %q, want empty", filesDigest(nil))
 	}
-	same := []FileSpec{{Path: "b", Mode: "644", Content: "2"}, {Path: "a", Mode: "0600", Content: "1"}}
+	same := []wire.FileSpec{{Path: "b", Mode: "644", Content: "2"}, {Path: "a", Mode: "0600", Content: "1"}}
 	if filesDigest(a) != filesDigest(same) {
 		t.Errorf("the same files in another order, with modes written otherwise, differ")
 	}
-	for name, other := range map[string][]FileSpec{
+	for name, other := range map[string][]wire.FileSpec{
 		"content": {{Path: "a", Content: "1"}, {Path: "b", Mode: "0644", Content: "3"}},
 		"mode":    {{Path: "a", Content: "1"}, {Path: "b", Mode: "0640", Content: "2"}},
 		"path":    {{Path: "a", Content: "1"}, {Path: "c", Mode: "0644", Content: "2"}},
@@ -77,7 +78,7 @@ func TestFilesWrittenBeforeStart(t *testing.T) {
 	marker := filepath.Join(t.TempDir(), "sigterm")
 
 	sp := spec(p.V1, tag, "-read=conf/app.conf", "-marker="+marker)
-	sp.Files = []FileSpec{
+	sp.Files = []wire.FileSpec{
 		{Path: "conf/app.conf", Mode: "0640", Content: "listen = 1\n"},
 		{Path: "secret", Content: "s3cret"},
 	}
@@ -101,14 +102,14 @@ func TestFilesWrittenBeforeStart(t *testing.T) {
 
 	// The same files, in another order: a no-op.
 	again := sp
-	again.Files = []FileSpec{sp.Files[1], sp.Files[0]}
+	again.Files = []wire.FileSpec{sp.Files[1], sp.Files[0]}
 	if st2 := a.put("cfg", again); st2.PID != st.PID || st2.Instance != 1 {
 		t.Fatalf("the same files restarted the member: %+v", st2)
 	}
 
 	// Changed content: a graceful restart with the new file.
 	changed := sp
-	changed.Files = []FileSpec{{Path: "conf/app.conf", Mode: "0640", Content: "listen = 2\n"}, sp.Files[1]}
+	changed.Files = []wire.FileSpec{{Path: "conf/app.conf", Mode: "0640", Content: "listen = 2\n"}, sp.Files[1]}
 	st3 := a.put("cfg", changed)
 	if st3.PID == st.PID || st3.Instance != 2 || st3.Version != "1.0.0" {
 		t.Fatalf("changed files: %+v", st3)
@@ -121,7 +122,7 @@ func TestFilesWrittenBeforeStart(t *testing.T) {
 	}
 	// A changed mode alone is a change too.
 	mode := changed
-	mode.Files = []FileSpec{{Path: "conf/app.conf", Mode: "0600", Content: "listen = 2\n"}, sp.Files[1]}
+	mode.Files = []wire.FileSpec{{Path: "conf/app.conf", Mode: "0600", Content: "listen = 2\n"}, sp.Files[1]}
 	if st4 := a.put("cfg", mode); st4.Instance != 3 {
 		t.Errorf("a changed mode: %+v", st4)
 	}
@@ -137,7 +138,7 @@ func TestFilesRefused(t *testing.T) {
 	p := progs(t)
 	tag := testTag(t)
 	a := startAgent(t, t.TempDir())
-	for _, f := range []FileSpec{
+	for _, f := range []wire.FileSpec{
 		{Path: "/etc/ferry-test"},
 		{Path: "../escape"},
 		{Path: "a/../../escape"},
@@ -149,9 +150,9 @@ func TestFilesRefused(t *testing.T) {
 		{Path: "ok", Content: strings.Repeat("x", maxFileBytes+1)},
 	} {
 		sp := spec(p.V1, tag)
-		sp.Files = []FileSpec{f}
+		sp.Files = []wire.FileSpec{f}
 		code, body := a.call("PUT", "/v1/members/bad", sp)
-		if code != 400 || decodeError(t, body).Code != CodeBadRequest || !strings.Contains(string(body), "files[0]") {
+		if code != 400 || decodeError(t, body).Code != wire.CodeBadRequest || !strings.Contains(string(body), "files[0]") {
 			t.Errorf("file %+.60v: %d %s", f, code, body)
 		}
 	}
@@ -170,7 +171,7 @@ func TestFilesRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp := spec(p.V1, tag)
-	sp.Files = []FileSpec{{Path: "out/pwned", Content: "x"}}
+	sp.Files = []wire.FileSpec{{Path: "out/pwned", Content: "x"}}
 	code, body := a.call("PUT", "/v1/members/linked", sp)
 	if code < 400 || !strings.Contains(string(body), "out/pwned") {
 		t.Errorf("write through a link: %d %s", code, body)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/agent/agenttest"
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 )
 
 var (
@@ -195,7 +196,7 @@ func (a *testAgent) callToken(method, path string, body any, token string) (int,
 	case nil:
 	case string:
 		r = strings.NewReader(b)
-	case MemberSpec:
+	case wire.MemberSpec:
 		if method == "PUT" && token != "" {
 			a.uploadFor(b.SHA256)
 		}
@@ -234,7 +235,7 @@ func (a *testAgent) callToken(method, path string, body any, token string) (int,
 }
 
 // put PUTs a spec and expects 200.
-func (a *testAgent) put(name string, spec MemberSpec) Status {
+func (a *testAgent) put(name string, spec wire.MemberSpec) wire.Status {
 	a.t.Helper()
 	code, body := a.call("PUT", "/v1/members/"+name, spec)
 	if code != 200 {
@@ -243,11 +244,11 @@ func (a *testAgent) put(name string, spec MemberSpec) Status {
 	return decodeStatus(a.t, body)
 }
 
-func (a *testAgent) stop(name string, timeoutMS int64) Status {
+func (a *testAgent) stop(name string, timeoutMS int64) wire.Status {
 	a.t.Helper()
 	var body any
 	if timeoutMS != 0 {
-		body = StopRequest{TimeoutMS: timeoutMS}
+		body = wire.StopRequest{TimeoutMS: timeoutMS}
 	}
 	code, out := a.call("POST", "/v1/members/"+name+"/stop", body)
 	if code != 200 {
@@ -256,7 +257,7 @@ func (a *testAgent) stop(name string, timeoutMS int64) Status {
 	return decodeStatus(a.t, out)
 }
 
-func (a *testAgent) get(name string) Status {
+func (a *testAgent) get(name string) wire.Status {
 	a.t.Helper()
 	code, out := a.call("GET", "/v1/members/"+name, nil)
 	if code != 200 {
@@ -265,18 +266,18 @@ func (a *testAgent) get(name string) Status {
 	return decodeStatus(a.t, out)
 }
 
-func decodeStatus(t *testing.T, b []byte) Status {
+func decodeStatus(t *testing.T, b []byte) wire.Status {
 	t.Helper()
-	var st Status
+	var st wire.Status
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatalf("status %s: %v", b, err)
 	}
 	return st
 }
 
-func decodeError(t *testing.T, b []byte) ErrorBody {
+func decodeError(t *testing.T, b []byte) wire.ErrorBody {
 	t.Helper()
-	var e ErrorBody
+	var e wire.ErrorBody
 	if err := json.Unmarshal(b, &e); err != nil || e.Code == "" || e.Message == "" {
 		t.Fatalf("not an error body: %s (%v)", b, err)
 	}
@@ -286,9 +287,9 @@ func decodeError(t *testing.T, b []byte) ErrorBody {
 // spec returns a PUT body for the member program; extra args follow
 // the standard ones (listen on a free port, write ready.json in the
 // member's directory, carry the test's tag).
-func spec(a agenttest.Artifact, tag string, extra ...string) MemberSpec {
+func spec(a agenttest.Artifact, tag string, extra ...string) wire.MemberSpec {
 	args := append([]string{"-addr=127.0.0.1:0", "-ready=ready.json", agenttest.TagArg(tag)}, extra...)
-	return MemberSpec{Version: a.Version, SHA256: a.SHA256, Args: args}
+	return wire.MemberSpec{Version: a.Version, SHA256: a.SHA256, Args: args}
 }
 
 // memberInfo is what the member program reports.
@@ -349,9 +350,9 @@ func (a *testAgent) logs(name string, previous bool, lines int) string {
 }
 
 // waitStatus waits until the member's status satisfies cond.
-func (a *testAgent) waitStatus(name string, d time.Duration, cond func(Status) bool) Status {
+func (a *testAgent) waitStatus(name string, d time.Duration, cond func(wire.Status) bool) wire.Status {
 	a.t.Helper()
-	var st Status
+	var st wire.Status
 	if msg := agenttest.WaitFor(d, func() (bool, string) {
 		st = a.get(name)
 		return cond(st), fmt.Sprintf("%+v", st)
@@ -380,7 +381,7 @@ func processAlive(pid int) bool {
 func (a *testAgent) try(method, path string, body any, timeout time.Duration) (int, []byte, error) {
 	var r io.Reader
 	if body != nil {
-		if sp, ok := body.(MemberSpec); ok && method == "PUT" {
+		if sp, ok := body.(wire.MemberSpec); ok && method == "PUT" {
 			a.uploadFor(sp.SHA256)
 		}
 		j, err := json.Marshal(body)

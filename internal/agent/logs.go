@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 )
 
 // Output of the members. The process writes its stdout and stderr
@@ -32,8 +34,6 @@ const (
 	DefaultLogLimit = 4 << 20
 	logKeepEvery    = time.Second
 
-	// MaxLogLines is the most lines GET .../logs returns at once.
-	MaxLogLines     = 10000
 	defaultLogLines = 100
 )
 
@@ -234,17 +234,17 @@ var errNoLog = errors.New("no such log")
 // Logs returns the last lines (1..MaxLogLines) of the output of the
 // member's current (or last) instance, or of the one before it.
 func (s *Server) Logs(name string, previous bool, lines int) ([]byte, error) {
-	if lines < 1 || lines > MaxLogLines {
-		return nil, badRequest("lines must be between 1 and %d, got %d", MaxLogLines, lines)
+	if lines < 1 || lines > wire.MaxLogLines {
+		return nil, badRequest("lines must be between 1 and %d, got %d", wire.MaxLogLines, lines)
 	}
 	s.mu.Lock()
 	m := s.members[name]
 	s.mu.Unlock()
 	if m == nil {
-		return nil, &apiError{404, CodeNotFound, fmt.Sprintf("member %s is not known to this agent", name)}
+		return nil, &apiError{404, wire.CodeNotFound, fmt.Sprintf("member %s is not known to this agent", name)}
 	}
 	if _, ok := m.status(); !ok {
-		return nil, &apiError{404, CodeNotFound, fmt.Sprintf("member %s is not known to this agent", name)}
+		return nil, &apiError{404, wire.CodeNotFound, fmt.Sprintf("member %s is not known to this agent", name)}
 	}
 	old, live := s.logFiles(name, previous)
 	m.logMu.Lock()
@@ -260,7 +260,7 @@ func (s *Server) Logs(name string, previous bool, lines int) ([]byte, error) {
 		if previous {
 			what = "previous instance"
 		}
-		return nil, &apiError{404, CodeNotFound, fmt.Sprintf("member %s has no %s", name, what)}
+		return nil, &apiError{404, wire.CodeNotFound, fmt.Sprintf("member %s has no %s", name, what)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the output of %s: %w", name, err)

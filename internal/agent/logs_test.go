@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/agent/agenttest"
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 )
 
 func TestLastLines(t *testing.T) {
@@ -42,7 +43,7 @@ func TestLogsCurrentAndPrevious(t *testing.T) {
 	tag := testTag(t)
 	a := startAgent(t, t.TempDir())
 
-	if code, body := a.call("GET", "/v1/members/web/logs", nil); code != 404 || decodeError(t, body).Code != CodeNotFound {
+	if code, body := a.call("GET", "/v1/members/web/logs", nil); code != 404 || decodeError(t, body).Code != wire.CodeNotFound {
 		t.Errorf("logs of an unknown member: %d %s", code, body)
 	}
 	v1 := a.put("web", spec(p.V1, tag, "-lines=5"))
@@ -93,7 +94,7 @@ func TestLogsCurrentAndPrevious(t *testing.T) {
 
 	for _, q := range []string{"lines=0", "lines=-1", "lines=10001", "lines=ten", "previous=maybe"} {
 		code, body := a.call("GET", "/v1/members/web/logs?"+q, nil)
-		if code != 400 || decodeError(t, body).Code != CodeBadRequest {
+		if code != 400 || decodeError(t, body).Code != wire.CodeBadRequest {
 			t.Errorf("logs?%s: %d %s", q, code, body)
 		}
 	}
@@ -141,7 +142,7 @@ func TestLogsBounded(t *testing.T) {
 	}); msg != "" {
 		t.Fatal(msg)
 	}
-	all := a.logs("chatty", false, MaxLogLines)
+	all := a.logs("chatty", false, wire.MaxLogLines)
 	lines := strings.Split(strings.TrimSuffix(all, "\n"), "\n")
 	if !strings.HasSuffix(all, last) || len(all) > limit || strings.Contains(all, "line 0 of") {
 		t.Errorf("kept %d bytes, %d lines, from %q to %q", len(all), len(lines), lines[0], lines[len(lines)-1])
@@ -158,7 +159,7 @@ func TestLogsBounded(t *testing.T) {
 
 	// The next instance: the previous one's output stays bounded.
 	a.put("chatty", spec(p.V2, tag))
-	if prev := a.logs("chatty", true, MaxLogLines); !strings.HasSuffix(prev, "got SIGTERM\n") || len(prev) > limit || !strings.Contains(prev, last) {
+	if prev := a.logs("chatty", true, wire.MaxLogLines); !strings.HasSuffix(prev, "got SIGTERM\n") || len(prev) > limit || !strings.Contains(prev, last) {
 		t.Errorf("previous: %d bytes, ends %q", len(prev), prev[max(0, len(prev)-80):])
 	}
 	if n := size("previous.log", "previous.old.log"); n > limit {

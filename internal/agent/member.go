@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 	"github.com/ferry-upgrade/ferry/internal/checksum"
 )
 
@@ -63,27 +64,27 @@ type proc struct {
 	stopNote string
 }
 
-func (m *member) status() (Status, bool) {
+func (m *member) status() (wire.Status, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.known {
-		return Status{}, false
+		return wire.Status{}, false
 	}
 	return m.statusLocked(), true
 }
 
 // runningStatus is the member's status if a process of it runs (its
 // own or adopted).
-func (m *member) runningStatus() (Status, bool) {
+func (m *member) runningStatus() (wire.Status, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.known || m.proc == nil {
-		return Status{}, false
+		return wire.Status{}, false
 	}
 	return m.statusLocked(), true
 }
 
-func (m *member) statusLocked() Status {
+func (m *member) statusLocked() wire.Status {
 	st := m.rec.status()
 	if m.rec.RestartPending && !m.nextRestart.IsZero() {
 		t := m.nextRestart
@@ -134,7 +135,7 @@ func (s *Server) markGone(m *member, p *proc, detail string, code *int) {
 		if !s.closed.Load() {
 			s.log.Info("member exited", "member", m.name, "pid", p.pid, "detail", detail)
 		}
-		if !asked && m.rec.Restart == RestartOnFailure {
+		if !asked && m.rec.Restart == wire.RestartOnFailure {
 			s.scheduleRestartLocked(m, time.Since(m.rec.Since))
 		}
 		s.persistLocked(m)
@@ -184,7 +185,7 @@ func (s *Server) adopt(r *record) {
 		return
 	}
 	if !r.Running {
-		if r.RestartPending && r.Restart == RestartOnFailure {
+		if r.RestartPending && r.Restart == wire.RestartOnFailure {
 			// The agent before died with a restart pending.
 			m.mu.Lock()
 			s.scheduleRestartLocked(m, 0)
@@ -198,7 +199,7 @@ func (s *Server) adopt(r *record) {
 		m.rec.Running = false
 		m.rec.Detail = "exited while the agent was down (status unknown)"
 		m.rec.ExitCode = nil
-		if m.rec.Restart == RestartOnFailure {
+		if m.rec.Restart == wire.RestartOnFailure {
 			s.scheduleRestartLocked(m, 0)
 		}
 		s.persistLocked(m)
@@ -223,7 +224,7 @@ func (s *Server) recoverStart(m *member) {
 	m.rec.Starting = nil
 	pid, start, ok := findMemberProcess(filepath.Join(s.dir, "members", m.name), pd.Artifact)
 	if !ok {
-		if m.rec.RestartPending && m.rec.Restart == RestartOnFailure {
+		if m.rec.RestartPending && m.rec.Restart == wire.RestartOnFailure {
 			// It was a restart of the agent's own: it is still due.
 			s.scheduleRestartLocked(m, 0)
 		}
@@ -319,7 +320,7 @@ func signalName(sig syscall.Signal) string {
 
 // ensure makes the member run exactly the artifact of spec, with its
 // files.
-func (s *Server) ensure(name string, spec MemberSpec) (Status, error) {
+func (s *Server) ensure(name string, spec wire.MemberSpec) (wire.Status, error) {
 	m := s.getMember(name, true)
 	m.op.Lock()
 	defer m.op.Unlock()
@@ -350,7 +351,7 @@ func (s *Server) ensure(name string, spec MemberSpec) (Status, error) {
 	// pending).
 	artifact, err := s.prepareArtifact(spec)
 	if err != nil {
-		return Status{}, err
+		return wire.Status{}, err
 	}
 
 	s.cancelRestart(m) // the PUT starts the member now
@@ -365,17 +366,17 @@ func (s *Server) ensure(name string, spec MemberSpec) (Status, error) {
 	// An adopted process is stopped like any other: gracefully, then
 	// killed after the timeout; from now on the member is the agent's.
 	if err := s.stopLocked(m, timeout, stopSignal(sig)); err != nil {
-		return Status{}, err
+		return wire.Status{}, err
 	}
 	return s.startLocked(m, spec, artifact)
 }
 
 // stop stops the member gracefully; timeout 0 and signal "" mean the
 // member's own.
-func (s *Server) stop(name string, timeout time.Duration, signal string) (Status, error) {
+func (s *Server) stop(name string, timeout time.Duration, signal string) (wire.Status, error) {
 	m := s.getMember(name, false)
 	if m == nil {
-		return Status{Name: name}, nil
+		return wire.Status{Name: name}, nil
 	}
 	m.op.Lock()
 	defer m.op.Unlock()
@@ -391,11 +392,11 @@ func (s *Server) stop(name string, timeout time.Duration, signal string) (Status
 	}
 	m.mu.Unlock()
 	if err := s.stopLocked(m, timeout, stopSignal(signal)); err != nil {
-		return Status{}, err
+		return wire.Status{}, err
 	}
 	st, ok := m.status()
 	if !ok {
-		return Status{Name: name}, nil
+		return wire.Status{Name: name}, nil
 	}
 	return st, nil
 }
@@ -409,7 +410,7 @@ const killWait = 10 * time.Second
 // adopted), then SIGKILL after timeout. m.op must be held.
 func (s *Server) stopLocked(m *member, timeout time.Duration, sig syscall.Signal) error {
 	if timeout <= 0 {
-		timeout = DefaultStopTimeout
+		timeout = wire.DefaultStopTimeout
 	}
 	m.mu.Lock()
 	p := m.proc
@@ -494,10 +495,10 @@ func (s *Server) waitGone(m *member, p *proc, d time.Duration) bool {
 // startLocked starts the artifact for the member after a PUT: its
 // files first, then the process, with its restart count back at 0.
 // m.op must be held and the member must not be running.
-func (s *Server) startLocked(m *member, spec MemberSpec, artifact string) (Status, error) {
+func (s *Server) startLocked(m *member, spec wire.MemberSpec, artifact string) (wire.Status, error) {
 	cwd := filepath.Join(s.dir, "members", m.name)
 	if err := os.MkdirAll(cwd, 0o755); err != nil {
-		return Status{}, err
+		return wire.Status{}, err
 	}
 	if err := writeFiles(cwd, spec.Files); err != nil {
 		err = fmt.Errorf("member %s not started: writing its files: %w", m.name, err)
@@ -507,7 +508,7 @@ func (s *Server) startLocked(m *member, spec MemberSpec, artifact string) (Statu
 			s.persistLocked(m)
 		}
 		m.mu.Unlock()
-		return Status{}, err
+		return wire.Status{}, err
 	}
 	return s.spawn(m, pending{
 		Version:       spec.Version,
@@ -527,20 +528,20 @@ func (s *Server) startLocked(m *member, spec MemberSpec, artifact string) (Statu
 // with its own output file; m.op must be held and the member must not
 // be running. A start that fails at exec is recorded; a restart that
 // does is scheduled again (supervise.go).
-func (s *Server) spawn(m *member, pd pending) (Status, error) {
+func (s *Server) spawn(m *member, pd pending) (wire.Status, error) {
 	if err := s.checkStored(pd.Artifact, pd.SHA256); err != nil {
 		s.log.Error("member not started", "member", m.name, "err", err)
-		return Status{}, err
+		return wire.Status{}, err
 	}
 	cwd := filepath.Join(s.dir, "members", m.name)
 	if err := os.MkdirAll(cwd, 0o755); err != nil {
-		return Status{}, err
+		return wire.Status{}, err
 	}
 	m.logMu.Lock()
 	logf, err := s.newInstanceLog(m.name)
 	m.logMu.Unlock()
 	if err != nil {
-		return Status{}, fmt.Errorf("member %s not started: its output file: %w", m.name, err)
+		return wire.Status{}, fmt.Errorf("member %s not started: its output file: %w", m.name, err)
 	}
 	m.mu.Lock()
 	instance := m.rec.Instance + 1
@@ -565,7 +566,7 @@ func (s *Server) spawn(m *member, pd pending) (Status, error) {
 	m.mu.Unlock()
 	if err != nil {
 		logf.Close()
-		return Status{}, fmt.Errorf("member %s not started: %w", m.name, err)
+		return wire.Status{}, fmt.Errorf("member %s not started: %w", m.name, err)
 	}
 
 	env := os.Environ()
@@ -615,7 +616,7 @@ func (s *Server) spawn(m *member, pd pending) (Status, error) {
 		s.persistLocked(m)
 		m.mu.Unlock()
 		s.log.Error("member start failed", "member", m.name, "version", pd.Version, "err", err)
-		return Status{}, &apiError{http.StatusInternalServerError, CodeStartFailed,
+		return wire.Status{}, &apiError{http.StatusInternalServerError, wire.CodeStartFailed,
 			fmt.Sprintf("starting %s: %v", m.name, err)}
 	}
 	logf.Close() // the child has its own descriptor
@@ -640,7 +641,7 @@ func (s *Server) spawn(m *member, pd pending) (Status, error) {
 	s.log.Info("member started", "member", m.name, "pid", pid, "version", pd.Version,
 		"instance", instance, "restarts", pd.Restarts)
 	if perr != nil {
-		return Status{}, fmt.Errorf("member %s started (pid %d) but its state was not saved: %w", m.name, pid, perr)
+		return wire.Status{}, fmt.Errorf("member %s started (pid %d) but its state was not saved: %w", m.name, pid, perr)
 	}
 	return st, nil
 }

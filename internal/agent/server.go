@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ferry-upgrade/ferry/internal/bearer"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +18,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
+	"github.com/ferry-upgrade/ferry/internal/bearer"
 )
 
 // Config configures an agent.
@@ -134,7 +136,7 @@ func New(cfg Config) (*Server, error) {
 		logEvery: cmp.Or(cfg.logEvery, logKeepEvery),
 
 		maxArtifact:   cmp.Or(cfg.MaxArtifactSize, DefaultMaxArtifactSize),
-		uploadTimeout: cmp.Or(cfg.uploadTimeout, DefaultUploadTimeout),
+		uploadTimeout: cmp.Or(cfg.uploadTimeout, wire.DefaultUploadTimeout),
 	}
 	if s.maxArtifact < 0 {
 		return nil, fmt.Errorf("agent: MaxArtifactSize %d: want a number of bytes above 0", s.maxArtifact)
@@ -265,7 +267,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/members/{name}/adopt", s.handleAdopt)
 	mux.HandleFunc("GET /v1/members/{name}/logs", s.handleLogs)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &apiError{http.StatusNotFound, CodeNotFound,
+		writeError(w, &apiError{http.StatusNotFound, wire.CodeNotFound,
 			fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -281,7 +283,7 @@ func (s *Server) routes() http.Handler {
 		health := r.URL.Path == "/v1/health" && (r.Method == http.MethodGet || r.Method == http.MethodHead)
 		if !health && s.token.Check(r) != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="ferry-agent"`)
-			writeError(w, &apiError{http.StatusUnauthorized, CodeUnauthorized,
+			writeError(w, &apiError{http.StatusUnauthorized, wire.CodeUnauthorized,
 				"missing or wrong bearer token"})
 			return
 		}
@@ -295,13 +297,13 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if !ValidName(name) {
+	if !wire.ValidName(name) {
 		writeError(w, badName(name))
 		return
 	}
 	st, ok := s.Get(name)
 	if !ok {
-		writeError(w, &apiError{http.StatusNotFound, CodeNotFound,
+		writeError(w, &apiError{http.StatusNotFound, wire.CodeNotFound,
 			fmt.Sprintf("member %s is not known to this agent", name)})
 		return
 	}
@@ -310,7 +312,7 @@ func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if !ValidName(name) {
+	if !wire.ValidName(name) {
 		writeError(w, badName(name))
 		return
 	}
@@ -334,7 +336,7 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleStop(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if !ValidName(name) {
+	if !wire.ValidName(name) {
 		writeError(w, badName(name))
 		return
 	}
@@ -358,7 +360,7 @@ func (s *Server) handleStop(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if !ValidName(name) {
+	if !wire.ValidName(name) {
 		writeError(w, badName(name))
 		return
 	}
@@ -376,7 +378,7 @@ func (s *Server) handleLogs(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("lines"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			writeError(w, badRequest("lines=%q: want a number of lines, 1 to %d", truncate(v, 20), MaxLogLines))
+			writeError(w, badRequest("lines=%q: want a number of lines, 1 to %d", truncate(v, 20), wire.MaxLogLines))
 			return
 		}
 		lines = n
@@ -413,7 +415,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		status = http.StatusInternalServerError
-		b, _ = json.Marshal(ErrorBody{Code: CodeInternal, Message: err.Error()})
+		b, _ = json.Marshal(wire.ErrorBody{Code: wire.CodeInternal, Message: err.Error()})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -426,28 +428,28 @@ func writeError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.As(err, &ae):
 	case isBadRequest(err):
-		ae = &apiError{http.StatusBadRequest, CodeBadRequest, err.Error()}
+		ae = &apiError{http.StatusBadRequest, wire.CodeBadRequest, err.Error()}
 	default:
-		ae = &apiError{http.StatusInternalServerError, CodeInternal, err.Error()}
+		ae = &apiError{http.StatusInternalServerError, wire.CodeInternal, err.Error()}
 	}
-	writeJSON(w, ae.status, ErrorBody{Code: ae.code, Message: ae.msg})
+	writeJSON(w, ae.status, wire.ErrorBody{Code: ae.code, Message: ae.msg})
 }
 
 // List returns the status of every member the agent knows, by name.
-func (s *Server) List() []Status {
+func (s *Server) List() []wire.Status {
 	s.mu.Lock()
 	ms := make([]*member, 0, len(s.members))
 	for _, m := range s.members {
 		ms = append(ms, m)
 	}
 	s.mu.Unlock()
-	out := make([]Status, 0, len(ms))
+	out := make([]wire.Status, 0, len(ms))
 	for _, m := range ms {
 		if st, ok := m.status(); ok {
 			out = append(out, st)
 		}
 	}
-	slices.SortFunc(out, func(a, b Status) int {
+	slices.SortFunc(out, func(a, b wire.Status) int {
 		switch {
 		case a.Name < b.Name:
 			return -1
@@ -461,12 +463,12 @@ func (s *Server) List() []Status {
 
 // Get returns the status of one member; false if the agent never
 // knew it.
-func (s *Server) Get(name string) (Status, bool) {
+func (s *Server) Get(name string) (wire.Status, bool) {
 	s.mu.Lock()
 	m := s.members[name]
 	s.mu.Unlock()
 	if m == nil {
-		return Status{}, false
+		return wire.Status{}, false
 	}
 	return m.status()
 }

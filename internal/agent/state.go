@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 	"github.com/ferry-upgrade/ferry/internal/safefile"
 )
 
@@ -114,8 +115,8 @@ func (r *record) again(now time.Time) pending {
 	}
 }
 
-func (r *record) status() Status {
-	st := Status{
+func (r *record) status() wire.Status {
+	st := wire.Status{
 		Name:     r.Name,
 		Running:  r.Running,
 		Version:  r.Version,
@@ -129,7 +130,7 @@ func (r *record) status() Status {
 		Adopted:  r.Adopted,
 	}
 	if st.Restart == "" {
-		st.Restart = RestartNo
+		st.Restart = wire.RestartNo
 	}
 	if r.Running {
 		st.PID = r.PID
@@ -174,7 +175,7 @@ func (s *Server) readRecords() ([]*record, error) {
 			continue
 		}
 		name, ok := strings.CutSuffix(n, ".json")
-		if !ok || !ValidName(name) || !e.Type().IsRegular() {
+		if !ok || !wire.ValidName(name) || !e.Type().IsRegular() {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(dir, n))

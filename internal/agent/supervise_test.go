@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/agent/agenttest"
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 )
 
 func TestBackoffNext(t *testing.T) {
@@ -66,12 +67,12 @@ func TestRestartOnFailure(t *testing.T) {
 	startsFile := filepath.Join(t.TempDir(), "starts")
 
 	sp := spec(p.V1, tag, "-exit-after=0s", "-exit-code=1", "-starts="+startsFile)
-	sp.Restart = RestartOnFailure
+	sp.Restart = wire.RestartOnFailure
 	first := a.put("loop", sp)
-	if first.Restart != RestartOnFailure || first.Instance != 1 || first.Restarts != 0 {
+	if first.Restart != wire.RestartOnFailure || first.Instance != 1 || first.Restarts != 0 {
 		t.Fatalf("first start: %+v", first)
 	}
-	st := a.waitStatus("loop", 20*time.Second, func(s Status) bool { return s.Restarts >= 5 })
+	st := a.waitStatus("loop", 20*time.Second, func(s wire.Status) bool { return s.Restarts >= 5 })
 	if st.Instance != st.Restarts+1 {
 		t.Errorf("instance %d after %d restarts, want %d", st.Instance, st.Restarts, st.Restarts+1)
 	}
@@ -114,7 +115,7 @@ func TestRestartOnFailure(t *testing.T) {
 
 	// A PUT starts it again, its restarts counted from 0.
 	ok := spec(p.V1, tag)
-	ok.Restart = RestartOnFailure
+	ok.Restart = wire.RestartOnFailure
 	re := a.put("loop", ok)
 	if !re.Running || re.Restarts != 0 || re.Instance != after.Instance+1 {
 		t.Errorf("PUT after the stop: %+v", re)
@@ -132,9 +133,9 @@ func TestRestartPolicies(t *testing.T) {
 	a := startAgentConfig(t, Config{Dir: t.TempDir(), restartMin: 50 * time.Millisecond, restartMax: 200 * time.Millisecond})
 
 	zero := spec(p.V1, tag, "-exit-after=200ms", "-exit-code=0")
-	zero.Restart = RestartOnFailure
+	zero.Restart = wire.RestartOnFailure
 	a.put("zero", zero)
-	st := a.waitStatus("zero", 10*time.Second, func(s Status) bool { return s.Restarts >= 1 })
+	st := a.waitStatus("zero", 10*time.Second, func(s wire.Status) bool { return s.Restarts >= 1 })
 	if st.Instance < 2 {
 		t.Errorf("after a restart: %+v", st)
 	}
@@ -143,8 +144,8 @@ func TestRestartPolicies(t *testing.T) {
 	// Policy no: the exit is recorded, nothing more.
 	no := spec(p.V1, tag, "-exit-after=0s", "-exit-code=2")
 	a.put("no", no)
-	st = a.waitStatus("no", 10*time.Second, func(s Status) bool { return !s.Running })
-	if st.Restart != RestartNo || st.Restarts != 0 || st.Instance != 1 || st.NextRestart != nil {
+	st = a.waitStatus("no", 10*time.Second, func(s wire.Status) bool { return !s.Running })
+	if st.Restart != wire.RestartNo || st.Restarts != 0 || st.Instance != 1 || st.NextRestart != nil {
 		t.Errorf("policy no, after the exit: %+v", st)
 	}
 
@@ -152,14 +153,14 @@ func TestRestartPolicies(t *testing.T) {
 	killed := spec(p.V1, tag)
 	a.put("killed", killed)
 	killedOn := killed
-	killedOn.Restart = RestartOnFailure
+	killedOn.Restart = wire.RestartOnFailure
 	// The same artifact with another policy: no restart, the policy changes.
 	st0 := a.put("killed", killedOn)
-	if st0.Instance != 1 || st0.Restart != RestartOnFailure {
+	if st0.Instance != 1 || st0.Restart != wire.RestartOnFailure {
 		t.Fatalf("PUT changing the policy: %+v", st0)
 	}
 	syscall.Kill(st0.PID, syscall.SIGKILL)
-	st = a.waitStatus("killed", 10*time.Second, func(s Status) bool { return s.Running && s.Instance == 2 })
+	st = a.waitStatus("killed", 10*time.Second, func(s wire.Status) bool { return s.Running && s.Instance == 2 })
 	if st.Restarts != 1 || st.PID == st0.PID {
 		t.Errorf("after SIGKILL: %+v", st)
 	}
@@ -184,17 +185,17 @@ func TestRestartSurvivesAgentRestart(t *testing.T) {
 
 	a1 := spawnAgent(t, p.Agent, dir)
 	sp := spec(p.V1, tag)
-	sp.Restart = RestartOnFailure
+	sp.Restart = wire.RestartOnFailure
 	st := a1.status("PUT", "/v1/members/kv", sp)
 	syscall.Kill(-a1.cmd.Process.Pid, syscall.SIGKILL)
 	<-a1.exited
 
 	a2 := spawnAgent(t, p.Agent, dir)
-	if g := a2.status("GET", "/v1/members/kv", nil); !g.Running || g.PID != st.PID || g.Restart != RestartOnFailure {
+	if g := a2.status("GET", "/v1/members/kv", nil); !g.Running || g.PID != st.PID || g.Restart != wire.RestartOnFailure {
 		t.Fatalf("re-adopted: %+v", g)
 	}
 	syscall.Kill(st.PID, syscall.SIGKILL) // not a child of a2: found gone by polling
-	var g Status
+	var g wire.Status
 	if msg := agenttest.WaitFor(10*time.Second, func() (bool, string) {
 		g = a2.status("GET", "/v1/members/kv", nil)
 		return g.Running && g.Instance == 2, fmt.Sprintf("%+v", g)
@@ -211,7 +212,7 @@ func TestRestartSurvivesAgentRestart(t *testing.T) {
 	syscall.Kill(g.PID, syscall.SIGKILL)
 	waitGone(t, g.PID)
 	a3 := spawnAgent(t, p.Agent, dir)
-	var g3 Status
+	var g3 wire.Status
 	if msg := agenttest.WaitFor(10*time.Second, func() (bool, string) {
 		g3 = a3.status("GET", "/v1/members/kv", nil)
 		return g3.Running && g3.Instance == 3, fmt.Sprintf("%+v", g3)
@@ -237,7 +238,7 @@ func TestPendingRestartSurvivesAgentRestart(t *testing.T) {
 	dir := t.TempDir()
 	a := startAgent(t, dir)
 	sp := spec(p.V1, tag)
-	sp.Restart = RestartOnFailure
+	sp.Restart = wire.RestartOnFailure
 	st := a.put("db", sp)
 	a.stop("db", 0)
 	a.close()
@@ -258,7 +259,7 @@ func TestPendingRestartSurvivesAgentRestart(t *testing.T) {
 	}
 
 	a2 := startAgent(t, dir)
-	g := a2.waitStatus("db", 10*time.Second, func(s Status) bool { return s.Running })
+	g := a2.waitStatus("db", 10*time.Second, func(s wire.Status) bool { return s.Running })
 	if g.Instance != st.Instance+1 || g.Restarts != 1 || g.Version != "1.0.0" {
 		t.Errorf("pending restart made by the next agent: %+v", g)
 	}

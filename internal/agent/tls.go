@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 	"github.com/ferry-upgrade/ferry/internal/safefile"
 	"github.com/ferry-upgrade/ferry/internal/tlspin"
 )
@@ -261,7 +262,7 @@ func writeTLSFile(dir, name string, b []byte, perm os.FileMode) error {
 // agent serves TLS, and the warning of one listening beyond loopback
 // without it.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
-	h := Health{OK: true}
+	h := wire.Health{OK: true}
 	if l := s.listening.Load(); l != nil {
 		h.TLS, h.Warning = l.TLS, l.Warning
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/agent/agenttest"
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 	"github.com/ferry-upgrade/ferry/internal/tlspin"
 )
 
@@ -117,9 +118,9 @@ func (sv *served) get(t *testing.T, cfg *tls.Config, path string) (int, []byte, 
 	return resp.StatusCode, b, err
 }
 
-func health(t *testing.T, b []byte) Health {
+func health(t *testing.T, b []byte) wire.Health {
 	t.Helper()
-	var h Health
+	var h wire.Health
 	if err := json.Unmarshal(b, &h); err != nil {
 		t.Fatalf("health %s: %v", b, err)
 	}

@@ -3,6 +3,8 @@ package agent
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 )
 
 // TestHealthVersion: GET /v1/health tells the agent's build to a
@@ -15,7 +17,7 @@ func TestHealthVersion(t *testing.T) {
 		want  string
 	}{{a.token, agentBuild}, {"", ""}, {"not-the-token-but-long-enough", ""}} {
 		code, body := a.callToken("GET", "/v1/health", nil, c.token)
-		var h Health
+		var h wire.Health
 		if code != 200 || json.Unmarshal(body, &h) != nil || !h.OK {
 			t.Fatalf("health with token %q: %d %s", c.token, code, body)
 		}

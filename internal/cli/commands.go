@@ -143,6 +143,10 @@ func printPlan(g *globals, p plan.Plan, c *config.Cluster) {
 	w := g.table()
 	fmt.Fprintln(w, "PHASE\tCOMPONENT\tSTRATEGY\tBATCH\tMEMBERS")
 	for i, ph := range p.Phases {
+		if ph.Hosts != nil {
+			printHostsPhase(w, i, ph)
+			continue
+		}
 		strategy := fmt.Sprintf("%s, max_unavailable %d", ph.Strategy, ph.MaxUnavailable)
 		if ph.Rollout {
 			strategy = "rollout: " + strategy

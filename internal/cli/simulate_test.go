@@ -34,3 +34,19 @@ func TestSimulateReplays(t *testing.T) {
 		t.Errorf("seed 5 ran twice differently:\n%s\n---\n%s", outs[0], outs[1])
 	}
 }
+
+// TestSimulateSwitchover: 'ferry simulate' on a description with an
+// active/standby pair shows the standby's batch, the switchover begun
+// and done, then the former active's batch, and the invariant "one
+// switchover at a time" checked and held.
+func TestSimulateSwitchover(t *testing.T) {
+	r := run(t, 2*time.Minute, ferryCmd("", "simulate", "-f", "../sim/testdata/standby.yaml", "--to", "2.0.0", "--seed", "1"))
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	order := regexp.MustCompile(`(?s)controller batch 1: controller-0 .*controller batch 2: switching-over from controller-1 to controller-0.*controller batch 2: switching-over done in .*controller batch 2 done in `)
+	held := regexp.MustCompile(`one switchover at a time +[1-9][0-9]* +held`)
+	if !order.MatchString(r.stdout) || !held.MatchString(r.stdout) || !strings.Contains(r.stdout, "ended completed") {
+		t.Fatalf("the simulation does not show the switchover between the controllers' batches, or the invariant held:\n%s", r.stdout)
+	}
+}

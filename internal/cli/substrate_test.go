@@ -51,8 +51,8 @@ func TestUnknownSubstrateRefusedAtValidate(t *testing.T) {
 		t.Fatalf("the description does not begin with cluster: %q", src)
 	}
 	first, rest, _ := strings.Cut(src, "\n")
-	writeFile(t, desc, first+"\nsubstrate: ssh\n"+rest)
-	want := desc + `:2: substrate: unknown substrate "ssh"; this build has: kubernetes, process`
+	writeFile(t, desc, first+"\nsubstrate: vm\n"+rest)
+	want := desc + `:2: substrate: unknown substrate "vm"; this build has: kubernetes, process, ssh`
 	for _, args := range [][]string{{"validate"}, {"plan", "--to", "2.0.0"}} {
 		r := run(t, 30*time.Second, ferryCmd("", append([]string{"-f", desc, "--data-dir", filepath.Join(dir, ".ferry")}, args...)...))
 		if r.code != 2 || !strings.Contains(r.stderr, want) || strings.Contains(r.stderr, "not supported") {

@@ -288,6 +288,9 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 		}
 		fmt.Fprintln(g.stdout)
 	}
+	if len(u.Hosts) > 0 {
+		fmt.Fprintf(g.stdout, "hosts:    %s\n", hostsLine(u))
+	}
 	done := 0
 	for _, m := range u.Members {
 		if m.Step == upgrade.StepDone {

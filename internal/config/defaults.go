@@ -28,7 +28,7 @@ import (
 //	                                                          (required for an agent beyond loopback)
 //	components[].strategy.type             one-at-a-time      a registered strategy
 //	components[].strategy.max_unavailable  1                  1 .. the members
-//	components[].strategy.max_batch        the strategy's (Strategy.Defaults): canary, by-domain: max_unavailable; one-at-a-time: 1
+//	components[].strategy.max_batch        the strategy's (Strategy.Defaults): canary, by-domain: max_unavailable; one-at-a-time, active-standby: 1
 //	                                                          1 .. max_unavailable
 //	components[].strategy.quorum           0 (a majority, see Strategy.QuorumOf)
 //	                                                          0 .. the members - 1
@@ -51,7 +51,7 @@ import (
 //	components[].crash_loop.exits          2                  1 .. 100
 //	components[].crash_loop.window         30s                100ms .. 24h
 //	components[].role.check: interval      1s, timeout 2s, thresholds 1 (ranges of checks)
-//	hooks (pre_stop, post_start, pre_phase, post_phase, and the
+//	hooks (pre_stop, post_start, pre_phase, post_phase, switchover, and the
 //	  cluster's pre_upgrade, post_upgrade; their undos):
 //	  timeout                              5s                 10ms .. 1h
 //	method of an http check or hook        POST if it has a body, else GET
@@ -178,6 +178,7 @@ func (c *Cluster) ApplyDefaults() {
 	}
 	applyHookDefaults(c.Hooks.PreUpgrade)
 	applyHookDefaults(c.Hooks.PostUpgrade)
+	c.applyHostsDefaults()
 	if c.Policy.UndoDeadline == 0 && !c.pos.written("policy.undo_deadline") {
 		c.Policy.UndoDeadline = DefaultUndoDeadline
 	}
@@ -385,11 +386,11 @@ type hookList struct {
 
 func (h *Hooks) lists() []hookList {
 	return []hookList{{"pre_stop", h.PreStop, true}, {"post_start", h.PostStart, false},
-		{"pre_phase", h.PrePhase, true}, {"post_phase", h.PostPhase, false}}
+		{"pre_phase", h.PrePhase, true}, {"post_phase", h.PostPhase, false}, {"switchover", h.Switchover, false}}
 }
 
 // List returns the component's hook list named key (pre_stop,
-// post_start, pre_phase, post_phase), or nil.
+// post_start, pre_phase, post_phase, switchover), or nil.
 func (h *Hooks) List(key string) []Call {
 	for _, l := range h.lists() {
 		if l.key == key {

@@ -60,50 +60,57 @@ func defaultDoc(key string) string {
 // defaultsDoc is each key's default, by "Type.key", where it has one
 // (defaults.go applies them).
 var defaultsDoc = map[string]string{
-	"Component.deadline":                  DefaultDeadline.String(),
-	"Component.gate_deadline":             DefaultGateDeadline.String(),
-	"Component.soak":                      "0s (no soak)",
-	"Strategy.type":                       string(DefaultStrategy),
-	"Strategy.max_unavailable":            fmt.Sprint(DefaultMaxUnavailable),
-	"Strategy.max_batch":                  strategyBatchDefaults(),
-	"Strategy.quorum":                     "0: a majority of the members",
-	"Strategy.max_unavailable_per_host":   "0 (no bound)",
-	"Strategy.max_unavailable_per_domain": "0 (no bound)",
-	"Member.domain":                       "its host's domain",
-	"Run.stop_timeout":                    DefaultStopTimeout.String(),
-	"Run.stop_signal":                     DefaultStopSignal,
-	"Run.restart":                         "no",
-	"RunFile.mode":                        fmt.Sprintf("%04o", DefaultFileMode),
-	"Check.interval":                      DefaultCheckInterval.String() + " (a role check: " + DefaultRoleInterval.String() + ")",
-	"Check.success_threshold":             fmt.Sprint(DefaultThreshold),
-	"Check.failure_threshold":             fmt.Sprint(DefaultThreshold),
-	"Call.timeout":                        DefaultCheckTimeout.String() + " in checks, version and ok_to_stop calls, " + DefaultHookTimeout.String() + " in hooks, undos and migrations",
-	"Call.method":                         defaultMethodWithABody + " with a body, else " + defaultMethod,
-	"Call.expect_status":                  "any 2xx",
-	"CrashLoop.exits":                     fmt.Sprint(DefaultCrashExits),
-	"CrashLoop.window":                    DefaultCrashWindow.String(),
-	"Policy.on_failure":                   DefaultOnFailure,
-	"Policy.on_impact":                    "continue",
-	"Policy.tick":                         DefaultTick.String(),
-	"Policy.finalize":                     DefaultFinalize,
-	"Policy.undo_deadline":                DefaultUndoDeadline.String(),
-	"Migrations.deadline":                 fmt.Sprint(Duration(DefaultMigrateDeadline)),
-	"Migrations.interval":                 fmt.Sprint(Duration(DefaultMigrateInterval)),
-	"FlowStage.deadline":                  "the release's migrations.deadline",
-	"Workload.namespace":                  "default (not for a NodePool)",
-	"Workload.drain_timeout":              DefaultDrainTimeout.String(),
-	"Traffic.concurrency":                 fmt.Sprint(DefaultTrafficConcurrency),
-	"Traffic.rate":                        fmt.Sprint(DefaultTrafficRate),
-	"Traffic.timeout":                     DefaultTrafficTimeout.String(),
-	"Traffic.baseline":                    DefaultTrafficBaseline.String(),
-	"TrafficRequest.method":               defaultMethodWithABody + " with a body, else " + defaultMethod,
-	"TrafficRequest.share":                "1",
-	"TrafficRequest.expect_status":        "any 2xx",
-	"Verdict.alpha":                       fmt.Sprint(DefaultAlpha),
-	"Verdict.p99_ratio":                   fmt.Sprint(DefaultP99Ratio),
-	"Verdict.min_requests":                fmt.Sprint(DefaultMinRequests),
-	"Prometheus.step":                     "1s",
-	"Kubernetes.kubeconfig":               "$KUBECONFIG, then the in-cluster service account",
+	"Component.deadline":                   DefaultDeadline.String(),
+	"Component.gate_deadline":              DefaultGateDeadline.String(),
+	"Component.soak":                       "0s (no soak)",
+	"Strategy.type":                        string(DefaultStrategy),
+	"Strategy.max_unavailable":             fmt.Sprint(DefaultMaxUnavailable),
+	"Strategy.max_batch":                   strategyBatchDefaults(),
+	"Strategy.quorum":                      "0: a majority of the members",
+	"Strategy.max_unavailable_per_host":    "0 (no bound)",
+	"Strategy.max_unavailable_per_domain":  "0 (no bound)",
+	"Member.domain":                        "its host's domain",
+	"Run.stop_timeout":                     DefaultStopTimeout.String(),
+	"Run.stop_signal":                      DefaultStopSignal,
+	"Run.restart":                          "no",
+	"RunFile.mode":                         fmt.Sprintf("%04o", DefaultFileMode),
+	"Check.interval":                       DefaultCheckInterval.String() + " (a role check: " + DefaultRoleInterval.String() + ")",
+	"Check.success_threshold":              fmt.Sprint(DefaultThreshold),
+	"Check.failure_threshold":              fmt.Sprint(DefaultThreshold),
+	"Call.timeout":                         DefaultCheckTimeout.String() + " in checks, version and ok_to_stop calls, " + DefaultHookTimeout.String() + " in hooks, undos and migrations",
+	"Call.method":                          defaultMethodWithABody + " with a body, else " + defaultMethod,
+	"Call.expect_status":                   "any 2xx",
+	"CrashLoop.exits":                      fmt.Sprint(DefaultCrashExits),
+	"CrashLoop.window":                     DefaultCrashWindow.String(),
+	"Policy.on_failure":                    DefaultOnFailure,
+	"Policy.on_impact":                     "continue",
+	"Policy.tick":                          DefaultTick.String(),
+	"Policy.finalize":                      DefaultFinalize,
+	"Policy.undo_deadline":                 DefaultUndoDeadline.String(),
+	"Migrations.deadline":                  fmt.Sprint(Duration(DefaultMigrateDeadline)),
+	"Migrations.interval":                  fmt.Sprint(Duration(DefaultMigrateInterval)),
+	"FlowStage.deadline":                   "the release's migrations.deadline (a hosts stage: " + DefaultLockDeadline.String() + ")",
+	"FlowStage.name":                       "an action: none; a hosts stage: " + DefaultHostsName,
+	"FlowStage.max_unavailable":            "1 (a hosts stage)",
+	"FlowStage.max_unavailable_per_domain": "0 (no bound)",
+	"Workload.namespace":                   "default (not for a NodePool)",
+	"Workload.drain_timeout":               DefaultDrainTimeout.String(),
+	"Traffic.concurrency":                  fmt.Sprint(DefaultTrafficConcurrency),
+	"Traffic.rate":                         fmt.Sprint(DefaultTrafficRate),
+	"Traffic.timeout":                      DefaultTrafficTimeout.String(),
+	"Traffic.baseline":                     DefaultTrafficBaseline.String(),
+	"TrafficRequest.method":                defaultMethodWithABody + " with a body, else " + defaultMethod,
+	"TrafficRequest.share":                 "1",
+	"TrafficRequest.expect_status":         "any 2xx",
+	"Verdict.alpha":                        fmt.Sprint(DefaultAlpha),
+	"Verdict.p99_ratio":                    fmt.Sprint(DefaultP99Ratio),
+	"Verdict.min_requests":                 fmt.Sprint(DefaultMinRequests),
+	"Prometheus.step":                      "1s",
+	"Kubernetes.kubeconfig":                "$KUBECONFIG, then the in-cluster service account",
+	"HostSSH.user":                         "ferry's own user, as ssh",
+	"HostSSH.dir":                          ".ferry",
+	"HostSSH.max_sessions":                 "4",
+	"HostSSH.connect_timeout":              "5s",
 }
 
 // examplesDoc is an example of each type, as it is written in a
@@ -115,8 +122,17 @@ hosts: [{name: host-1, agent: "127.0.0.1:7101", token_file: agent/token}]
 components: [...]
 releases: [...]
 policy: {on_failure: rollback}`,
-	"Host":       `{name: host-1, agent: "10.0.0.1:7101", token_file: /etc/ferry/agent-1.token, domain: zone-a, tls: {fingerprint: "sha256:5d41402abc4b2a76b9719d911017c592ae2c6c1d8e3b8f6f0e2c1a9d8b7c6e5f"}}`,
-	"HostTLS":    `{ca_file: /etc/ferry/agents-ca.pem}`,
+	"Host":    `{name: host-1, agent: "10.0.0.1:7101", token_file: /etc/ferry/agent-1.token, domain: zone-a, tls: {fingerprint: "sha256:5d41402abc4b2a76b9719d911017c592ae2c6c1d8e3b8f6f0e2c1a9d8b7c6e5f"}}`,
+	"HostTLS": `{ca_file: /etc/ferry/agents-ca.pem}`,
+	"HostSSH": `{address: "10.0.0.1:22", user: ferry, known_hosts: ssh/known_hosts, identity_files: [ssh/id_ed25519], dir: /var/lib/ferry, max_sessions: 4}`,
+	"Commands": `start: [systemctl, start, "kv@{{.Name}}"]
+stop: [systemctl, stop, "kv@{{.Name}}"]
+status: [systemctl, is-active, --quiet, "kv@{{.Name}}"]
+logs: [journalctl, --unit, "kv@{{.Name}}", --lines, "200", --no-pager]
+sudo: [start, stop, install]`,
+	"HostCalls": `lock: [{exec: [system, host-lock, "{{.Host}}"], timeout: 5m}]
+unlock: [{exec: [system, host-unlock, "{{.Host}}"], timeout: 5m}]
+capacity: {http: "http://lb:8001/admin/capacity?without={{.Host}}"}`,
 	"Kubernetes": `{kubeconfig: ~/.kube/config, context: prod}`,
 	"Component": `name: kv
 order: 1
@@ -162,7 +178,7 @@ artifacts: {"*": {path: bin/sample-2.0.0, sha256: 9b2d4f6a8c0e1b3d5f7a9c2e4b6d8f
 expand: [{http: "http://{{.Any}}/admin/compat?level=1", method: POST}]
 migrate: [{http: "http://{{.Any}}/admin/migrate", method: POST, json: {path: done, equals: true}}]
 finalize: [{http: "http://{{.Any}}/admin/compat?level=2", method: POST}]`,
-	"FlowStage": `{stage: rollout, components: [conductor, api], point_of_no_return: true}`,
+	"FlowStage": `{stage: hosts, name: workers, components: [storage, compute], max_unavailable: 2, max_unavailable_per_domain: 1}`,
 	"Policy":    `{on_failure: rollback, on_impact: pause, finalize: manual, tick: 50ms}`,
 	"Traffic": `targets: ["http://127.0.0.1:8080"]
 rate: 200
@@ -335,8 +351,8 @@ func text(cg *ast.CommentGroup) string {
 
 // order is the order of the reference's sections: the description's
 // shape, top down.
-var order = []string{"Cluster", "Host", "HostTLS", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
-	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Workload", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks",
+var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
+	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Workload", "Commands", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks",
 	"Policy", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus"}
 
 // typeDoc writes a field's type as a reader of YAML sees it.

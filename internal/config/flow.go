@@ -15,10 +15,11 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 		return
 	}
 	fpath := path + ".flow"
-	phaseAt := map[string]int{}   // component -> index of its phase
-	rolloutAt := map[string]int{} // component -> index of its rollout
-	onceAt := map[string]int{}    // expand, migrate, finalize, contract -> index
-	actionAt := map[string]int{}  // action name -> index
+	phaseAt := map[string]int{}       // component -> index of its phase
+	rolloutAt := map[string]int{}     // component -> index of its rollout
+	onceAt := map[string]int{}        // expand, migrate, finalize, contract -> index
+	actionAt := map[string]int{}      // action name -> index
+	hostsNamed := map[string]string{} // hosts stage name -> its path
 	noReturn, lastPhase, pinMoved := -1, -1, -1
 	for i := range r.Flow {
 		st := &r.Flow[i]
@@ -34,6 +35,7 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 			}{
 				{"component", st.Component != ""}, {"components", len(st.Components) > 0}, {"name", st.Name != ""},
 				{"calls", len(st.Calls) > 0}, {"gate", st.Gate != nil}, {"deadline", st.Deadline != 0},
+				{"max_unavailable", st.MaxUnavailable != 0}, {"max_unavailable_per_domain", st.MaxUnavailablePerDomain != 0},
 			} {
 				if k.set && !slices.Contains(takes, k.key) {
 					v.add(sat(k.key), spath+"."+k.key, "the %s stage takes no %s", st.Stage, k.key)
@@ -100,6 +102,26 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 			if pinMoved < 0 {
 				pinMoved = i
 			}
+		case StageHosts:
+			unused("components", "name", "deadline", "max_unavailable", "max_unavailable_per_domain")
+			for j, name := range st.Components {
+				cpath := index(spath+".components", j)
+				cline := at(index(rel+".components", j))
+				switch first, dup := phaseAt[name]; {
+				case v.c.Component(name) == nil:
+					v.add(cline, cpath, "no component %q%s", name, knownList(componentNames(v.c)))
+				case dup:
+					v.add(cline, cpath, "component %s has a second phase (also %s): a component is upgraded once", name, index(fpath, first))
+				default:
+					phaseAt[name] = i
+					lastPhase = i
+					if pinMoved >= 0 {
+						v.add(cline, cpath, "the hosts stage upgrades %s after %s (%s), which moved the pin to %s: members still on the release before would run with a pin they cannot honour; put it before",
+							name, r.Flow[pinMoved].Stage, index(fpath, pinMoved), r.Version)
+					}
+				}
+			}
+			v.hostsStage(st, spath, sat, at, rel, hostsNamed)
 		case StageAction:
 			unused("component", "name", "calls", "gate", "deadline")
 			switch {

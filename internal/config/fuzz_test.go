@@ -34,6 +34,8 @@ func FuzzParse(f *testing.F) {
 		// wanted, control characters in names, ports out of range.
 		"cluster: x\nhosts: [{name: h, agent: \"a:1\", domain: \"z\\e[2J\", token_file: \"t\\0\"}]\n",
 		"cluster: true\ncomponents: [{name: 1, members: [{name: m, vars: {\"a\\0\": 9101}}]}]\n",
+		// The ssh substrate's keys: a host's ssh, a component's commands.
+		"cluster: x\nsubstrate: ssh\nhosts: [{name: h, ssh: {address: \"a:22\", known_hosts: k, identity_files: [\"\"], max_sessions: -1, connect_timeout: 0s}}]\ncomponents: [{name: a, members: [{name: m, host: h, address: 'a:1'}], commands: {start: [], sudo: [x, x], status: [\"{{.Nope}}\"]}}]\n",
 		"cluster: 2026-01-01\nsubstrate: ssh\ntraffic: {targets: [\"http://a:99999\"], requests: [{name: \"\\u009b\", path: /}]}\n",
 	} {
 		f.Add([]byte(s))

@@ -66,6 +66,9 @@ const (
 	FieldWorkload Field = "workload"
 	FieldAdopt    Field = "adopt"
 	FieldRunFiles Field = "run.files"
+	FieldCommands Field = "commands"
+	// FieldHostSSH is a host's key of that name (hosts[].KEY).
+	FieldHostSSH Field = "hosts[].ssh"
 )
 
 var substrates struct {
@@ -225,10 +228,29 @@ func (v *validator) unread(f Field, line int, path string) bool {
 		v.add(line, path, "%s", why)
 		return true
 	}
-	if rs := readers(f); len(rs) > 0 {
-		v.add(line, path, "applies to the %s substrate only (this description's is %s)", strings.Join(rs, " and "), v.c.Substrate)
+	if rs := readers(f); len(rs) == 1 {
+		v.add(line, path, "applies to the %s substrate only (this description's is %s)", rs[0], v.c.Substrate)
+	} else if len(rs) > 1 {
+		v.add(line, path, "applies to the %s substrates only (this description's is %s)", strings.Join(rs, " and "), v.c.Substrate)
 	} else {
 		v.add(line, path, "applies to no substrate of this build (this description's is %s)", v.c.Substrate)
 	}
 	return true
 }
+
+// CheckHostPort reports what is wrong with a host:port (its host set,
+// its port a number from 1 to 65535), for a substrate's own addresses.
+func CheckHostPort(s string) error { return checkHostPort(s) }
+
+// Render renders tmpl, the value of key rel of the node, for each of
+// samples (the component's members, Samples), reporting a template
+// that does not parse or render at the key's line; it returns what
+// rendered.
+func (n Node) Render(rel, tmpl string, samples []TemplateData) []string {
+	return n.v.render(n.Line(rel), n.Path(rel), tmpl, samples)
+}
+
+// Samples are the template data a component's templates are checked
+// with at validation (a few of its members, the first release's
+// version).
+func (n Node) Samples(comp *Component) []TemplateData { return n.v.samples(comp) }

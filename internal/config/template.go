@@ -42,7 +42,11 @@ type TemplateData struct {
 	// up by cluster up), so that a rollout restarts members with the
 	// new pin; in hooks, undos and migration calls, the record's pin
 	// when the call is made.
-	Pin     string
+	Pin string
+	// To is the member a switchover hands the role to (hooks.switchover:
+	// an upgraded member; in its undo, the member that held it before);
+	// empty in every other call.
+	To      string
 	Vars    map[string]string // the member's vars
 	Members []MemberRef       // every member of the component, in order
 	// PID is the member's process id while it runs (process substrate;

@@ -16,11 +16,17 @@ type Cluster struct {
 	// Name names the cluster in messages, the dashboard and the metrics.
 	Name string `yaml:"cluster"`
 	// Substrate is what members run on: a substrate of this build
-	// (process, the default, or kubernetes); `ferry validate` lists them.
+	// (process, the default, kubernetes or ssh); `ferry validate` lists
+	// them.
 	Substrate string `yaml:"substrate"`
-	// Hosts are the machines members run on, each with its agent (process
-	// substrate).
+	// Hosts are the machines members run on, each with its agent
+	// (process substrate) or its sshd (ssh substrate).
 	Hosts []Host `yaml:"hosts"`
+	// HostDefaults are the lock, unlock and capacity calls of every
+	// host that gives none of its own (they are templates over the
+	// host: {{.Host}}, {{.Address}}), so that a hundred hosts are
+	// described once.
+	HostDefaults HostCalls `yaml:"host_defaults"`
 	// Components are upgraded one at a time, in order.
 	Components []Component `yaml:"components"`
 	// Releases are the catalog: the versions ferry may start members on,
@@ -51,7 +57,7 @@ type Cluster struct {
 	suspect map[string]bool
 }
 
-// Host is where members run; the unit an agent (or, later, SSH or a
+// Host is where members run; the unit an agent, an sshd (or a
 // Kubernetes node) answers for.
 type Host struct {
 	// Name is what members name in their host.
@@ -68,7 +74,40 @@ type Host struct {
 	// speaks HTTPS to it. Required for an agent beyond loopback: its
 	// token, which runs programs on the host, must not travel in clear.
 	TLS *HostTLS `yaml:"tls"`
-	pos positions
+	// SSH is how ferry reaches the host through its sshd (ssh
+	// substrate): no agent runs there.
+	SSH *HostSSH `yaml:"ssh"`
+	// Address is the host's own address, {{.Address}} in its lock,
+	// unlock and capacity calls (default: the host part of its agent,
+	// or of its ssh.address).
+	Address string `yaml:"address"`
+	// HostCalls lock the host and unlock it when a hosts stage of a
+	// release's flow upgrades it (default: host_defaults).
+	HostCalls `yaml:",inline"`
+	pos       positions
+}
+
+// HostCalls are how ferry locks a host (moves its work away: StarlingX's
+// host-lock, a balancer's maintenance mode, a Kubernetes cordon and
+// drain) before it upgrades the members on it, unlocks it after, and
+// asks whether one more host may be locked now. Each string is a
+// template over the host: .Name and .Host are its name, .Address its
+// address, .Members the members on it (of every component).
+type HostCalls struct {
+	// Lock are made, in order, before the first member on the host
+	// moves. ferry journals the lock, with the unlock as its undo,
+	// before its first call: an abort, a rollback, a failure or a crash
+	// of ferry finds the host locked in the journal and unlocks it.
+	Lock []Call `yaml:"lock"`
+	// Unlock are made, in order, once every member on the host is done
+	// (or its turn ends any other way); they must succeed on a host
+	// that is not locked, or half locked (they are retried).
+	Unlock []Call `yaml:"unlock"`
+	// Capacity is asked about each host before it is locked: passing
+	// means the other hosts can take its load now. A failure is a
+	// refusal by predicate host_capacity, in the call's words, asked
+	// again until it passes (within gate_deadline).
+	Capacity *Call `yaml:"capacity"`
 }
 
 // HostTLS is how ferry trusts one agent's certificate: pinned by its
@@ -83,6 +122,74 @@ type HostTLS struct {
 	// certificate must verify against, for the host name or IP address
 	// of agent:; relative paths are relative to the description file.
 	CAFile string `yaml:"ca_file"`
+}
+
+// HostSSH is how ferry reaches a host over SSH (ssh substrate): one
+// connection to its sshd, its key checked against a known_hosts file,
+// ferry's commands run there with each argument quoted.
+type HostSSH struct {
+	// Address is the host's sshd, host:port.
+	Address string `yaml:"address"`
+	// User is the user ferry logs in as.
+	User string `yaml:"user"`
+	// KnownHosts is the known_hosts file that must hold the host's key
+	// (relative to the description): a host whose key is not there, or
+	// is another, is refused before any member is touched, with both
+	// fingerprints. There is no mode that accepts any key.
+	KnownHosts string `yaml:"known_hosts"`
+	// IdentityFiles are private keys ferry offers (mode 0600 at most,
+	// not encrypted: an encrypted key belongs in an SSH agent), with
+	// the keys of the SSH agent at $SSH_AUTH_SOCK, if one runs. No
+	// password or key is ever written in the description.
+	IdentityFiles []string `yaml:"identity_files"`
+	// Dir is ferry's directory on the host: the artifacts it copied
+	// there, each member's state and output. Relative to the user's
+	// home.
+	Dir string `yaml:"dir"`
+	// MaxSessions bounds the SSH channels ferry has open at once on
+	// the host's one connection (sshd's own MaxSessions is 10 by
+	// default): a batch of many members on one host queues rather than
+	// storming the host.
+	MaxSessions int `yaml:"max_sessions"`
+	// ConnectTimeout bounds a connection's dial and handshake; a host
+	// that does not answer within it has its members observed as not
+	// known (the upgrade holds, naming it).
+	ConnectTimeout Duration `yaml:"connect_timeout"`
+}
+
+// Commands are a component's own commands on its members' hosts (ssh
+// substrate), each an argv of templates over the member (like
+// run.args), run through the host's sshd with each argument quoted,
+// never pasted into a shell line. Their environment has FERRY_MEMBER,
+// FERRY_DIR (the member's directory), FERRY_VERSION, FERRY_ARTIFACT
+// (the artifact copied to the host, its sha256 checked), FERRY_SHA256
+// and, for logs, FERRY_LINES and FERRY_PREVIOUS. An operation without a
+// command is done by ferry's own helper (a fixed script): the member
+// started in a session of its own from the copied artifact with
+// run.args and run.env, its pid, version and output kept in its
+// directory.
+type Commands struct {
+	// Start starts the member on FERRY_ARTIFACT, once the artifact is
+	// copied and checked (systemctl start ...); it returns once the
+	// member is started, and succeeds on a member already running it.
+	Start []string `yaml:"start"`
+	// Stop stops the member gracefully; it succeeds on a stopped one.
+	Stop []string `yaml:"stop"`
+	// Status says whether the member runs: exit status 0 when it does,
+	// 3 when it does not (systemctl is-active and LSB's status); any
+	// other status is a failure of the command, shown with its output.
+	Status []string `yaml:"status"`
+	// Version prints the version the member runs (its first line,
+	// trimmed); without it the version ferry started it on.
+	Version []string `yaml:"version"`
+	// Logs prints the member's last FERRY_LINES lines of output (of
+	// the instance before the current one when FERRY_PREVIOUS is
+	// true), for ferry logs and ferry bundle.
+	Logs []string `yaml:"logs"`
+	// Sudo names the operations run through sudo -n (never asking for a
+	// password): start, stop, status, version, logs, install (the
+	// artifact's copy). The others run as the SSH user.
+	Sudo []string `yaml:"sudo"`
 }
 
 // Component is a kind of member with one upgrade strategy.
@@ -144,6 +251,10 @@ type Component struct {
 	// before its stop; passing means yes, and a failure's detail is the
 	// system's reason, shown with the refusal by predicate ok_to_stop.
 	OKToStop *Call `yaml:"ok_to_stop"`
+	// Commands are the component's own start, stop, status, version
+	// and logs commands on its members' hosts (ssh substrate); ferry's
+	// helper does what they leave out.
+	Commands *Commands `yaml:"commands"`
 	pos      positions
 }
 
@@ -306,9 +417,11 @@ type Verdict struct {
 type Strategy struct {
 	// Type is one-at-a-time (quorum members: one at a time, a quorum of
 	// the others healthy), canary (batches of 1, 2, 4 … up to
-	// max_batch) or by-domain (one failure domain at a time, each in
+	// max_batch), by-domain (one failure domain at a time, each in
 	// batches of 1, 2, 4 … up to max_batch; members without a domain
-	// after every domain).
+	// after every domain) or active-standby (the standbys first,
+	// max_batch at a time, then the member holding the role, alone,
+	// after hooks.switchover handed the role to an upgraded member).
 	Type StrategyType `yaml:"type"`
 	// Quorum is the number of healthy members that must remain while
 	// one is stopped (one-at-a-time); 0 means a majority of the members.
@@ -510,6 +623,13 @@ type Hooks struct {
 	// PostPhase runs once the phase's last member is done and the
 	// phase's undos have run.
 	PostPhase []Call `yaml:"post_phase"`
+	// Switchover hands the component's role to the member .To (an
+	// upgraded one) before the member holding it goes: the strategies
+	// that switch over (active-standby) run it, made once for the
+	// component like a phase hook (.Any), StarlingX's swact, cephadm's
+	// "mgr fail". Its undo is the same list made again with .To the
+	// member that held the role before (an abort hands it back).
+	Switchover []Call `yaml:"switchover"`
 }
 
 // UpgradeHooks are calls made at the start and the end of an upgrade.
@@ -555,10 +675,13 @@ const (
 	StageMigrate  = "migrate"
 	StageFinalize = "finalize"
 	StageContract = "contract"
+	// StageHosts upgrades components host by host: each host locked,
+	// every member of the stage's components on it upgraded, unlocked.
+	StageHosts = "hosts"
 )
 
 // StageKinds are the kinds of stage a flow may list.
-var StageKinds = []string{StageExpand, StagePhase, StageAction, StageRollout, StageMigrate, StageFinalize, StageContract}
+var StageKinds = []string{StageExpand, StagePhase, StageAction, StageRollout, StageMigrate, StageFinalize, StageContract, StageHosts}
 
 // FlowStage is one stage of a release's flow. Expand, migrate,
 // finalize and contract make the release's migration calls of that
@@ -566,26 +689,40 @@ var StageKinds = []string{StageExpand, StagePhase, StageAction, StageRollout, St
 // gated call for the whole cluster; a rollout restarts the members of
 // components, in order, on the release they already run, with the pin
 // moved to the release (Ironic's unpin: their arguments, environment or
-// files render .Pin).
+// files render .Pin); a hosts stage upgrades components host by host
+// (StarlingX's workers: each host locked, every member on it upgraded
+// in the components' order, the host unlocked).
 type FlowStage struct {
-	// Stage is expand, phase, action, rollout, migrate, finalize or
-	// contract.
+	// Stage is expand, phase, action, rollout, migrate, finalize,
+	// contract or hosts.
 	Stage string `yaml:"stage"`
 	// Component is a phase's component; for an action, the component
 	// whose running member (.Any) its calls are made against.
 	Component string `yaml:"component"`
 	// Components are a rollout's components, restarted one after the
-	// other in this order, each with its own strategy.
+	// other in this order, each with its own strategy; a hosts stage's,
+	// upgraded on each host in this order (each component's members
+	// still within its strategy's budgets and quorum).
 	Components []string `yaml:"components"`
-	// Name names an action (its state is action-NAME).
+	// Name names an action (its state is action-NAME), or a hosts
+	// stage (its state is upgrading-NAME: upgrading-hosts by default,
+	// StarlingX's; no component may have its name).
 	Name string `yaml:"name"`
+	// MaxUnavailable bounds the hosts a hosts stage has locked at once,
+	// counting those with a member down for any reason.
+	MaxUnavailable int `yaml:"max_unavailable"`
+	// MaxUnavailablePerDomain bounds the hosts a hosts stage has locked
+	// at once in one failure domain.
+	MaxUnavailablePerDomain int `yaml:"max_unavailable_per_domain"`
 	// Calls are an action's calls, made until they pass, at the
 	// migrations' interval, within Deadline.
 	Calls []Call `yaml:"calls"`
 	// Gate is an action's check after its calls pass, made until it
 	// passes within the same Deadline.
 	Gate *Call `yaml:"gate"`
-	// Deadline bounds an action, its calls and its gate.
+	// Deadline bounds an action, its calls and its gate; in a hosts
+	// stage, a host's lock (and each unlock is retried until
+	// policy.undo_deadline).
 	Deadline Duration `yaml:"deadline"`
 	// PointOfNoReturn marks the stage after whose beginning abort and
 	// rollback are refused (a failure then pauses): at most one stage,

@@ -180,11 +180,16 @@ func (v *validator) hosts() {
 				v.add(h.pos.at("agent", line), path+".agent", "%v", err)
 			}
 		}
+		if h.SSH != nil {
+			key := strings.TrimPrefix(string(FieldHostSSH), "hosts[].")
+			v.unread(FieldHostSSH, h.pos.at(key, line), path+"."+key)
+		}
 		if v.rules.Host != nil {
 			v.rules.Host(Node{v: v, path: path, pos: &h.pos, line: line}, h)
 		}
 		v.hostTLS(h, path, line)
 	}
+	v.hostsCalls()
 }
 
 // hostTLS checks a host's tls: one of a well-formed fingerprint and a
@@ -246,6 +251,9 @@ func (v *validator) components() {
 		if comp.Workload != nil {
 			v.unread(FieldWorkload, at("workload"), path+".workload")
 		}
+		if comp.Commands != nil {
+			v.unread(FieldCommands, at("commands"), path+".commands")
+		}
 		if v.rules.Component != nil {
 			v.rules.Component(Node{v: v, path: path, pos: &comp.pos, line: line}, comp)
 		}
@@ -306,6 +314,7 @@ func (v *validator) strategy(comp *Component, cpath string, cline int) {
 		}
 		v.add(s.pos.at(p.Field, line), path+"."+p.Field, "%s", writtenZero(s, p, len(comp.Members)))
 	}
+	v.addedSteps(comp, path, s.pos.at("type", line))
 	if s.MaxUnavailablePerDomain > 0 && len(comp.Members) > 0 {
 		for _, m := range comp.Members {
 			if m.Domain != "" {
@@ -407,7 +416,7 @@ func (v *validator) component(comp *Component, cpath string, cline int) {
 		// Phase hooks are made once for the component: like a cluster
 		// check, through any member that answers.
 		hs, cluster := samples, false
-		if hooks.key == "pre_phase" || hooks.key == "post_phase" {
+		if hooks.key == "pre_phase" || hooks.key == "post_phase" || hooks.key == "switchover" {
 			hs, cluster = v.clusterSample(comp), true
 		}
 		v.undoOK = hooks.undo

@@ -13,7 +13,7 @@ func TestValidateRules(t *testing.T) {
 		{"cluster name missing", []edit{{"cluster: t\n", "substrate: process\n"}},
 			[]string{"t.yaml:1: cluster: must be set: the name of the cluster"}},
 		{"substrate", []edit{{"cluster: t\n", "cluster: t\nsubstrate: vm\n"}},
-			[]string{"t.yaml:2: substrate: unknown substrate \"vm\"; this build has: kubernetes, process"}},
+			[]string{"t.yaml:2: substrate: unknown substrate \"vm\"; this build has: kubernetes, process, ssh"}},
 		// hosts
 		{"host name empty", []edit{{hostLine, hostLine + "  - {agent: 127.0.0.1:7102}\n"}},
 			[]string{"t.yaml:4: hosts[1].name: must be set"}},
@@ -29,7 +29,7 @@ func TestValidateRules(t *testing.T) {
 			[]string{"t.yaml:3: hosts[0].agent: \":7101\" has no host: write host:port"}},
 		// components
 		{"no components", []edit{{"components:\n", "components: []\nx:\n"}},
-			[]string{"t.yaml:4: components: at least one component is needed", "t.yaml:5: x: unknown key; known keys: cluster, substrate, hosts, components, releases, policy, kubernetes, traffic, hooks"}},
+			[]string{"t.yaml:4: components: at least one component is needed", "t.yaml:5: x: unknown key; known keys: cluster, substrate, hosts, host_defaults, components, releases, policy, kubernetes, traffic, hooks"}},
 		{"component name missing", []edit{{"  - name: api\n", "  - soak: 0s\n"}},
 			[]string{"t.yaml:19: components[1].name: must be set"}},
 		{"component name invalid", []edit{{"  - name: api\n", "  - name: Api_1\n"}},
@@ -57,7 +57,7 @@ func TestValidateRules(t *testing.T) {
 			[]string{"t.yaml:24: components[1].members[1].address: \"localhost\" is not host:port"}},
 		// strategy
 		{"strategy type", []edit{{"type: canary", "type: blue-green"}},
-			[]string{"t.yaml:21: components[1].strategy.type: unknown strategy \"blue-green\"; known: by-domain, canary, one-at-a-time"}},
+			[]string{"t.yaml:21: components[1].strategy.type: unknown strategy \"blue-green\"; known: active-standby, by-domain, canary, one-at-a-time"}},
 		{"quorum above members", []edit{{"quorum: 2", "quorum: 4"}},
 			[]string{"t.yaml:7: components[0].strategy.quorum: quorum 4 is more than the 3 members"}},
 		{"quorum equal to members", []edit{{"quorum: 2", "quorum: 3"}},
@@ -67,6 +67,20 @@ func TestValidateRules(t *testing.T) {
 		{"by-domain without a domain", []edit{{"type: canary,", "type: by-domain,"}},
 			[]string{"t.yaml:21: components[1].strategy: by-domain moves one failure domain at a time, but none of the 2 members has a domain: set domain: on the members or their hosts (a zone, a rack)"}},
 		{"by-domain with a domain", []edit{{"type: canary,", "type: by-domain,"}, {"{name: api-1, host: h1,", "{name: api-1, host: h1, domain: zone-a,"}}, nil},
+		{"active-standby without a switchover or a role", []edit{{"type: canary, max_batch: 2, max_unavailable: 2", "type: active-standby"}},
+			[]string{"t.yaml:21: components[1].strategy.type: active-standby adds the step switching-over, which hands the role to an upgraded member (hooks.switchover, with .To that member) before the batch of the member holding it: describe hooks.switchover for api",
+				"t.yaml:21: components[1].strategy.type: active-standby adds the step switching-over, which hands the role to an upgraded member (hooks.switchover, with .To that member) before the batch of the member holding it: describe the role of api (role: {name, check}: the check that passes on the member holding it)"}},
+		{"active-standby with a switchover and a role", []edit{{"type: canary, max_batch: 2, max_unavailable: 2}\n", "type: active-standby}\n" +
+			"    role: {name: active, check: {http: \"http://{{.Address}}/role\"}}\n" +
+			"    hooks: {switchover: [{http: \"http://{{.Any}}/admin/handover?to={{.To}}\", method: POST}]}\n"}}, nil},
+		{"active-standby of one member", []edit{{"type: canary, max_batch: 2, max_unavailable: 2}\n", "type: active-standby}\n" +
+			"    role: {name: active, check: {http: \"http://{{.Address}}/role\"}}\n" +
+			"    hooks: {switchover: [{http: \"http://{{.Any}}/admin/handover?to={{.To}}\", method: POST}]}\n"},
+			{"      - {name: api-2, host: h1, address: 127.0.0.1:8202}\n", ""}},
+			[]string{"t.yaml:21: components[1].strategy: active-standby switches the role over to an upgraded standby before the active goes, but the component has 1 member: it needs at least 2 (use type: canary for one member)"}},
+		{"a switchover's undo", []edit{{"type: canary, max_batch: 2, max_unavailable: 2}\n", "type: canary, max_batch: 2, max_unavailable: 2}\n" +
+			"    hooks: {switchover: [{http: \"http://{{.Any}}/admin/handover?to={{.To}}\", method: POST, undo: {http: \"http://{{.Any}}/x\"}}]}\n"}},
+			[]string{"t.yaml:22: components[1].hooks.switchover[0].undo: undo applies only to the hooks that change something for a while: pre_upgrade, pre_phase, pre_stop"}},
 		{"quorum on canary", []edit{{"type: canary,", "type: canary, quorum: 1,"}},
 			[]string{"t.yaml:21: components[1].strategy.quorum: applies to one-at-a-time only; canary is bounded by max_unavailable"}},
 		{"majority of one member", []edit{
@@ -97,7 +111,7 @@ func TestValidateRules(t *testing.T) {
 		{"undo of an undo", []edit{{"pre_stop: [{exec: [step-down, \"{{.Name}}\"]}]", "pre_stop: [{exec: [a], undo: {exec: [b], undo: {exec: [c]}}}]"}},
 			[]string{"t.yaml:18: components[0].hooks.pre_stop[0].undo.undo: an undo has no undo of its own"}},
 		{"undo template checked", []edit{{"pre_stop: [{exec: [step-down, \"{{.Name}}\"]}]", "pre_stop: [{exec: [a], undo: {exec: [b, \"{{.Nme}}\"]}}]"}},
-			[]string{"t.yaml:18: components[0].hooks.pre_stop[0].undo.exec[1]: template: no field Nme (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .Vars, .Members, .PID)"}},
+			[]string{"t.yaml:18: components[0].hooks.pre_stop[0].undo.exec[1]: template: no field Nme (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .To, .Vars, .Members, .PID)"}},
 		{"pre_phase with undo", []edit{{"pre_stop: [{exec: [step-down, \"{{.Name}}\"]}]", "pre_phase: [{http: \"http://{{.Any}}/noout\", method: POST, undo: {http: \"http://{{.Any}}/noout\", method: DELETE}}]"}},
 			nil},
 		{"upgrade hooks", []edit{{"policy: {on_failure: rollback}", "policy: {on_failure: rollback}\nhooks: {pre_upgrade: [{exec: [freeze], undo: {exec: [thaw]}}], post_upgrade: [{exec: [report, \"{{.Version}}\"]}]}"}},
@@ -152,7 +166,7 @@ func TestValidateRules(t *testing.T) {
 				"t.yaml:15: components[0].health.member.failure_threshold: -1 is not from 1 to 100: the consecutive failures that make a check unhealthy; write one in that range, or leave it out for the default 1"}},
 		// templates
 		{"template field typo", []edit{{`"http://{{.Address}}/ready"`, `"http://{{.Adress}}/ready"`}},
-			[]string{"t.yaml:15: components[0].health.member.http: template: no field Adress (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .Vars, .Members, .PID)"}},
+			[]string{"t.yaml:15: components[0].health.member.http: template: no field Adress (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .To, .Vars, .Members, .PID)"}},
 		{"template member field typo", []edit{{`[kv, "--raft={{.Vars.raft}}"]`, `[kv, "{{range .Members}}{{.Adress}}{{end}}"]`}},
 			[]string{"t.yaml:13: components[0].run.args[1]: template: no field Adress (there are .Name, .Address, .Host, .Vars)"}},
 		{"template var missing", []edit{{`"--raft={{.Vars.raft}}"`, `"--raft={{.Vars.raf}}"`}},
@@ -162,13 +176,13 @@ func TestValidateRules(t *testing.T) {
 		{"template syntax", []edit{{`"--raft={{.Vars.raft}}"`, `"--raft={{.Vars.raft"`}},
 			[]string{"t.yaml:13: components[0].run.args[1]: not a valid template: unclosed action"}},
 		{"env name and template", []edit{{`    run:` + "\n", "    run:\n      env: {\"1X\": \"{{.Nope}}\"}\n"}},
-			[]string{"t.yaml:13: components[0].run.env[\"1X\"]: \"1X\" is not an environment variable name", "t.yaml:13: components[0].run.env[\"1X\"]: template: no field Nope (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .Vars, .Members, .PID)"}},
+			[]string{"t.yaml:13: components[0].run.env[\"1X\"]: \"1X\" is not an environment variable name", "t.yaml:13: components[0].run.env[\"1X\"]: template: no field Nope (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .To, .Vars, .Members, .PID)"}},
 		// durations
 		{"soak not below deadline", []edit{{"    order: 2\n", "    order: 2\n    soak: 1m\n    deadline: 1m\n"}},
 			[]string{"t.yaml:21: components[1].soak: soak 1m is not shorter than deadline 1m: no member could finish its step in time; shorten the soak, or lengthen the deadline (up to 24h)"}},
 		// releases
 		{"no releases", []edit{{"releases:\n", "releases: []\nx:\n"}},
-			[]string{"t.yaml:25: releases: at least one release is needed", "t.yaml:26: x: unknown key; known keys: cluster, substrate, hosts, components, releases, policy, kubernetes, traffic, hooks"}},
+			[]string{"t.yaml:25: releases: at least one release is needed", "t.yaml:26: x: unknown key; known keys: cluster, substrate, hosts, host_defaults, components, releases, policy, kubernetes, traffic, hooks"}},
 		{"version missing", []edit{{"  - version: 1.0.0\n", "  - upgrade_from: []\n"}},
 			[]string{"t.yaml:26: releases[0].version: must be set"}},
 		{"version not semver", []edit{{"version: 2.0.0", "version: v2.0"}},

@@ -89,9 +89,56 @@ type ClusterOptions struct {
 	OKToStop bool
 	// Pin gives kv and api members the cluster's pin as an argument
 	// (--pin {{.Pin}}), which they report on GET /version.
-	Pin    bool
-	Logger *slog.Logger
+	Pin bool
+	// Hosts, if more than 1, spreads the members over that many hosts,
+	// host-1 … host-N, each with an agent of its own on loopback (kv-i
+	// and api-i on host ((i-1) mod N)+1; the load balancer and the
+	// coordinator on host-1), and tells the load balancer each backend's
+	// host; every host is then locked and unlocked through the
+	// balancer's maintenance mode (host_defaults), and its capacity call
+	// asks that backends on HostCapacity hosts (default 1) stay in
+	// rotation without it. The api component has then no pre_phase hook
+	// (a hosts stage runs none).
+	Hosts, HostCapacity int
+	// Coordinator adds the sample coordinator pair (coord-1, coord-2,
+	// component coord, upgraded first: strategy active-standby, its
+	// role "active", hooks.switchover its handover call); every api
+	// member then stamps each write on the active one. SlowHandover
+	// makes each handover wait that long before it happens.
+	Coordinator  bool
+	SlowHandover time.Duration
+	Logger       *slog.Logger
 }
+
+// coordComponent is the coordinator pair's part of the description
+// (ClusterOptions.Coordinator); its ${...} are filled in with the
+// rest.
+const coordComponent = `  # An active/standby pair (sample coord) whose active member stamps
+  # every write the api members make: the standby is upgraded first,
+  # then the role is handed to it (hooks.switchover, .To the member it
+  # goes to: journaled, undone by an abort), then the former active.
+  - name: coord
+    order: 0
+    strategy: {type: active-standby}
+    members:
+      - {name: coord-1, host: host-1, address: "127.0.0.1:${COORD1}"}
+      - {name: coord-2, host: host-1, address: "127.0.0.1:${COORD2}"}
+    run:
+      # A lease of 8 s: an active stopped without a switchover leaves
+      # the pair without one for that long, longer than the load
+      # balancer's retries of a write that waits for a stamp can hide.
+      args: [coord, --name, "{{.Name}}", --http, "{{.Address}}", --lease, 8s, --handover-delay, "${HANDOVERDELAY}",
+             --peer, "{{range .Members}}{{if ne .Name $.Name}}{{.Name}}={{.Address}}{{end}}{{end}}"${PINARGS}]
+      stop_timeout: 10s
+    health:
+      member:  {http: "http://{{.Address}}/ready", interval: 100ms, timeout: 1s}
+      cluster: {http: "http://{{.Any}}/cluster", json: {path: ok, equals: true}, interval: 100ms, timeout: 1s}
+    role: {name: active, check: {http: "http://{{.Address}}/role", json: {path: role, equals: active}, interval: 100ms, timeout: 1s}}
+    soak: ${SOAK}
+    deadline: ${DEADLINE}
+    gate_deadline: ${GATE}
+    hooks:
+      switchover: [{http: "http://{{.Any}}/admin/handover?to={{.To}}", method: POST, timeout: ${HANDOVERTIMEOUT}}]`
 
 // Cluster is a running sample cluster: a ferry agent owning three kv
 // members, four api members and a load balancer, all real processes.
@@ -112,6 +159,8 @@ type Cluster struct {
 	stopAgent func()
 	// agentArgs start the agent again (RestartAgent).
 	self, agentAddr, agentDir string
+	// stopOthers stop the agents of the hosts after host-1 (Hosts).
+	stopOthers []func()
 }
 
 // StartCluster writes the description, starts the agent, the load
@@ -158,8 +207,9 @@ func StartCluster(ctx context.Context, o ClusterOptions) (*Cluster, error) {
 // portClash reports whether a member's log in the cluster directory
 // dir says its address was in use.
 func portClash(dir string) bool {
-	logs, _ := filepath.Glob(filepath.Join(dir, "agent", "logs", "*", "*.log"))
-	logs = append(logs, filepath.Join(dir, "agent", "agent.log"))
+	logs, _ := filepath.Glob(filepath.Join(dir, "agent*", "logs", "*", "*.log"))
+	agents, _ := filepath.Glob(filepath.Join(dir, "agent*", "agent.log"))
+	logs = append(logs, agents...)
 	for _, l := range logs {
 		if b, err := os.ReadFile(l); err == nil && loopback.Clash(b) {
 			return true
@@ -197,18 +247,26 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	ports, err := loopback.Ports(rand.Uint64(), 13)
+	hosts := max(1, o.Hosts)
+	names := []string{"AGENT", "KV1", "KV2", "KV3", "KV1R", "KV2R", "KV3R", "API1", "API2", "API3", "API4", "LB", "LBADMIN"}
+	if o.Coordinator {
+		names = append(names, "COORD1", "COORD2")
+	}
+	for i := 2; i <= hosts; i++ {
+		names = append(names, fmt.Sprintf("AGENT%d", i))
+	}
+	ports, err := loopback.Ports(rand.Uint64(), len(names))
 	if err != nil {
 		return nil, err
 	}
-	names := []string{"AGENT", "KV1", "KV2", "KV3", "KV1R", "KV2R", "KV3R", "API1", "API2", "API3", "API4", "LB", "LBADMIN"}
 	kvSoak := o.Soak
 	if o.KVSoak > 0 {
 		kvSoak = o.KVSoak
 	}
 	vars := map[string]string{"DIR": dir, "SOAK": o.Soak.String(), "KVSOAK": kvSoak.String(), "DEADLINE": o.Deadline.String(),
 		"GATE": o.GateDeadline.String(), "POLICY": o.OnFailure, "FINALIZE": o.Finalize, "IMPACT": o.OnImpact,
-		"GATEQ": "", "GATETIMEOUT": "1s", "LAMEDUCK": "0s", "SLOWPRESTOP": "", "POSTSTART": "[]", "OKTOSTOP": "", "PINARGS": ""}
+		"GATEQ": "", "GATETIMEOUT": "1s", "LAMEDUCK": "0s", "SLOWPRESTOP": "", "POSTSTART": "[]", "OKTOSTOP": "", "PINARGS": "", "COORD": "", "COORDARGS": "",
+		"HANDOVERDELAY": o.SlowHandover.String(), "HANDOVERTIMEOUT": (o.SlowHandover + 5*time.Second).String()}
 	if o.OKToStop {
 		vars["OKTOSTOP"] = "\n    # The system's own answer: each kv member says whether it may stop\n" +
 			"    # (no while the operator holds it), asked before its batch and\n" +
@@ -218,6 +276,10 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	if o.Pin {
 		vars["PINARGS"] = `, --pin, "{{.Pin}}"`
 	}
+	if o.Coordinator {
+		vars["COORD"] = coordComponent
+		vars["COORDARGS"] = `, --coord, "127.0.0.1:${COORD1},127.0.0.1:${COORD2}"`
+	}
 	if o.GateDelay > 0 {
 		vars["GATEQ"] = "?delay=" + o.GateDelay.String()
 		vars["GATETIMEOUT"] = (o.GateDelay + 2*time.Second).String()
@@ -225,6 +287,7 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	for i, n := range names {
 		vars[n] = strconv.Itoa(ports[i])
 	}
+	placeOnHosts(vars, hosts, o.HostCapacity)
 	if o.drawn != nil {
 		o.drawn(vars)
 	}
@@ -274,12 +337,16 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	vars["RELEASES"] = strings.TrimRight(rel.String(), "\n")
 	// Only ${NAME} placeholders are filled in: os.Expand would also eat
 	// the $i and $m of the Go templates inside the description.
-	desc := placeholder.ReplaceAllStringFunc(clusterTemplate, func(m string) string {
-		if v, ok := vars[m[2:len(m)-1]]; ok {
-			return v
-		}
-		return m
-	})
+	fill := func(t string) string {
+		return placeholder.ReplaceAllStringFunc(t, func(m string) string {
+			if v, ok := vars[m[2:len(m)-1]]; ok {
+				return v
+			}
+			return m
+		})
+	}
+	// Twice: a part put in whole (the coordinator's) has its own.
+	desc := fill(fill(clusterTemplate))
 	cl = &Cluster{Dir: dir, File: filepath.Join(dir, "cluster.yaml"), DataDir: filepath.Join(dir, "ferry"),
 		LB: "http://127.0.0.1:" + vars["LB"], LBAdmin: "http://127.0.0.1:" + vars["LBADMIN"], Addresses: map[string]string{}}
 	if err := os.WriteFile(cl.File, []byte(desc), 0o644); err != nil {
@@ -290,6 +357,11 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	cl.self, cl.agentAddr, cl.agentDir = o.Self, agentAddr, agentDir
 	cl.stopAgent, err = startAgent(ctx, o.Self, agentAddr, agentDir)
 	if err != nil {
+		return nil, err
+	}
+	driverHosts, err := cl.startOtherAgents(ctx, vars, hosts)
+	if err != nil {
+		cl.Close()
 		return nil, err
 	}
 	started := cl // the error returns below return a nil cluster
@@ -307,7 +379,7 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	if err != nil {
 		return nil, err
 	}
-	cl.Driver = process.New([]process.Host{{Name: "host-1", Addr: agentAddr, Token: tok}})
+	cl.Driver = process.New(append([]process.Host{{Name: "host-1", Addr: agentAddr, Token: tok}}, driverHosts...))
 	st, err := store.Open(cl.DataDir)
 	if err != nil {
 		return nil, err
@@ -319,7 +391,11 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	lb := driver.Member{Name: "lb", Component: "lb", Host: "host-1", Address: "127.0.0.1:" + vars["LB"],
 		Args: []string{"lb", "--http", "127.0.0.1:" + vars["LB"], "--admin", "127.0.0.1:" + vars["LBADMIN"]}, StopTimeout: 10 * time.Second}
 	for _, n := range []string{"API1", "API2", "API3", "API4"} {
-		lb.Args = append(lb.Args, "--backend", fmt.Sprintf("api-%s=127.0.0.1:%s", n[3:], vars[n]))
+		b := fmt.Sprintf("api-%s=127.0.0.1:%s", n[3:], vars[n])
+		if hosts > 1 {
+			b += "@" + vars[n+"HOST"]
+		}
+		lb.Args = append(lb.Args, "--backend", b)
 	}
 	cl.Members = append(eng.Members(), lb)
 	for _, m := range eng.Members() {
@@ -408,6 +484,9 @@ func (cl *Cluster) Close() {
 	}
 	if cl.stopAgent != nil {
 		cl.stopAgent()
+	}
+	for _, stop := range cl.stopOthers {
+		stop()
 	}
 }
 

@@ -152,6 +152,16 @@ type Logger interface {
 	Logs(ctx context.Context, m Member, previous bool, lines int) (string, error)
 }
 
+// HostLocker is a driver that can lock a host itself (move its work
+// away: StarlingX's host-lock over SSH, a Kubernetes node's cordon and
+// drain) and unlock it, for hosts whose description gives no lock
+// calls (capability lock-host). Both are idempotent: locking a locked
+// host, or unlocking one that is not locked, succeeds.
+type HostLocker interface {
+	LockHost(ctx context.Context, host string) error
+	UnlockHost(ctx context.Context, host string) error
+}
+
 // Effect is a change a driver makes outside a member's own process (a
 // node cordoned, a workload's update strategy changed, a rollout
 // paused), recorded with what undoes it before it is made.

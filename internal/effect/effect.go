@@ -31,13 +31,19 @@ const (
 	ScopePhase ScopeKind = "phase"
 	// ScopeUpgrade lasts for the whole upgrade: undone at its end.
 	ScopeUpgrade ScopeKind = "upgrade"
+	// ScopeHost lasts while a host is locked for the moves of its
+	// members (StarlingX's host-lock, a balancer's maintenance mode):
+	// undone (unlocked) once they are done, or when the host's turn
+	// ends any other way.
+	ScopeHost ScopeKind = "host"
 )
 
-// Scope is what an effect belongs to: a member, a component's phase,
-// or the upgrade.
+// Scope is what an effect belongs to: a member, a host, a component's
+// phase, or the upgrade.
 type Scope struct {
 	Kind ScopeKind `json:"kind"`
-	// Name is the member or the component; empty for the upgrade.
+	// Name is the member, the host or the component; empty for the
+	// upgrade.
 	Name string `json:"name,omitempty"`
 }
 
@@ -48,8 +54,9 @@ func (s Scope) String() string {
 	return string(s.Kind) + " " + s.Name
 }
 
-// Member, Phase and Upgrade make scopes.
+// Member, Host, Phase and Upgrade make scopes.
 func Member(name string) Scope     { return Scope{Kind: ScopeMember, Name: name} }
+func Host(name string) Scope       { return Scope{Kind: ScopeHost, Name: name} }
 func Phase(component string) Scope { return Scope{Kind: ScopePhase, Name: component} }
 func Upgrade() Scope               { return Scope{Kind: ScopeUpgrade} }
 
@@ -78,12 +85,19 @@ type Hook struct {
 	Component string `json:"component,omitempty"`
 	Index     int    `json:"index"`
 	Member    string `json:"member,omitempty"`
+	// To, when set, makes the undo the whole list made again with .To
+	// this member (Index unused): a switchover's undo hands the role
+	// back to the member that held it.
+	To string `json:"to,omitempty"`
 }
 
-// Undo is how an effect is undone: a hook call's undo, or the driver's
-// own description, handed back to it.
+// Undo is how an effect is undone: a hook call's undo, a host's
+// unlock, or the driver's own description, handed back to it.
 type Undo struct {
-	Hook   *Hook  `json:"hook,omitempty"`
+	Hook *Hook `json:"hook,omitempty"`
+	// Unlock names the host whose unlock undoes the effect (its lock):
+	// its unlock calls, rendered from the description when they run.
+	Unlock string `json:"unlock,omitempty"`
 	Driver []byte `json:"driver,omitempty"`
 }
 

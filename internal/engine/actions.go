@@ -47,8 +47,21 @@ func (e *Engine) timeout(u upgrade.Upgrade, a upgrade.Action) time.Duration {
 		return d
 	case upgrade.ActStage:
 		return sum(e.stageCalls(a))
+	case upgrade.ActLock:
+		if calls, driverOp := e.hostTimeout(a.Host, true); !driverOp {
+			return sum(calls)
+		}
+		return driverUndoBound
 	case upgrade.ActUndo:
 		if i := u.Effects.ByID(a.Effect); i >= 0 {
+			if h := u.Effects[i].Undo.Unlock; h != "" {
+				if calls, driverOp := e.hostTimeout(h, false); !driverOp {
+					return sum(calls)
+				}
+			}
+			if h := u.Effects[i].Undo.Hook; h != nil && h.To != "" {
+				return sum(e.hookCalls(upgrade.Action{Hooks: h.List, Component: h.Component}))
+			}
 			if h := u.Effects[i].Undo.Hook; h != nil {
 				if c := e.undoCall(h); c != nil {
 					return sum([]config.Call{*c})
@@ -70,6 +83,8 @@ func (e *Engine) do(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) (s
 		return e.undo(ctx, u, a)
 	case upgrade.ActHooks:
 		return e.runHooks(ctx, u, a)
+	case upgrade.ActLock:
+		return e.lockHost(ctx, a.Host, a.Version, a.Pin, true)
 	}
 	info, ok := e.members[a.Member]
 	if !ok {
@@ -152,13 +167,19 @@ func (e *Engine) runHooks(ctx context.Context, u upgrade.Upgrade, a upgrade.Acti
 		version = m.Target
 	}
 	data := e.callData(a.Member, a.Component, version)
-	data.Pin = a.Pin
+	data.Pin, data.To = a.Pin, a.To
+	return e.callList(ctx, a.Hooks, e.hookCalls(a), data)
+}
+
+// callList makes the calls of hook list name, in order, stopping at
+// the first that fails; their answers (bounded) are the detail.
+func (e *Engine) callList(ctx context.Context, name string, calls []config.Call, data config.TemplateData) (string, error) {
 	var out []string
-	for i, c := range e.hookCalls(a) {
+	for i, c := range calls {
 		r := e.prober.Do(ctx, c, data)
 		out = append(out, r.Detail)
 		if !r.OK {
-			return bounded(strings.Join(out, " | ")), fmt.Errorf("%s hook %d: %s", a.Hooks, i+1, r.Detail)
+			return bounded(strings.Join(out, " | ")), fmt.Errorf("%s hook %d: %s", name, i+1, r.Detail)
 		}
 	}
 	return bounded(strings.Join(out, " | ")), nil
@@ -193,6 +214,20 @@ func (e *Engine) undo(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) 
 		return "", nil // undone already
 	}
 	ef := u.Effects[i]
+	if h := ef.Undo.Unlock; h != "" {
+		return e.lockHost(ctx, h, u.To, u.Pin, false)
+	}
+	if h := ef.Undo.Hook; h != nil && h.To != "" {
+		// A handover's undo: the same list, made with .To the member
+		// that held what it handed over.
+		data := e.callData("", h.Component, u.To)
+		data.Pin, data.To = u.Pin, h.To
+		detail, err := e.callList(ctx, h.List, e.hookCalls(upgrade.Action{Hooks: h.List, Component: h.Component}), data)
+		if err != nil {
+			return detail, fmt.Errorf("undo of %s: %w", ef.ID, err)
+		}
+		return detail, nil
+	}
 	if h := ef.Undo.Hook; h != nil {
 		c := e.undoCall(h)
 		if c == nil {

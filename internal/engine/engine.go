@@ -232,6 +232,9 @@ func (e *Engine) Begin(ctx context.Context, to string) (upgrade.Upgrade, error) 
 	if err := nothingToDo(p); err != nil {
 		return upgrade.Upgrade{}, err
 	}
+	if err := e.requireHostLocks(); err != nil {
+		return upgrade.Upgrade{}, err
+	}
 	now := e.now()
 	u := upgrade.New(newID(now), p, snap.Versions(), nil, now)
 	u.Description = e.c.Digest

@@ -28,8 +28,11 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 		evs = append(evs, store.Event{Kind: "state", Message: fmt.Sprintf("ending %s: the upgrade's undos and post_upgrade hooks run first", b.Ending)})
 	}
 	for i, bb := range b.Batches {
-		if i >= len(a.Batches) {
+		if i >= len(a.Batches) || len(a.Batches[i].Hosts) < len(bb.Hosts) {
 			msg := fmt.Sprintf("%s: %s (size %d", bb.Name(), strings.Join(bb.Members, ", "), bb.Size)
+			if len(bb.Hosts) > 0 {
+				msg = fmt.Sprintf("%s: hosts %s: %s (up to %d locked at once", bb.Name(), strings.Join(bb.Hosts, ", "), strings.Join(bb.Members, ", "), bb.Size)
+			}
 			if bb.Why != "" {
 				msg += ": " + bb.Why
 			}
@@ -51,6 +54,8 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 					bb.Name(), bb.Ended.Sub(bb.Began).Round(time.Millisecond), how, bb.Bound.Round(time.Millisecond))})
 		}
 	}
+	// A batch's steps come before its members' moves.
+	evs = append(evs, batchStepChanges(a, b)...)
 	for _, n := range upgrade.Touched(a, b) {
 		mb := b.Members[n]
 		ma := a.Members[n]
@@ -77,7 +82,8 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 				Message:    fmt.Sprintf("%s healthy on %s: down for %s (from its stop to its first healthy check)", n, mb.Target, down.Round(time.Millisecond))})
 		}
 	}
-	evs = append(evs, effectChanges(a.Effects, b.Effects)...)
+	evs = append(evs, hostChanges(a, b)...)
+	evs = append(evs, effectChanges(a.Effects, b.Effects, b.State == upgrade.StateCompleted || b.Ending == upgrade.StateCompleted)...)
 	switch {
 	case a.Outage == nil && b.Outage != nil:
 		evs = append(evs, store.Event{Kind: "outage", Message: "the substrate does not answer: " + b.Outage.Detail +
@@ -92,13 +98,14 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 	return evs
 }
 
-// effectChanges describes the effects opened, changed and undone
-// between journals a and b. A journal keeps its order (effects are
-// appended, undone ones removed), so each effect of b is looked for in
-// a from where the one before it was found: one walk of both (a
-// journal holds an effect per member in flight), with a search of all
-// of a only for one out of that order.
-func effectChanges(a, b effect.Journal) []store.Event {
+// effectChanges describes the effects opened, failed, abandoned and
+// closed between journals a and b; completed: b's upgrade completed,
+// so a handover's change that left the journal was kept, not undone. A
+// journal keeps its order (effects are appended, closed ones removed),
+// so each effect of b is looked for in a from where the one before it
+// was found: one walk of both (a journal holds an effect per member in
+// flight), with a search of all of a only for one out of that order.
+func effectChanges(a, b effect.Journal, completed bool) []store.Event {
 	if len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0] ||
 		slices.EqualFunc(a, b, func(x, y effect.Effect) bool { return x.ID == y.ID && x.State == y.State })) {
 		return nil // one journal (the machine shares it until it changes), or the same effects
@@ -139,7 +146,11 @@ func effectChanges(a, b effect.Journal) []store.Event {
 			if ea.Scope.Kind == effect.ScopeMember {
 				member = ea.Scope.Name
 			}
-			evs = append(evs, store.Event{Kind: "effect", Member: member, Message: fmt.Sprintf("effect %s undone: %s", ea.ID, ea.What)})
+			how := "undone"
+			if h := ea.Undo.Hook; completed && h != nil && h.To != "" {
+				how = "kept (the upgrade completed; its undo was for the way back)"
+			}
+			evs = append(evs, store.Event{Kind: "effect", Member: member, Message: fmt.Sprintf("effect %s %s: %s", ea.ID, how, ea.What)})
 		}
 	}
 	return evs

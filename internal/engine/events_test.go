@@ -96,7 +96,7 @@ func TestEffectChanges(t *testing.T) {
 			b[i], b[j] = b[j], b[i]
 		}
 		var got []string
-		for _, ev := range effectChanges(a, b) {
+		for _, ev := range effectChanges(a, b, false) {
 			f := strings.Fields(ev.Message) // "effect e7 opened ...", "effect e7 failed: ..."
 			got = append(got, f[1]+" "+strings.TrimSuffix(f[2], ":"))
 		}

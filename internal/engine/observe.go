@@ -67,6 +67,9 @@ type observer struct {
 	asking  map[string]bool
 	asks    sync.WaitGroup
 	ctx     context.Context
+	// capacity is the hosts' capacity calls' (hosts.go), asked like
+	// ok_to_stop.
+	capacity capacity
 }
 
 func (e *Engine) newObserver() *observer {
@@ -383,7 +386,7 @@ func (o *observer) snapshot() Snapshot {
 	if o.snap.Statuses != nil && o.snapMembers == o.memberGen {
 		snap := o.snap
 		snap.gen, snap.Time = o.gen, o.e.now()
-		snap.Obs.Gates, snap.Obs.Answers = o.gatesAndAnswers()
+		snap.Obs.Gates, snap.Obs.Answers, snap.Obs.Capacity = o.gatesAndAnswers()
 		o.snap, o.snapGen = snap, o.gen
 		return snap
 	}
@@ -409,7 +412,7 @@ func (o *observer) snapshot() Snapshot {
 		snap.Obs.Members[n] = mh
 	}
 	snap.Obs.Since = o.since
-	snap.Obs.Gates, snap.Obs.Answers = o.gatesAndAnswers()
+	snap.Obs.Gates, snap.Obs.Answers, snap.Obs.Capacity = o.gatesAndAnswers()
 	// Handed to every pass until the next change: what the machine
 	// looks for among all members is found once.
 	snap.Obs = snap.Obs.Summarize()
@@ -417,9 +420,9 @@ func (o *observer) snapshot() Snapshot {
 	return snap
 }
 
-// gatesAndAnswers are the gates and the system's answers as they stand,
-// in maps of their own. o.mu is held.
-func (o *observer) gatesAndAnswers() (map[string]upgrade.Gate, map[string]upgrade.Answer) {
+// gatesAndAnswers are the gates, the system's answers and the hosts'
+// capacity answers as they stand, in maps of their own. o.mu is held.
+func (o *observer) gatesAndAnswers() (map[string]upgrade.Gate, map[string]upgrade.Answer, map[string]upgrade.Answer) {
 	gates := make(map[string]upgrade.Gate, len(o.gates))
 	for c, g := range o.gates {
 		gates[c] = g
@@ -436,7 +439,7 @@ func (o *observer) gatesAndAnswers() (map[string]upgrade.Gate, map[string]upgrad
 			answers[n] = a
 		}
 	}
-	return gates, answers
+	return gates, answers, o.capacity.snapshot()
 }
 
 // memberHealth is what the machine sees of one member: its status, and

@@ -217,6 +217,7 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 			l.ob.kick("gate:" + c)
 		}
 		l.ob.ask(d.Ask)
+		l.ob.askCapacity(d.AskHosts)
 		if l.u.State.Terminal() {
 			return l.u, nil
 		}

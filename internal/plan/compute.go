@@ -68,7 +68,7 @@ func Compute(c *config.Cluster, obs Observed, to string) (Plan, error) {
 		return Plan{}, err
 	}
 	if len(rel.Flow) > 0 {
-		if err := p.flow(c, rel, phases); err != nil {
+		if err := p.flow(c, rel, phases, obs.Down); err != nil {
 			return Plan{}, err
 		}
 	}
@@ -80,10 +80,18 @@ func Compute(c *config.Cluster, obs Observed, to string) (Plan, error) {
 // Validate has checked the flow; a Cluster built in Go may not have
 // been, so a component the flow names and the description lacks is an
 // error here, not a panic.
-func (p *Plan) flow(c *config.Cluster, rel *config.Release, phases map[string]Phase) error {
-	for _, fs := range rel.Flow {
+func (p *Plan) flow(c *config.Cluster, rel *config.Release, phases map[string]Phase, down map[string]bool) error {
+	for i := range rel.Flow {
+		fs := &rel.Flow[i]
 		st := Stage{Kind: fs.Stage, Component: fs.Component, Name: fs.Name, PointOfNoReturn: fs.PointOfNoReturn}
 		switch fs.Stage {
+		case config.StageHosts:
+			ph, err := hostsOf(c, fs, phases, down)
+			if err != nil {
+				return err
+			}
+			p.Phases = append(p.Phases, ph)
+			st.Name = ph.Component
 		case config.StagePhase:
 			ph, ok := phases[fs.Component]
 			if !ok {

@@ -25,8 +25,8 @@ type Plan struct {
 
 // Stage is one stage of an upgrade's flow: Kind is one of config's
 // Stage kinds (expand, phase, action, rollout, migrate, finalize,
-// contract); Component names a phase's or a rollout's component, Name
-// an action.
+// contract, hosts); Component names a phase's or a rollout's
+// component, Name an action or a hosts stage.
 type Stage struct {
 	Kind      string `json:"kind"`
 	Component string `json:"component,omitempty"`
@@ -52,14 +52,23 @@ func (p Plan) Stages() []Stage {
 		Stage{Kind: config.StageContract})
 }
 
-// PhaseOf is the index in Phases of phase or rollout stage st, or -1.
+// PhaseOf is the index in Phases of phase, rollout or hosts stage st,
+// or -1.
 func (p Plan) PhaseOf(st Stage) int {
+	if st.Kind == config.StageHosts {
+		for i, ph := range p.Phases {
+			if ph.Hosts != nil && ph.Component == st.Name {
+				return i
+			}
+		}
+		return -1
+	}
 	rollout := st.Kind == config.StageRollout
 	if !rollout && st.Kind != config.StagePhase {
 		return -1
 	}
 	for i, ph := range p.Phases {
-		if ph.Component == st.Component && ph.Rollout == rollout {
+		if ph.Component == st.Component && ph.Rollout == rollout && ph.Hosts == nil {
 			return i
 		}
 	}
@@ -90,11 +99,17 @@ type Phase struct {
 	// release it already runs (the pin moved: a flow's rollout stage);
 	// none is skipped for running the target.
 	Rollout bool `json:"rollout,omitempty"`
+	// Hosts, set for a hosts stage's phase (Component is then the
+	// stage's name), says which components it moves host by host and
+	// how; its batches are host batches.
+	Hosts *Hosts `json:"hosts,omitempty"`
 }
 
-// Batch is the members of a phase that move together.
+// Batch is the members of a phase that move together; in a hosts
+// phase, the hosts locked together and every member to move on them.
 type Batch struct {
 	Members []string `json:"members"`
+	Hosts   []string `json:"hosts,omitempty"`
 }
 
 // Skipped is a member the plan leaves alone, and why.

@@ -40,7 +40,7 @@ type Invariants struct {
 
 func newInvariants() *Invariants {
 	inv := &Invariants{byName: map[string]*Invariant{}}
-	for _, n := range []string{InvMaxUnavailable, InvPerHost, InvPerDomain, InvQuorum, InvOnePhase, InvOneSwitchover, InvEnd} {
+	for _, n := range []string{InvMaxUnavailable, InvPerHost, InvPerDomain, InvQuorum, InvOnePhase, InvOneSwitchover, InvHosts, InvEnd} {
 		inv.byName[n] = &Invariant{Name: n}
 		inv.order = append(inv.order, n)
 	}
@@ -66,8 +66,9 @@ func (inv *Invariants) List() []Invariant {
 
 // checkDown checks, as ferry takes healthy member m down, its
 // component's budgets (counting every member of it not healthy, m
-// included), its quorum, and that no other component is in its phase.
-// w.mu is held.
+// included; per host, every member on the host), its quorum, and that
+// no other component is in its phase (but those a hosts stage moves
+// with it). w.mu is held.
 func (w *World) checkDown(m *member, why string) {
 	now := w.clock.Now()
 	comp := w.c.Component(m.comp)
@@ -79,8 +80,11 @@ func (w *World) checkDown(m *member, why string) {
 			continue
 		}
 		if o.comp != m.comp {
-			if o.ferryDown {
+			if o.ferryDown && !w.hosts.movesWith(m.comp, o.comp) {
 				others = append(others, o.name+" ("+o.comp+")")
+			}
+			if !o.ready && o.host == m.host {
+				onHost++
 			}
 			continue
 		}
@@ -99,7 +103,7 @@ func (w *World) checkDown(m *member, why string) {
 	what := fmt.Sprintf("%s taken down (%s)", m.name, why)
 	w.inv.check(InvMaxUnavailable, down <= max(s.MaxUnavailable, 1), now, "%s: %d of %s down, max_unavailable %d", what, down, m.comp, max(s.MaxUnavailable, 1))
 	if s.MaxUnavailablePerHost > 0 {
-		w.inv.check(InvPerHost, onHost <= s.MaxUnavailablePerHost, now, "%s: %d of %s down on host %s, max %d", what, onHost, m.comp, m.host, s.MaxUnavailablePerHost)
+		w.inv.check(InvPerHost, onHost <= s.MaxUnavailablePerHost, now, "%s: %d members down on host %s (of every component), max %d", what, onHost, m.host, s.MaxUnavailablePerHost)
 	}
 	if s.MaxUnavailablePerDomain > 0 {
 		w.inv.check(InvPerDomain, inDomain <= s.MaxUnavailablePerDomain, now, "%s: %d of %s down in domain %s, max %d", what, inDomain, m.comp, m.domain, s.MaxUnavailablePerDomain)
@@ -117,14 +121,21 @@ func (w *World) checkDown(m *member, why string) {
 // checkSwitchovers checks, as member m's role starts moving, that no
 // other component's role is moving. w.mu is held.
 func (w *World) checkSwitchovers(m *member) {
-	var moving []string
+	moving := w.movingRoles(m.comp)
+	w.inv.check(InvOneSwitchover, len(moving) == 0, w.clock.Now(), "the role of %s moves (%s down) while %v's moves too", m.comp, m.name, moving)
+}
+
+// movingRoles lists, sorted, the components whose role is moving, but
+// skip ("" for none). w.mu is held.
+func (w *World) movingRoles(skip string) []string {
+	var out []string
 	for c, yes := range w.moving {
-		if yes && c != m.comp {
-			moving = append(moving, c)
+		if yes && c != skip {
+			out = append(out, c)
 		}
 	}
-	sort.Strings(moving)
-	w.inv.check(InvOneSwitchover, len(moving) == 0, w.clock.Now(), "the role of %s moves (%s down) while %v's moves too", m.comp, m.name, moving)
+	sort.Strings(out)
+	return out
 }
 
 // checkEnd checks where every member ended, for an upgrade that ended

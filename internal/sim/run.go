@@ -18,7 +18,9 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/config"
 	"github.com/ferry-upgrade/ferry/internal/engine"
 	"github.com/ferry-upgrade/ferry/internal/plan"
+	"github.com/ferry-upgrade/ferry/internal/step"
 	"github.com/ferry-upgrade/ferry/internal/store"
+	"github.com/ferry-upgrade/ferry/internal/strategy"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
@@ -92,6 +94,9 @@ type Result struct {
 	Took       time.Duration `json:"took"`
 	Timeline   []Entry       `json:"timeline"`
 	Invariants []Invariant   `json:"invariants"`
+	// Roles are the member holding each component's role at the end
+	// ("" while it moves), for the components that have one.
+	Roles map[string]string `json:"roles,omitempty"`
 	// Err is why the run could not finish (the engine refused, or the
 	// virtual time ran out).
 	Err string `json:"error,omitempty"`
@@ -149,6 +154,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	clock := NewClock()
 	w := newWorld(clock, c, cfg.Seed, timing, faults, from, !cfg.MemberChecks)
+	w.hosts = newHosts(c, cfg.To)
 	res.Members = len(w.order)
 	st := NewStore()
 	st.dropEvents = cfg.NoEvents
@@ -206,6 +212,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	w.checkEnd(u)
 	res.Invariants = w.inv.List()
+	res.Roles = w.roles()
 	evMu.Lock()
 	res.Timeline = timeline
 	evMu.Unlock()
@@ -323,14 +330,14 @@ func rewrite(orig *config.Cluster, memberChecks bool, tick time.Duration) *confi
 		if comp.Role != nil {
 			r := *comp.Role
 			r.Check = nil
-			if memberChecks {
+			if memberChecks || needsRole(&comp) {
 				r.Check = check(callRole, comp.Role.Check)
 			}
 			comp.Role = &r
 		}
 		h := comp.Hooks
 		comp.Hooks = config.Hooks{PreStop: calls(callHook, h.PreStop), PostStart: calls(callHook, h.PostStart),
-			PrePhase: calls(callHook, h.PrePhase), PostPhase: calls(callHook, h.PostPhase)}
+			PrePhase: calls(callHook, h.PrePhase), PostPhase: calls(callHook, h.PostPhase), Switchover: calls(callSwitch, h.Switchover)}
 		if comp.Version != nil {
 			v := sim(callVer, *comp.Version)
 			comp.Version = &v
@@ -340,6 +347,7 @@ func rewrite(orig *config.Cluster, memberChecks bool, tick time.Duration) *confi
 		c.Components[i] = comp
 	}
 	c.Hooks = config.UpgradeHooks{PreUpgrade: calls(callHook, orig.Hooks.PreUpgrade), PostUpgrade: calls(callHook, orig.Hooks.PostUpgrade)}
+	rewriteHosts(&c, sim)
 	c.Releases = make([]config.Release, len(orig.Releases))
 	for i, r := range orig.Releases {
 		arts := map[string]config.Artifact{}
@@ -358,6 +366,18 @@ func rewrite(orig *config.Cluster, memberChecks bool, tick time.Duration) *confi
 	}
 	c.Policy.Tick = config.Duration(tick)
 	return &c
+}
+
+// needsRole reports whether a step comp's strategy may add is about
+// its role (a switchover): its role check is then kept, for the
+// strategy must see who holds it.
+func needsRole(comp *config.Component) bool {
+	for _, n := range strategy.Adds(string(comp.Strategy.Type)) {
+		if x, ok := step.ExtraOf(step.Name(n)); ok && x.NeedsRole {
+			return true
+		}
+	}
+	return false
 }
 
 // RandomFaults draws what goes wrong in a run from its seed: mostly

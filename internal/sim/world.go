@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -95,10 +96,11 @@ type World struct {
 	mu      sync.Mutex
 	members map[string]*member
 	order   []string
-	list    []*member // members, in order
+	list    []*member         // members, in order
 	leader  map[string]string // component → member holding its role ("" while it moves)
 	moving  map[string]bool   // components whose role is moving (a switchover)
 	inv     *Invariants
+	hosts   hosts // hosts.go
 }
 
 func newWorld(clock *Clock, c *config.Cluster, seed uint64, timing Timing, faults Faults, from string, statusIsHealth bool) *World {
@@ -316,6 +318,35 @@ func (w *World) takeDown(m *member, why string) {
 	}
 }
 
+// switchOver hands component comp's role to member to (a switchover
+// call, or its undo): the role moves (for the time an election takes)
+// and lands on to if it is healthy then. Checked: no role moves
+// meanwhile, of this component or another. w.mu is held.
+func (w *World) switchOver(comp, to string) health.Result {
+	m := w.members[to]
+	switch {
+	case m == nil || m.comp != comp:
+		return health.Result{Detail: fmt.Sprintf("sim: %s is not a member of %s", to, comp)}
+	case !m.ready:
+		return health.Result{Detail: fmt.Sprintf("sim: %s is not healthy: it cannot take the role", to)}
+	case w.leader[comp] == to:
+		return health.Result{OK: true, Detail: "sim: " + to + " holds the role already"}
+	}
+	moving := w.movingRoles("")
+	w.inv.check(InvOneSwitchover, len(moving) == 0, w.clock.Now(), "the role of %s switched over to %s while the role of %v moves", comp, to, moving)
+	w.leader[comp], w.moving[comp] = "", true
+	w.clock.afterFunc(w.draw(w.timing.Elect, fmt.Sprintf("switch:%s>%s#%d", comp, to, m.starts)), kindSim, "switch:"+comp, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.moving[comp] && m.ready {
+			w.leader[comp], w.moving[comp] = to, false
+			return
+		}
+		w.elect(comp)
+	})
+	return health.Result{OK: true, Detail: "sim: the role of " + comp + " moves to " + to}
+}
+
 // elect gives component comp's role, while it is moving, to its first
 // healthy member. w.mu is held.
 func (w *World) elect(comp string) {
@@ -328,6 +359,13 @@ func (w *World) elect(comp string) {
 			return
 		}
 	}
+}
+
+// roles are the member holding each component's role now.
+func (w *World) roles() map[string]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.leader)
 }
 
 // Logs is what a simulated member wrote last (driver.Logger).
@@ -347,6 +385,7 @@ const (
 	callGate   = "sim:gate"
 	callRole   = "sim:role"
 	callHook   = "sim:hook"
+	callSwitch = "sim:switchover"
 	callStage  = "sim:stage"
 	callVer    = "sim:version"
 )
@@ -358,8 +397,14 @@ const (
 func (w *World) Do(ctx context.Context, call config.Call, d config.TemplateData) health.Result {
 	kind, _, _ := strings.Cut(call.HTTP, "#")
 	who := d.Name
-	if kind == callGate {
+	switch kind {
+	case callGate:
 		who = d.Component
+	case callSwitch:
+		who = d.To
+	}
+	if isHostCall(kind) {
+		who = d.Host
 	}
 	wait := w.draw(w.timing.Call, kind+":"+who+"@"+w.clock.Now().String())
 	if kind == callMember {
@@ -393,11 +438,15 @@ func (w *World) Do(ctx context.Context, call config.Call, d config.TemplateData)
 			return health.Result{OK: true, Detail: fmt.Sprintf("sim: %d of %d of %s healthy", ok, n, who)}
 		}
 		return health.Result{Detail: fmt.Sprintf("sim: %d of %d of %s healthy, no majority", ok, n, who)}
+	case callSwitch:
+		return w.switchOver(d.Component, who)
 	case callRole:
 		if m := w.members[who]; m != nil && w.leader[m.comp] == who {
 			return health.Result{OK: true, Detail: "sim: " + who + " holds the role"}
 		}
 		return health.Result{Detail: "sim: " + who + " does not hold the role"}
+	case callLock, callUnlock, callCapacity:
+		return w.hostCall(kind, who)
 	}
 	return health.Result{OK: true, Detail: "sim: " + strings.TrimPrefix(call.HTTP, "sim:") + " done"}
 }

@@ -39,7 +39,7 @@ func Root(t testing.TB) string {
 }
 
 // Walk parses every .go file under the module's root, outside hidden
-// directories (.git) and the directories skip reports (given their
+// directories (.git) and the directories skip (if not nil) reports (given their
 // path relative to the root), and calls visit with each file parsed
 // and its path relative to the root (the name fset's positions give).
 // It fails the test if the walk fails or parses fewer than minFiles
@@ -58,7 +58,7 @@ func Walk(t testing.TB, skip func(rel string) bool, visit func(rel string, fset 
 			return err
 		}
 		if d.IsDir() {
-			if rel != "." && (strings.HasPrefix(d.Name(), ".") || skip(rel)) {
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || (skip != nil && skip(rel))) {
 				return filepath.SkipDir
 			}
 			return nil

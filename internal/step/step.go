@@ -5,11 +5,16 @@
 // badly. The state machine (package upgrade) walks Move generically;
 // it never names a step. It is pure, like the machine.
 //
-// To add a step (lock a host, switch over an active controller): write
-// its Def in this package and put it in Move where it belongs. If its
-// action is a list of hooks, name the list in Hooks (the description
-// then needs that list: a field of config.Hooks); an action the engine
-// cannot already take needs a case in the engine's dispatch too.
+// To add a step to a member's move (lock a host): write its Def in
+// this package and put it in Move where it belongs. If its action is a
+// list of hooks, name the list in Hooks (the description then needs
+// that list: a field of config.Hooks); an action the engine cannot
+// already take needs a case in the engine's dispatch too.
+//
+// A step a strategy adds before a batch's moves (switch over an active
+// member: switchover.go) is an Extra, registered by name with
+// RegisterExtra in a file of its own; the strategy names it in its
+// choice, the machine walks it generically (extra.go).
 package step
 
 import (

@@ -16,8 +16,13 @@ func DefaultOrder(ms []Member) []Member {
 		}
 		return 1
 	}
-	out := slices.Clone(ms)
-	slices.SortStableFunc(out, func(a, b Member) int { return rank(a) - rank(b) })
+	return byRank(ms, rank)
+}
+
+// byRank returns xs sorted by rank, stably: their order otherwise.
+func byRank[T any](xs []T, rank func(T) int) []T {
+	out := slices.Clone(xs)
+	slices.SortStableFunc(out, func(a, b T) int { return rank(a) - rank(b) })
 	return out
 }
 

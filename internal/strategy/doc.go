@@ -23,6 +23,11 @@
 // and may switch off that one predicate (never all at once) for the
 // current upgrade.
 //
+// A strategy may also add steps before a batch's moves (Choice.Before:
+// active-standby's switchover before the active goes), package step's
+// extra steps by name, listed in its Adds (StepAdder) so that a
+// description is checked for what they need.
+//
 // To add a strategy: write a type with the Strategy methods in a file
 // of this package and Register it in that file's init; its settings
 // are the fields of Settings (add a field there, with its YAML key, if

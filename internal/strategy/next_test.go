@@ -47,6 +47,8 @@ func TestNext(t *testing.T) {
 	canHost := Settings{Type: Canary, MaxUnavailable: 4, MaxBatch: 4, MaxUnavailablePerHost: 1}
 	dom := Settings{Type: ByDomain, MaxUnavailable: 4, MaxBatch: 4}
 	domHost := Settings{Type: ByDomain, MaxUnavailable: 4, MaxBatch: 4, MaxUnavailablePerHost: 1}
+	as := Settings{Type: ActiveStandby, MaxUnavailable: 1, MaxBatch: 1}
+	as2 := Settings{Type: ActiveStandby, MaxUnavailable: 2, MaxBatch: 2}
 	three := []string{"a1/zone-a:p", "a2/zone-a:p", "a3/zone-a:p", "b1/zone-b:p", "b2/zone-b:p", "c1/zone-c:p"}
 	for _, tc := range []struct {
 		name string
@@ -82,6 +84,16 @@ func TestNext(t *testing.T) {
 		{"by-domain: a domain with only its role holder left yields", view("osd", dom, 0, "a1/zone-a", "a2/zone-a:pr", "b1/zone-b:p", "b2/zone-b:p"), []string{"a1=clean"}, []string{"b1"}, 1, "domain zone-b"},
 		{"by-domain: the role holder once every other member moved", view("osd", dom, 0, "a1/zone-a", "a2/zone-a:pr", "b1/zone-b", "b2/zone-b"), []string{"a1=clean", "b1=clean", "b2=clean"}, []string{"a2"}, 1, "domain zone-a: one member first"},
 		{"by-domain: refused in its domain, it waits rather than start another", view("osd", domHost, 0, "a1@h1/zone-a", "a2@h1/zone-a:p", "x@h1/zone-c:d", "b1@h2/zone-b:p"), []string{"a1=clean"}, nil, 2, "domain zone-a"},
+
+		// active-standby
+		{"active-standby: the standby first", view("ctl", as, 0, "c1:pr", "c2:p"), nil, []string{"c2"}, 1, "the standbys first"},
+		{"active-standby: the standbys first, max_batch at a time, down first", view("ctl", as2, 0, "c1:pr", "c2:p", "c3:p", "c4:pd"), nil, []string{"c4", "c2"}, 2, "the standbys first, 2 at a time"},
+		{"active-standby: the active last, after a switchover", view("ctl", as, 0, "c1:pr", "c2"), []string{"c2=clean"}, []string{"c1"}, 1, "once the role is switched over"},
+		{"active-standby: a standby left waits the active", view("ctl", as, 0, "c1:pr", "c2", "c3:p"), []string{"c2=clean"}, []string{"c3"}, 1, "the standbys first"},
+		{"active-standby: the role moved by itself: no switchover", view("ctl", as, 0, "c1:p", "c2:r"), []string{"c2=clean"}, []string{"c1"}, 1, "the standbys first"},
+		{"active-standby: no member holds the role: the healthy wait", view("ctl", as, 0, "c1:p", "c2:p"), nil, nil, 1, "no member holds the role"},
+		{"active-standby: no member holds the role: a member down may go", view("ctl", as, 0, "c1:p", "c2:pd"), nil, []string{"c2"}, 1, "only members down may go"},
+		{"active-standby: a refused standby waits, the active does not jump ahead", view("ctl", Settings{Type: ActiveStandby, MaxUnavailable: 1, MaxBatch: 1}, 0, "c1:pr", "c2:p", "c3:d"), nil, nil, 1, "the standbys first"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, ok := Lookup(tc.v.Settings.Type)
@@ -92,7 +104,60 @@ func TestNext(t *testing.T) {
 			if !reflect.DeepEqual(c.Members, tc.want) || c.Size != tc.size || !strings.Contains(c.Why, tc.why) {
 				t.Errorf("Next = %v (size %d: %q), want %v (size %d, with %q)", c.Members, c.Size, c.Why, tc.want, tc.size, tc.why)
 			}
+			// Only the batch of the member holding the role has a step
+			// before it: the switchover.
+			holds := len(c.Members) == 1 && member(tc.v, c.Members[0]).Role
+			if wantBefore := holds && tc.v.Settings.Type == ActiveStandby; wantBefore != reflect.DeepEqual(c.Before, []string{switchingOver}) || !wantBefore && len(c.Before) > 0 {
+				t.Errorf("Before = %v for %v", c.Before, c.Members)
+			}
 		})
+	}
+}
+
+// TestActiveStandbyPlan: its validation, defaults and the batches a
+// plan expects (the last alone: the active, whoever it is at run time).
+func TestActiveStandbyPlan(t *testing.T) {
+	st, _ := Lookup(ActiveStandby)
+	if d := st.Defaults(Settings{Type: ActiveStandby, MaxUnavailable: 2}); d.MaxBatch != 1 {
+		t.Errorf("default max_batch %d, want 1: one standby at a time", d.MaxBatch)
+	}
+	if q := st.Quorum(Settings{}, 2); q != 0 {
+		t.Errorf("quorum %d, want none", q)
+	}
+	if got := Adds(ActiveStandby); !reflect.DeepEqual(got, []string{switchingOver}) {
+		t.Errorf("Adds = %v", got)
+	}
+	if got := Adds(Canary); got != nil {
+		t.Errorf("canary adds %v", got)
+	}
+	for _, tc := range []struct {
+		s    Settings
+		n    int
+		want [][]string
+	}{
+		{Settings{MaxBatch: 1}, 2, [][]string{{"m1"}, {"m2"}}},
+		{Settings{MaxBatch: 2}, 4, [][]string{{"m1", "m2"}, {"m3"}, {"m4"}}},
+		{Settings{MaxBatch: 2}, 3, [][]string{{"m1", "m2"}, {"m3"}}},
+	} {
+		got, note := st.Expected(tc.s, members(tc.n))
+		if !reflect.DeepEqual(got, tc.want) || !strings.Contains(note, "goes last, alone, after a switchover") {
+			t.Errorf("Expected(%+v, %d) = %v, %q; want %v", tc.s, tc.n, got, note, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		s       Settings
+		members []Member
+		field   string
+		msg     string
+	}{
+		{"a pair", Settings{Type: ActiveStandby, MaxUnavailable: 1, MaxBatch: 1}, members(2), "", ""},
+		{"found at run time", Settings{Type: ActiveStandby, MaxUnavailable: 1, MaxBatch: 1}, nil, "", ""},
+		{"one member", Settings{Type: ActiveStandby, MaxUnavailable: 1, MaxBatch: 1}, members(1), "-", "needs at least 2"},
+		{"quorum", Settings{Type: ActiveStandby, MaxUnavailable: 1, MaxBatch: 1, Quorum: 1}, members(2), "quorum", "one-at-a-time only"},
+		{"max_batch above budget", Settings{Type: ActiveStandby, MaxUnavailable: 1, MaxBatch: 2}, members(3), "max_batch", "could never move"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { wantProblem(t, Validate(tc.s, tc.members), tc.field, tc.msg) })
 	}
 }
 
@@ -166,6 +231,7 @@ func TestDefaults(t *testing.T) {
 		{Settings{Type: Canary}, 1},
 		{Settings{Type: ByDomain, MaxUnavailable: 4}, 4},
 		{Settings{Type: ByDomain, MaxUnavailable: 4, MaxBatch: 2}, 2},
+		{Settings{Type: ActiveStandby, MaxUnavailable: 2}, 1},
 	} {
 		st, _ := Lookup(tc.s.Type)
 		if got := st.Defaults(tc.s); got.MaxBatch != tc.want || got.MaxUnavailable != tc.s.MaxUnavailable {

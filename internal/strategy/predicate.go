@@ -3,6 +3,7 @@ package strategy
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -79,6 +80,9 @@ type View struct {
 	// AskSystem: the component describes an ok_to_stop call, whose
 	// answer (Member.System) a healthy candidate needs.
 	AskSystem bool
+	// ByHost: a hosts stage moves the members, host by host; the
+	// hosts' order (the one holding a role last) does role_last's work.
+	ByHost bool
 }
 
 // Predicate is one named rule that may refuse a member's admission.
@@ -125,7 +129,7 @@ var Predicates = []Predicate{
 	{Name: PredGate, Doc: "every cluster gate is green, checked after the last batch ended", Check: gate, atAdmission: true},
 	{Name: PredRoleLast, Doc: "a member holding the component's role (the leader) goes after every other member of its phase", Check: roleLast, atAdmission: true},
 	{Name: PredMaxUnavailable, Doc: "at most max_unavailable members of the component down at once, counting those down for any reason", Check: maxUnavailable},
-	{Name: PredPerHost, Doc: "at most max_unavailable_per_host members of the component down on one host", Check: perHost},
+	{Name: PredPerHost, Doc: "at most max_unavailable_per_host members down on one host, counting the members of every component on it", Check: perHost},
 	{Name: PredPerDomain, Doc: "at most max_unavailable_per_domain members of the component down in one failure domain", Check: perDomain},
 	{Name: PredQuorum, Doc: "stopping a member leaves at least quorum healthy members of the component (ok-to-stop)", Check: quorum},
 	// Last: the system is asked only about a candidate ferry's own
@@ -133,21 +137,23 @@ var Predicates = []Predicate{
 	{Name: PredOKToStop, Doc: "the system itself says the member may stop (the component's ok_to_stop call, asked after the last batch ended and again after its drain)", Check: okToStop},
 }
 
-// Known reports whether name is a predicate's name.
+// Known reports whether name is a predicate's name (a member's or a
+// host's).
 func Known(name string) bool {
-	for _, p := range Predicates {
-		if p.Name == name {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(PredicateNames(), name)
 }
 
-// PredicateNames lists the predicates' names in order.
+// PredicateNames lists the predicates' names in order: the members',
+// then the hosts' own.
 func PredicateNames() []string {
-	out := make([]string, len(Predicates))
-	for i, p := range Predicates {
-		out[i] = p.Name
+	out := make([]string, 0, len(Predicates)+len(HostPredicates))
+	for _, p := range Predicates {
+		out = append(out, p.Name)
+	}
+	for _, p := range HostPredicates {
+		if !slices.Contains(out, p.Name) {
+			out = append(out, p.Name)
+		}
 	}
 	return out
 }
@@ -200,7 +206,7 @@ func gate(v *View, _ Member) string {
 }
 
 func roleLast(v *View, c Member) string {
-	if !c.Role || v.RollingBack {
+	if !c.Role || v.RollingBack || v.ByHost {
 		return ""
 	}
 	var before []string
@@ -228,11 +234,10 @@ func cost(c Member) int {
 	return 0
 }
 
-// counts reports whether member m counts against a budget of c: of
-// c's component, not c, matching in, and down, in flight or admitted in
-// this round.
+// counts reports whether member m counts against a budget of c: not
+// c, matching in, and down, in flight or admitted in this round.
 func counts(v *View, c, m Member, in func(Member) bool) bool {
-	return m.Component == v.Component && m.Name != c.Name && in(m) && (m.InFlight || v.Admitted[m.Name] || !m.Healthy)
+	return m.Name != c.Name && in(m) && (m.InFlight || v.Admitted[m.Name] || !m.Healthy)
 }
 
 // unavailable lists the members that count against a budget of c.
@@ -277,9 +282,11 @@ func budget(v *View, c Member, max int, label string, in func(Member) bool) stri
 }
 
 func maxUnavailable(v *View, c Member) string {
-	return budget(v, c, max(1, v.Settings.MaxUnavailable), "", func(Member) bool { return true })
+	return budget(v, c, max(1, v.Settings.MaxUnavailable), "", v.own)
 }
 
+// perHost counts the members of every component on c's host: a host
+// carries them all, and a hosts stage moves them together.
 func perHost(v *View, c Member) string {
 	if c.Host == "" {
 		return ""
@@ -291,8 +298,11 @@ func perDomain(v *View, c Member) string {
 	if c.Domain == "" {
 		return ""
 	}
-	return budget(v, c, v.Settings.MaxUnavailablePerDomain, c.Domain, func(m Member) bool { return m.Domain == c.Domain })
+	return budget(v, c, v.Settings.MaxUnavailablePerDomain, c.Domain, func(m Member) bool { return v.own(m) && m.Domain == c.Domain })
 }
+
+// own reports whether m is of the view's component.
+func (v *View) own(m Member) bool { return m.Component == v.Component }
 
 func quorum(v *View, c Member) string {
 	if v.Quorum < 1 || cost(c) == 0 {

@@ -87,18 +87,39 @@ type Choice struct {
 	// admitted); Why says why, in words, for the events.
 	Size int
 	Why  string
+	// Before names the extra steps (package step's, by name) the machine
+	// runs before the batch's moves, in order: active-standby's
+	// switchover before the member holding the role goes. Strategies
+	// that add none leave it empty.
+	Before []string
+}
+
+// StepAdder is a strategy that adds steps before some batches
+// (Choice.Before). Adds names every step it may add, so that a
+// description is checked for what those steps need (their hook list, a
+// role) before anything moves.
+type StepAdder interface {
+	Adds() []string
+}
+
+// Adds lists the extra steps the strategy registered as name may add
+// before a batch, nil if none (or if it is not registered).
+func Adds(name string) []string {
+	st, _ := Lookup(name)
+	if a, ok := st.(StepAdder); ok {
+		return a.Adds()
+	}
+	return nil
 }
 
 // Strategy is one way of choosing which of a component's members move
 // together, and when.
 //
-// Room to grow: a strategy that adds steps to a move (active-standby:
-// a switchover call and a wait until an upgraded member holds the role,
-// before the former active goes) will say so in its Choice (a field
-// naming the step definitions of package step to run before or within
-// the batch's moves), which the machine walks like every other step,
-// journaled with its undo; strategies that add none leave it empty, so
-// adding it changes no existing strategy.
+// A strategy may add steps before a batch's moves (active-standby: a
+// switchover call and a wait until an upgraded member holds the role,
+// before the former active goes): it names them in its Choice (Before)
+// and lists them in Adds (StepAdder); the machine walks them like every
+// other step, journaled with their undo.
 type Strategy interface {
 	// Validate checks settings for a component's members (none when
 	// they are found at run time; then only Name is known of each)

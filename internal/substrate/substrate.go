@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -252,7 +253,8 @@ type Need struct {
 
 // Needs lists what a description needs of its substrate: start-stop
 // always; adopt for each adopt: written; discover for a component that
-// lists no members.
+// lists no members; lock-host for a host a hosts stage locks that has
+// no lock calls of its own (nor host_defaults').
 func Needs(c *config.Cluster) []Need {
 	needs := []Need{{Capability: StartStop}}
 	for i := range c.Components {
@@ -268,6 +270,34 @@ func Needs(c *config.Cluster) []Need {
 		}
 		if len(comp.Members) == 0 {
 			needs = append(needs, Need{Discover, cpath + ".members"})
+		}
+	}
+	return append(needs, hostLockNeeds(c)...)
+}
+
+// hostLockNeeds are the hosts a hosts stage locks without lock calls:
+// the driver must lock them itself.
+func hostLockNeeds(c *config.Cluster) []Need {
+	staged := map[string]bool{}
+	for i := range c.Releases {
+		for _, st := range c.Releases[i].HostsStages() {
+			for _, n := range st.Components {
+				staged[n] = true
+			}
+		}
+	}
+	var needs []Need
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		if len(c.CallsOf(h).Lock) > 0 {
+			continue
+		}
+		for j := range c.Components {
+			comp := &c.Components[j]
+			if staged[comp.Name] && slices.ContainsFunc(comp.Members, func(m config.Member) bool { return m.Host == h.Name }) {
+				needs = append(needs, Need{LockHost, fmt.Sprintf("hosts[%d] (no lock calls, locked by a hosts stage of %s)", i, comp.Name)})
+				break
+			}
 		}
 	}
 	return needs
@@ -312,6 +342,7 @@ func (s Substrate) CheckDriver(d driver.Driver) error {
 		{Output, implements[driver.Logger](d), "driver.Logger"},
 		{Discover, implements[driver.Discoverer](d), "driver.Discoverer"},
 		{Undo, implements[driver.Undoer](d), "driver.Undoer"},
+		{LockHost, implements[driver.HostLocker](d), "driver.HostLocker"},
 	} {
 		switch {
 		case s.Can.Has(c.cap) && !c.has:

@@ -11,20 +11,21 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/config"
 	"github.com/ferry-upgrade/ferry/internal/driver/kubernetes"
 	"github.com/ferry-upgrade/ferry/internal/driver/process"
+	"github.com/ferry-upgrade/ferry/internal/driver/ssh"
 	"github.com/ferry-upgrade/ferry/internal/substrate"
 	_ "github.com/ferry-upgrade/ferry/internal/substrate/all"
 )
 
 func TestRegistered(t *testing.T) {
-	if got, want := substrate.Names(), []string{kubernetes.Name, process.Name}; !slices.Equal(got, want) {
+	if got, want := substrate.Names(), []string{kubernetes.Name, process.Name, ssh.Name}; !slices.Equal(got, want) {
 		t.Errorf("Names() = %v, want %v (sorted, every substrate internal/substrate/all links)", got, want)
 	}
 	if got := config.DefaultSubstrate(); got != process.Name {
 		t.Errorf("the default substrate is %q, want %s", got, process.Name)
 	}
-	_, err := substrate.Lookup("ssh")
-	if !errors.Is(err, substrate.ErrUnknown) || !strings.Contains(err.Error(), `unknown substrate "ssh"; this build has: kubernetes, process`) {
-		t.Errorf("Lookup(ssh) = %v, want ErrUnknown listing kubernetes, process", err)
+	_, err := substrate.Lookup("vm")
+	if !errors.Is(err, substrate.ErrUnknown) || !strings.Contains(err.Error(), `unknown substrate "vm"; this build has: kubernetes, process, ssh`) {
+		t.Errorf("Lookup(vm) = %v, want ErrUnknown listing kubernetes, process, ssh", err)
 	}
 }
 
@@ -57,8 +58,8 @@ func TestRequire(t *testing.T) {
 			t.Errorf("%s %s: %v, want ErrIncapable %q", tc.substrate, tc.cap, err, tc.want)
 		}
 	}
-	if err := substrate.Require(&config.Cluster{Substrate: "ssh"}, substrate.StartStop); !errors.Is(err, substrate.ErrUnknown) {
-		t.Errorf("Require on ssh: %v, want ErrUnknown", err)
+	if err := substrate.Require(&config.Cluster{Substrate: "vm"}, substrate.StartStop); !errors.Is(err, substrate.ErrUnknown) {
+		t.Errorf("Require on vm: %v, want ErrUnknown", err)
 	}
 }
 
@@ -84,8 +85,8 @@ func TestNewRefusesWhatTheSubstrateCannot(t *testing.T) {
 	if !errors.As(err, &ie) || ie.Capability != substrate.Discover || ie.For != "components[0].members" {
 		t.Errorf("New(process, no members) = %v, want an IncapableError for discover at components[0].members", err)
 	}
-	if _, err := substrate.New(&config.Cluster{Substrate: "ssh"}, substrate.Options{}); !errors.Is(err, substrate.ErrUnknown) {
-		t.Errorf("New(ssh) = %v, want ErrUnknown", err)
+	if _, err := substrate.New(&config.Cluster{Substrate: "vm"}, substrate.Options{}); !errors.Is(err, substrate.ErrUnknown) {
+		t.Errorf("New(vm) = %v, want ErrUnknown", err)
 	}
 }
 
@@ -113,6 +114,17 @@ func TestDriversHaveTheirCapabilities(t *testing.T) {
 	if err := ks.CheckDriver(kd); err != nil {
 		t.Error(err)
 	}
+	ss, err := substrate.Lookup(ssh.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd, err := ssh.New(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ss.CheckDriver(sd); err != nil {
+		t.Error(err)
+	}
 }
 
 func TestCapabilityNames(t *testing.T) {
@@ -125,6 +137,9 @@ func TestCapabilityNames(t *testing.T) {
 	}
 	if got := kubernetes.Capabilities.String(); got != "start-stop, discover, undo" {
 		t.Errorf("kubernetes: %q", got)
+	}
+	if got := ssh.Capabilities.String(); got != "start-stop, cluster-up, adopt, output" {
+		t.Errorf("ssh: %q", got)
 	}
 }
 

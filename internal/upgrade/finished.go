@@ -36,6 +36,8 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 		default:
 			u.Stage.Done, u.Stage.Detail = true, "done"
 		}
+	case a.Kind == ActLock:
+		u.lockFinished(a, err, took)
 	case a.Kind == ActUndo:
 		i := u.Effects.ByID(a.Effect)
 		if i < 0 || u.Effects[i].Acting != a.Seq {
@@ -49,6 +51,8 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 		}
 		u.Bound.Hooks += took
 		u.Effects.Close(e.Key)
+	case a.Step != "":
+		finishedBatchStep(&u, a, err, took, now)
 	case a.Kind == ActHooks && a.Member == "":
 		h := u.Hook
 		if h == nil || h.Acting != a.Seq {
@@ -117,6 +121,8 @@ func Describe(a Action) string {
 			return fmt.Sprintf("gate of action %s of release %s", a.Name, a.Version)
 		}
 		return fmt.Sprintf("%s of release %s", a.Stage, a.Version)
+	case ActLock:
+		return "lock host " + a.Host
 	case ActUndo:
 		if a.Member != "" {
 			return fmt.Sprintf("undo %s of %s", a.Effect, a.Member)
@@ -124,6 +130,9 @@ func Describe(a Action) string {
 		return "undo " + a.Effect
 	case ActHooks:
 		owner := cmp.Or(a.Member, a.Component, "the upgrade")
+		if a.To != "" {
+			return fmt.Sprintf("%s hooks of %s (to %s)", a.Hooks, owner, a.To)
+		}
 		return fmt.Sprintf("%s hooks of %s", a.Hooks, owner)
 	}
 	return fmt.Sprintf("%s %s", a.Kind, a.Member)

@@ -24,6 +24,8 @@ func StageState(st plan.Stage) State {
 		return Upgrading(st.Component)
 	case config.StageRollout:
 		return RollingOut(st.Component)
+	case config.StageHosts:
+		return Upgrading(st.Name)
 	case config.StageAction:
 		return Acting(st.Name)
 	case config.StageMigrate:
@@ -83,7 +85,7 @@ func (s *stepper) enter(flow []plan.Stage, i int) {
 		u.NoReturn = StageState(st)
 	}
 	switch st.Kind {
-	case config.StagePhase, config.StageRollout:
+	case config.StagePhase, config.StageRollout, config.StageHosts:
 		u.Phase = u.Plan.PhaseOf(st)
 		if u.Phase < 0 {
 			s.fail("the plan has no %s of component %s", st.Kind, st.Component)
@@ -99,7 +101,7 @@ func (s *stepper) enter(flow []plan.Stage, i int) {
 	// migrate is past every phase).
 	u.Phase = 0
 	for _, fs := range flow[:i] {
-		if fs.Kind == config.StagePhase || fs.Kind == config.StageRollout {
+		if fs.Kind == config.StagePhase || fs.Kind == config.StageRollout || fs.Kind == config.StageHosts {
 			u.Phase++
 		}
 	}

@@ -185,6 +185,9 @@ func (s *stepper) due(e *effect.Effect) bool {
 	if !u.Ending.IsZero() {
 		return true
 	}
+	if due, ok := s.handOverDue(e); ok {
+		return due
+	}
 	switch e.Scope.Kind {
 	case effect.ScopeMember:
 		m := u.Members[e.Scope.Name]
@@ -211,6 +214,8 @@ func (s *stepper) due(e *effect.Effect) bool {
 			cur = u.Active().Phases[u.Phase].Component
 		}
 		return cur != e.Scope.Name || u.PhaseHooks.Closing
+	case effect.ScopeHost:
+		return s.hostDue(e.Scope.Name)
 	}
 	return false // the upgrade's: at its end
 }

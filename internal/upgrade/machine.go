@@ -41,12 +41,14 @@ func New(id string, p plan.Plan, versions map[string]string, _ map[string]string
 		if ph.Rollout {
 			continue // its members are the phases' (a rollout moves them again)
 		}
+		comp := componentsOf(ph)
 		for _, name := range ph.Members() {
-			u.Members[name] = &Member{Name: name, Component: ph.Component, From: versions[name], Target: p.To, Step: StepPending}
+			u.Members[name] = &Member{Name: name, Component: comp(name), From: versions[name], Target: p.To, Step: StepPending}
 		}
 		for _, s := range ph.Skipped {
-			u.Members[s.Member] = &Member{Name: s.Member, Component: ph.Component, From: versions[s.Member], Target: p.To, Step: StepDone, Detail: s.Reason}
+			u.Members[s.Member] = &Member{Name: s.Member, Component: comp(s.Member), From: versions[s.Member], Target: p.To, Step: StepDone, Detail: s.Reason}
 		}
+		u.newHosts(ph)
 	}
 	return u
 }
@@ -94,7 +96,7 @@ func Step(c *config.Cluster, u Upgrade, obs Observation, now time.Time) Decision
 		probe = append(probe, c)
 	}
 	sort.Strings(probe)
-	return Decision{Upgrade: s.u, Actions: s.actions, Probe: probe, Ask: s.asked(), Cancel: s.cancel, After: s.after}
+	return Decision{Upgrade: s.u, Actions: s.actions, Probe: probe, Ask: s.asked(), AskHosts: s.askedHosts(), Cancel: s.cancel, After: s.after}
 }
 
 type stepper struct {
@@ -118,6 +120,9 @@ type stepper struct {
 	// failed is set once a step failed in this pass: the phase stops
 	// advancing members, whatever the policy made of the failure.
 	failed bool
+
+	// askHosts are the hosts whose capacity is to be asked now.
+	askHosts map[string]bool
 	// mine names the members this step copied to change (edit); nil
 	// until the first, when the members map is copied too.
 	mine map[string]bool
@@ -255,6 +260,9 @@ func (s *stepper) pause(reason string) {
 // end reaches terminal state st once the upgrade's owed undos and its
 // post_upgrade hooks have run.
 func (s *stepper) end(st State) {
+	if st == StateCompleted {
+		s.keepHandedOver()
+	}
 	s.u.Ending = st
 	s.u.Pausing = false
 }
@@ -304,6 +312,7 @@ func (s *stepper) intent() {
 				s.cancel = append(s.cancel, m.Acting)
 			}
 		}
+		s.cancel = append(s.cancel, s.batchStepsActing()...)
 		s.rollback("aborted by the operator")
 	case IntentFinalize:
 		if u.State == StateAwaitingFinalize {
@@ -403,6 +412,14 @@ func (s *stepper) pauseIfQuiet() {
 		if m.Step.InFlight() {
 			return
 		}
+	}
+	for _, seq := range s.batchStepsActing() {
+		if s.inFlight(seq) {
+			return // a switchover's call returns first
+		}
+	}
+	if s.hostInFlight() {
+		return // a locked host's members are moved first
 	}
 	s.pause("")
 }
@@ -746,6 +763,21 @@ func (u Upgrade) clone() Upgrade {
 	c := u
 	c.from, c.changed = nil, nil
 	c.Batches = append([]Batch(nil), u.Batches...)
+	for i := range c.Batches {
+		// Their members and hosts shared, cut to their length: a batch
+		// that grows (a hosts stage's, as hosts join it) appends to new
+		// arrays. Its steps' progress is its own.
+		bt := &c.Batches[i]
+		bt.Members, bt.Hosts = bt.Members[:len(bt.Members):len(bt.Members)], bt.Hosts[:len(bt.Hosts):len(bt.Hosts)]
+		bt.Before = append([]BatchStep(nil), bt.Before...)
+	}
+	if u.Hosts != nil {
+		c.Hosts = make(map[string]*HostMove, len(u.Hosts))
+		for k, v := range u.Hosts {
+			h := *v
+			c.Hosts[k] = &h
+		}
+	}
 	// Cut to its length: an effect opened goes to a new array.
 	c.Effects, c.ownJournal = u.Effects[:len(u.Effects):len(u.Effects)], false
 	c.Overrides = append([]Override(nil), u.Overrides...)
@@ -771,6 +803,7 @@ func (u Upgrade) Clone() Upgrade {
 	}
 	for i := range c.Batches {
 		c.Batches[i].Members = append([]string(nil), c.Batches[i].Members...)
+		c.Batches[i].Hosts = append([]string(nil), c.Batches[i].Hosts...)
 	}
 	c.journal()
 	return c

@@ -69,14 +69,24 @@ func (s *stepper) admit(v *strategy.View, n string, mayAsk bool) (r *strategy.Re
 	if r == nil || r.Predicate != strategy.PredOKToStop || !mayAsk {
 		return r, false
 	}
-	if a, ok := s.obs.Answers[n]; ok && c.System.Answered && !a.Yes {
-		if next := a.Asked.Add(askAgain); s.now.Before(next) {
-			s.wake(next)
-			return r, false
-		}
+	if a, ok := s.obs.Answers[n]; s.tooSoon(a, ok && c.System.Answered) {
+		return r, false
 	}
 	s.ask[n] = true
 	return r, !c.System.Answered
+}
+
+// tooSoon reports whether answer a, when it counts, is a no younger
+// than askAgain: it is not asked again yet (the machine wakes then).
+func (s *stepper) tooSoon(a Answer, counts bool) bool {
+	if !counts || a.Yes {
+		return false
+	}
+	if next := a.Asked.Add(askAgain); s.now.Before(next) {
+		s.wake(next)
+		return true
+	}
+	return false
 }
 
 // asked lists the members the system is to be asked about now.

@@ -34,6 +34,10 @@ func (s *stepper) phase() {
 		return
 	}
 	ph := active.Phases[u.Phase]
+	if ph.Hosts != nil {
+		s.hostPhase(ph)
+		return
+	}
 	comp := s.c.Component(ph.Component)
 	if comp == nil {
 		s.fail("component %q of the plan is not in the description", ph.Component)
@@ -121,36 +125,9 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		}
 		left = append(left, n)
 	}
-	if len(left) == 0 {
+	const next = "starting the next batch"
+	if len(left) == 0 || s.pausing(comp.Name, next) || s.handBackFirst(comp, left) || !s.mayForm(comp.Name, next, comp.GateDeadline.D()) {
 		return
-	}
-	if u.Pausing {
-		s.wait("%s: not starting the next batch: pausing", comp.Name)
-		return
-	}
-	if stale := s.checkedBefore(); stale != "" {
-		s.wait("%s: not starting the next batch before %s is checked again (ferry could not watch)", comp.Name, stale)
-		return
-	}
-	if stale := s.seenBefore(u.Resumed); stale != "" {
-		s.wait("%s: not starting the next batch on what was seen before the resume: waiting for %s to be observed again", comp.Name, stale)
-		return
-	}
-	// The gates must have been checked after the last batch ended: a
-	// green from before says nothing of what the batch did.
-	if !u.RollingBack() {
-		if stale := s.staleGates(); len(stale) > 0 {
-			if u.GateSince.IsZero() {
-				u.GateSince = s.now
-			}
-			if gd := comp.GateDeadline.D(); s.now.Sub(u.GateSince) > gd {
-				s.fail("before %s batch %d: cluster gate %s not checked for %s", comp.Name, len(u.PhaseBatches(u.Phase))+1, strings.Join(stale, ", "), gd)
-				return
-			}
-			s.wait("%s: waiting for a check of cluster gate %s made after the last batch", comp.Name, strings.Join(stale, ", "))
-			return
-		}
-		u.GateSince = time.Time{}
 	}
 
 	// Admission is the machine's: it keeps every refusal, whoever
@@ -204,7 +181,7 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		}
 		return r
 	}
-	size, why, chosen, err := s.nextBatch(ph, left, v, admit)
+	size, why, chosen, before, err := s.nextBatch(ph, left, v, admit)
 	if err != "" {
 		s.fail("%s", err)
 		return
@@ -247,7 +224,11 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 			return
 		}
 		s.refusals = append(s.refusals, refused...)
-		s.wait("%s", refusalText(refused))
+		if len(refused) == 0 && why != "" {
+			s.wait("%s: %s", comp.Name, why) // the strategy chose none, and says why
+		} else {
+			s.wait("%s", refusalText(refused))
+		}
 		s.wake(u.WaitSince.Add(comp.GateDeadline.D() + time.Millisecond))
 		return
 	}
@@ -255,13 +236,58 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		s.addGateBound()
 	}
 	b := Batch{Phase: u.Phase, Component: comp.Name, Rollback: u.RollingBack(), Rollout: ph.Rollout && !u.RollingBack(), Number: len(u.PhaseBatches(u.Phase)) + 1,
-		Members: admitted, Size: size, Why: why, Began: s.now, Waited: !u.WaitSince.IsZero()}
+		Members: admitted, Size: size, Why: why, Began: s.now, Waited: !u.WaitSince.IsZero(), Before: batchSteps(before)}
 	u.WaitSince = time.Time{}
 	for _, n := range admitted {
-		s.begin(s.edit(n))
+		if len(b.Before) == 0 { // else admitted again once its steps are done
+			s.begin(s.edit(n))
+		}
 	}
 	u.Batches = append(u.Batches, b)
 	s.runBatch(comp, ph, &u.Batches[len(u.Batches)-1])
+}
+
+// pausing reports whether a pause is asked for, and says phase name
+// does not go on with what ("starting the next batch") meanwhile.
+func (s *stepper) pausing(name, what string) bool {
+	if s.u.Pausing {
+		s.wait("%s: not %s: pausing", name, what)
+	}
+	return s.u.Pausing
+}
+
+// mayForm reports whether phase name's next batch may be formed now
+// (what: "starting the next batch"), and says why not: not on what was
+// checked before ferry's watch or seen before a resume, nor before the
+// gates were checked after the last batch ended (a green from before
+// says nothing of what the batch did; no gate is asked while rolling
+// back), which fails the step after gd.
+func (s *stepper) mayForm(name, what string, gd time.Duration) bool {
+	u := &s.u
+	if stale := s.checkedBefore(); stale != "" {
+		s.wait("%s: not %s before %s is checked again (ferry could not watch)", name, what, stale)
+		return false
+	}
+	if stale := s.seenBefore(u.Resumed); stale != "" {
+		s.wait("%s: not %s on what was seen before the resume: waiting for %s to be observed again", name, what, stale)
+		return false
+	}
+	if u.RollingBack() {
+		return true
+	}
+	if stale := s.staleGates(); len(stale) > 0 {
+		if u.GateSince.IsZero() {
+			u.GateSince = s.now
+		}
+		if s.now.Sub(u.GateSince) > gd {
+			s.fail("before %s batch %d: cluster gate %s not checked for %s", name, len(u.PhaseBatches(u.Phase))+1, strings.Join(stale, ", "), gd)
+			return false
+		}
+		s.wait("%s: waiting for a check of cluster gate %s made after the last batch", name, strings.Join(stale, ", "))
+		return false
+	}
+	u.GateSince = time.Time{}
+	return true
 }
 
 // seenBefore names the members (some of them) last asked about before
@@ -283,7 +309,7 @@ func (s *stepper) seenBefore(t time.Time) string {
 // machine's business: it returns what was done), else what the phase's
 // strategy chooses from the candidates left (in the plan's order) and
 // the batches done. err says why no strategy could be asked.
-func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admit strategy.Admission) (size int, why string, chosen []string, err string) {
+func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admit strategy.Admission) (size int, why string, chosen, before []string, err string) {
 	u := &s.u
 	members := func(ns []string) []strategy.Member {
 		out := make([]strategy.Member, len(ns))
@@ -303,23 +329,23 @@ func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admi
 				}
 			}
 			if len(todo) > 0 {
-				return len(todo), "the rollback returns the batches in reverse", strategy.Take(members(todo), len(todo), admit), ""
+				return len(todo), "the rollback returns the batches in reverse", strategy.Take(members(todo), len(todo), admit), nil, ""
 			}
 		}
-		return 1, "", strategy.Take(members(left), 1, admit), ""
+		return 1, "", strategy.Take(members(left), 1, admit), nil, ""
 	}
 	// A plan recorded without its settings names its strategy only.
 	name := cmp.Or(ph.Settings.Type, ph.Strategy, strategy.Default)
 	st, ok := strategy.Lookup(name)
 	if !ok {
-		return 0, "", nil, fmt.Sprintf("component %s: strategy %q is not in this build (known: %s)", ph.Component, name, strings.Join(strategy.Names(), ", "))
+		return 0, "", nil, nil, fmt.Sprintf("component %s: strategy %q is not in this build (known: %s)", ph.Component, name, strings.Join(strategy.Names(), ", "))
 	}
 	r := strategy.Round{Settings: ph.Settings, Candidates: members(left), Admit: admit}
 	for _, b := range u.PhaseBatches(u.Phase) {
 		r.Done = append(r.Done, strategy.Done{Members: members(b.Members), Outcome: b.Outcome})
 	}
 	c := st.Next(r)
-	return max(1, c.Size), c.Why, c.Members, ""
+	return max(1, c.Size), c.Why, c.Members, c.Before, ""
 }
 
 // begin starts member m's move (s.edit's); a restart notes the
@@ -348,6 +374,9 @@ func (s *stepper) resetMove(m *Member) {
 // from) and its part of the lower bound.
 func (s *stepper) runBatch(comp *config.Component, ph plan.Phase, b *Batch) {
 	u := &s.u
+	if !s.runBatchSteps(comp, b) {
+		return
+	}
 	done := true
 	// Members done are passed over (a batch of a thousand ends long
 	// after most of it), from the steps the admission keeps: a member
@@ -594,7 +623,7 @@ func (s *stepper) rollback(reason string) {
 				}
 			}
 			if ms := append(first, rest...); len(ms) > 0 {
-				batches = append(batches, plan.Batch{Members: ms})
+				batches = append(batches, plan.Batch{Members: ms, Hosts: formed[j].Hosts})
 			}
 		}
 		if len(batches) > 0 {
@@ -621,6 +650,7 @@ func (s *stepper) rollback(reason string) {
 		}
 	}
 	s.untouched("the upgrade rolled back before its turn", inRollback)
+	s.rollbackHosts(rb)
 	if b := u.Current(); b != nil {
 		b.Ended = s.now
 	}

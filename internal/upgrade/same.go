@@ -25,7 +25,7 @@ func Same(a, b Upgrade) bool {
 		samePlan(&a.Plan, &b.Plan) && a.Phase == b.Phase && sameBatches(a.Batches, b.Batches) &&
 		a.PhaseHooks == b.PhaseHooks && a.UpgradeHooks == b.UpgradeHooks && samePtr(a.Hook, b.Hook) &&
 		a.GateSince.Equal(b.GateSince) && a.WaitSince.Equal(b.WaitSince) && a.Boundary.Equal(b.Boundary) &&
-		sameMembers(a, b) && a.Waiting == b.Waiting && slices.Equal(a.Refusals, b.Refusals) &&
+		sameMembers(a, b) && sameHosts(a.Hosts, b.Hosts) && a.Waiting == b.Waiting && slices.Equal(a.Refusals, b.Refusals) &&
 		a.Reason == b.Reason && samePlan(a.Rollback, b.Rollback) && a.Intent == b.Intent && a.IntentSeen == b.IntentSeen &&
 		slices.Equal(a.Overrides, b.Overrides) && a.Pausing == b.Pausing && a.ResumeTo == b.ResumeTo &&
 		a.Resumed.Equal(b.Resumed) && a.Ending == b.Ending && a.Final == b.Final && a.Pin == b.Pin &&
@@ -62,6 +62,20 @@ func sameMembers(a, b Upgrade) bool {
 	return true
 }
 
+// sameHosts compares two records' hosts (a hosts stage's): few, each
+// copied with the record.
+func sameHosts(a, b map[string]*HostMove) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for n, ha := range a {
+		if hb, ok := b[n]; !ok || !samePtr(ha, hb) {
+			return false
+		}
+	}
+	return true
+}
+
 // sameMap reports whether a and b are one map (a record whose members
 // the machine did not touch shares its predecessor's).
 func sameMap[K comparable, V any](a, b map[K]V) bool {
@@ -83,7 +97,8 @@ func sameBatches(a, b []Batch) bool {
 	return slices.EqualFunc(a, b, func(x, y Batch) bool {
 		return x.Phase == y.Phase && x.Component == y.Component && x.Rollback == y.Rollback && x.Rollout == y.Rollout &&
 			x.Number == y.Number && sameStrings(x.Members, y.Members) && x.Size == y.Size && x.Why == y.Why &&
-			x.Began.Equal(y.Began) && x.Ended.Equal(y.Ended) && x.Waited == y.Waited && x.Outcome == y.Outcome && x.Bound == y.Bound
+			x.Began.Equal(y.Began) && x.Ended.Equal(y.Ended) && x.Waited == y.Waited && x.Outcome == y.Outcome && x.Bound == y.Bound &&
+			sameStrings(x.Hosts, y.Hosts) && slices.Equal(x.Before, y.Before)
 	})
 }
 
@@ -101,7 +116,7 @@ func sameEffects(a, b effect.Journal) bool {
 	}
 	return slices.EqualFunc(a, b, func(x, y effect.Effect) bool {
 		return x.ID == y.ID && x.Key == y.Key && x.Scope == y.Scope && x.What == y.What && x.UndoWhat == y.UndoWhat &&
-			samePtr(x.Undo.Hook, y.Undo.Hook) && bytes.Equal(x.Undo.Driver, y.Undo.Driver) && x.State == y.State &&
+			samePtr(x.Undo.Hook, y.Undo.Hook) && x.Undo.Unlock == y.Undo.Unlock && bytes.Equal(x.Undo.Driver, y.Undo.Driver) && x.State == y.State &&
 			x.Opened.Equal(y.Opened) && x.Undoing.Equal(y.Undoing) && x.Tries == y.Tries && x.LastTry.Equal(y.LastTry) &&
 			x.Error == y.Error && x.Abandoned == y.Abandoned && x.Acting == y.Acting
 	})

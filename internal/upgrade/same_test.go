@@ -167,10 +167,18 @@ func jsonOf(u Upgrade) []byte {
 var timeType = reflect.TypeFor[time.Time]()
 
 // fill sets every field of v, recursively: pointers point at a filled
-// value, lists and maps hold one filled element.
+// value, lists and maps hold one filled element, but for those nested
+// deeper than 12 (a plan's hosts layout holds phases, which may hold a
+// hosts layout), left empty.
 func fill(t *testing.T, v reflect.Value, depth int) {
 	if depth > 12 {
-		t.Fatalf("the record nests deeper than 12 at %s", v.Type())
+		switch v.Kind() {
+		case reflect.Pointer, reflect.Slice, reflect.Map:
+			return
+		}
+	}
+	if depth > 30 {
+		t.Fatalf("the record nests deeper than 30 at %s", v.Type())
 	}
 	switch {
 	case v.Type() == timeType:
@@ -299,8 +307,8 @@ func (w *changer) visit(v reflect.Value, path string) {
 			}
 		}
 	case reflect.Pointer:
-		w.change(path+" (nil)", func() { v.SetZero() })
 		if !v.IsNil() {
+			w.change(path+" (nil)", func() { v.SetZero() })
 			w.visit(v.Elem(), path)
 		}
 	case reflect.Slice:

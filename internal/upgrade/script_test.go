@@ -22,13 +22,17 @@ import (
 //	cluster            the description (YAML input; the releases
 //	                   1.0.0 and 2.0.0 are added when it lists none)
 //	world k=v...       took, ready, gate-took, tick (durations),
-//	                   version, leader, down=member
+//	                   version, leader, down=member, fit=N (hosts
+//	                   locked at once before a host's capacity call
+//	                   says no)
 //	fault k=v...       member=M kind=exit|never-ready|crash-after|start-fails,
 //	                   or hook=LIST kind=fail|fail-once|unready (the
 //	                   member unready while its hook runs, 50 actions
-//	                   long), or undo kind=fail
+//	                   long)|slow (50 actions long), or undo kind=fail;
+//	                   hook=lock kind=fail|fail-once (every host's
+//	                   lock), or host=H kind=fail (host H's lock)
 //	begin to=V         plans and starts the upgrade; prints the plan
-//	run [for=D] [until=state:S|step:M:S|batch:N|leader-moved]
+//	run [for=D] [until=state:S|step:M:S|batch:N|effects|switching|host:H:S]
 //	intent kind=K      pause, resume, abort, finalize
 //	override predicate=P [member=M] | effect=ID
 //	outage on|off      the substrate stops (starts) answering
@@ -86,6 +90,9 @@ func TestScripts(t *testing.T) {
 				if n, ok := args["down"]; ok {
 					w.exit(w.members[n], "killed")
 				}
+				if f, ok := args["fit"]; ok {
+					fmt.Sscan(f, &w.hosts.fit)
+				}
 				return "ok"
 			case "fault":
 				switch {
@@ -93,6 +100,8 @@ func TestScripts(t *testing.T) {
 					w.faults[args["member"]] = args["kind"]
 				case args["hook"] != "":
 					w.faults["hook:"+args["hook"]] = args["kind"]
+				case args["host"] != "":
+					w.faults["lock:"+args["host"]] = args["kind"]
 				default:
 					w.faults["undo"] = args["kind"]
 				}
@@ -105,6 +114,10 @@ func TestScripts(t *testing.T) {
 				for _, ph := range w.u.Plan.Phases {
 					var bs []string
 					for _, bb := range ph.Batches {
+						if len(bb.Hosts) > 0 {
+							bs = append(bs, "["+strings.Join(bb.Hosts, " ")+": "+strings.Join(bb.Members, " ")+"]")
+							continue
+						}
 						bs = append(bs, "["+strings.Join(bb.Members, " ")+"]")
 					}
 					kind := ""
@@ -178,7 +191,8 @@ func TestScripts(t *testing.T) {
 }
 
 // until returns a stop condition: state:S, step:M:S, batch:N (that
-// many batches formed), leader-moved.
+// many batches formed), effects (one journaled), switching (a batch's
+// extra step has its call in flight), host:H:S (host H in step S).
 func until(t *testing.T, w *world, u string) func() bool {
 	kind, rest, _ := strings.Cut(u, ":")
 	switch kind {
@@ -193,6 +207,21 @@ func until(t *testing.T, w *world, u string) func() bool {
 		return func() bool { return len(w.u.Batches) >= n }
 	case "effects":
 		return func() bool { return len(w.u.Effects) > 0 }
+	case "host":
+		h, st, _ := strings.Cut(rest, ":")
+		return func() bool { r := w.u.Hosts[h]; return r != nil && string(r.Step) == st }
+	case "switching":
+		// A batch's extra step (a switchover) has its call in flight.
+		return func() bool {
+			for _, b := range w.u.Batches {
+				for _, x := range b.Before {
+					if x.Acting != 0 {
+						return true
+					}
+				}
+			}
+			return false
+		}
 	}
 	t.Fatalf("until %q: unknown condition", u)
 	return nil

@@ -62,6 +62,9 @@ type Upgrade struct {
 	Boundary time.Time `json:"boundary,omitzero"`
 	// Members holds each planned member's progress, by name.
 	Members map[string]*Member `json:"members"`
+	// Hosts holds each host's progress in a hosts stage (its lock, its
+	// members' moves, its unlock), by name.
+	Hosts map[string]*HostMove `json:"hosts,omitempty"`
 	// Waiting says, in words, why the upgrade is not moving right now.
 	Waiting string `json:"waiting,omitempty"`
 	// Refusals are the admission predicates refusing the next members
@@ -218,6 +221,9 @@ type Batch struct {
 	Rollout bool     `json:"rollout,omitempty"`
 	Number  int      `json:"number"`
 	Members []string `json:"members"`
+	// Hosts are a hosts stage's batch's hosts, locked together; Members
+	// every member to move on them.
+	Hosts []string `json:"hosts,omitempty"`
 	// Size is what the strategy asked for, and Why says why; fewer may
 	// have been admitted.
 	Size  int       `json:"size"`
@@ -230,6 +236,9 @@ type Batch struct {
 	Outcome strategy.Outcome `json:"outcome,omitzero"`
 	// Bound is its slowest member's Busy: its part of the lower bound.
 	Bound time.Duration `json:"bound,omitempty"`
+	// Before are the extra steps its strategy added before its moves
+	// (a switchover), in order: its members move once they are done.
+	Before []BatchStep `json:"before,omitempty"`
 }
 
 // Name names the batch for the operator: "api batch 2".
@@ -389,6 +398,9 @@ type Observation struct {
 	// Answers holds the system's latest answer about each member it
 	// was asked about (Decision.Ask; a component's ok_to_stop call).
 	Answers map[string]Answer
+	// Capacity holds the latest answer of each host's capacity call
+	// it was asked (Decision.AskHosts).
+	Capacity map[string]Answer
 
 	// summary is what Summarize found among the members, if it ran.
 	summary *summary
@@ -481,6 +493,7 @@ const (
 	ActStart ActionKind = "start" // start the member on Version
 	ActUndo  ActionKind = "undo"  // undo an effect of the journal
 	ActStage ActionKind = "stage" // run the target release's calls of Stage
+	ActLock  ActionKind = "lock"  // lock Host: its lock calls (its unlock is the undo of its effect)
 )
 
 // Action is one thing for the engine to do.
@@ -497,6 +510,8 @@ type Action struct {
 	Component string `json:"component,omitempty"`
 	// Effect is the ID of the effect an ActUndo undoes.
 	Effect string `json:"effect,omitempty"`
+	// Host is the host an ActLock locks.
+	Host string `json:"host,omitempty"`
 	// Stage is the migration stage of an ActStage action: expand,
 	// migrate, finalize or contract; or a flow's action (action, then
 	// action-gate), named in Name.
@@ -506,6 +521,10 @@ type Action struct {
 	// renders the member's run (.Pin) with it, so that members started
 	// after a rollout or finalize moved it carry the new one.
 	Pin string `json:"pin,omitempty"`
+	// Step names the extra step of the current batch an ActHooks action
+	// is for (a switchover), To the member it hands the role to.
+	Step step.Name `json:"step,omitempty"`
+	To   string    `json:"to,omitempty"`
 }
 
 // Decision is what Step decided: the record to persist, the actions to
@@ -523,6 +542,9 @@ type Decision struct {
 	Ask     []string
 	Cancel  []int
 	After   time.Duration
+
+	// AskHosts are the hosts whose capacity call is to be made now.
+	AskHosts []string
 }
 
 // BatchOf says which batch of the current phase is in progress (or
@@ -590,8 +612,8 @@ func CheckOverride(u *Upgrade, o Override, known func(predicate string) bool, pr
 		return "never all safety at once: name one predicate (" + predicates + ")"
 	case o.Predicate != "" && !known(o.Predicate):
 		return fmt.Sprintf("unknown predicate %q; known: %s", o.Predicate, predicates)
-	case o.Member != "" && u.Members[o.Member] == nil:
-		return fmt.Sprintf("member %q is not in upgrade %s", o.Member, u.ID)
+	case o.Member != "" && u.Members[o.Member] == nil && u.Hosts[o.Member] == nil:
+		return fmt.Sprintf("member %q is not in upgrade %s (nor a host of its hosts stages)", o.Member, u.ID)
 	}
 	if o.Effect != "" {
 		i := u.Effects.ByID(o.Effect)

@@ -86,6 +86,8 @@ type world struct {
 	// coarse: the substrate's times are whole seconds (Kubernetes'
 	// conditions and start times), truncated as its API does.
 	coarse bool
+	// hosts is the world's side of hosts stages (world_hosts_test.go).
+	hosts whosts
 }
 
 type wmember struct {
@@ -168,6 +170,7 @@ func (w *world) observe(acting map[int]bool) Observation {
 			obs.Answers[n] = a
 		}
 	}
+	obs.Capacity = w.hosts.observe()
 	return obs
 }
 
@@ -237,7 +240,7 @@ func (w *world) advance(after time.Duration) {
 			next = g.start.Add(w.gateTook)
 		}
 	}
-	for _, a := range w.asks {
+	for _, a := range append(w.asks, w.hosts.asks...) {
 		if a.start.Add(w.gateTook).Before(next) {
 			next = a.start.Add(w.gateTook)
 		}
@@ -263,6 +266,7 @@ func (w *world) advance(after time.Duration) {
 		}
 	}
 	w.answer()
+	w.answerCapacity()
 	for c, g := range w.gates {
 		// Gates are checked at their interval, or when asked.
 		if !g.pending && !g.done.IsZero() && w.now.Sub(g.done) >= w.gateEvery {
@@ -369,6 +373,8 @@ func (w *world) apply(a Action) error {
 	}
 	m := w.members[a.Member]
 	switch a.Kind {
+	case ActLock:
+		return w.lock(a.Host)
 	case ActStop:
 		m.running, m.healthy, m.detail = false, false, "stopped"
 		if w.leader == m.name {
@@ -397,6 +403,10 @@ func (w *world) apply(a Action) error {
 			m.readyAt = w.now.Add(w.ready)
 		}
 	case ActHooks:
+		if a.To != "" {
+			// A switchover: the role goes to a.To, when it runs healthy.
+			return w.handOver(a.Component, a.To)
+		}
 		switch w.faults["hook:"+a.Hooks] {
 		case "fail":
 			if calls := w.c.Component(w.members[a.Member].comp).Hooks.List(a.Hooks); a.Member != "" && len(calls) > 0 {
@@ -431,15 +441,35 @@ func (w *world) apply(a Action) error {
 			return nil
 		}
 		e := w.u.Effects[i]
+		if h := e.Undo.Unlock; h != "" {
+			w.unlock(h)
+		}
 		if h := e.Undo.Hook; h != nil {
-			switch h.List {
-			case "pre_stop":
+			switch {
+			case h.To != "":
+				return w.handOver(h.Component, h.To)
+			case h.List == "pre_stop":
 				delete(w.drained, h.Member)
 			default:
 				delete(w.flags, h.List+":"+cmp.Or(h.Component, "cluster"))
 			}
 		}
 	case ActStage:
+	}
+	return nil
+}
+
+// handOver gives the role of comp (held by the world's one leader) to
+// member to, which must run healthy: a switchover, or its undo.
+func (w *world) handOver(comp, to string) error {
+	m := w.members[to]
+	if m == nil || m.comp != comp || !m.running || !m.healthy {
+		return fmt.Errorf("switchover to %s: 409 Conflict: not a healthy member of %s", to, comp)
+	}
+	if w.leader != to {
+		w.leaderChanges++
+		w.logf("(world) leader %s → %s (switched over)", cmp.Or(w.leader, "-"), to)
+		w.leader = to
 	}
 	return nil
 }
@@ -503,6 +533,9 @@ func (w *world) step() Decision {
 	for _, a := range d.Actions {
 		w.logf("act #%d %s", a.Seq, Describe(a))
 		took := w.took
+		if a.Kind == ActHooks && w.faults["hook:"+a.Hooks] == "slow" {
+			took = 50 * w.took // a slow call (a switchover that takes its time)
+		}
 		if a.Kind == ActHooks && a.Member != "" && w.faults["hook:"+a.Hooks] == "unready" {
 			// The hook makes its member unready as it begins (a raft
 			// leader stepping down answers 503 on /ready), and takes a
@@ -515,6 +548,7 @@ func (w *world) step() Decision {
 	}
 	w.probe(d.Probe)
 	w.ask(d.Ask)
+	w.askCapacity(d.AskHosts)
 	return d
 }
 
@@ -580,8 +614,20 @@ func (w *world) report(a, b Upgrade) {
 		w.logf("%s", msg)
 	}
 	for i, bb := range b.Batches {
-		if i >= len(a.Batches) {
+		switch {
+		case len(bb.Hosts) > 0 && (i >= len(a.Batches) || len(a.Batches[i].Hosts) < len(bb.Hosts)):
+			why := ""
+			if bb.Why != "" {
+				why = ": " + bb.Why
+			}
+			w.logf("%s: hosts %s: %s (up to %d at once%s)", bb.Name(), strings.Join(bb.Hosts, ", "), strings.Join(bb.Members, ", "), bb.Size, why)
+		case i >= len(a.Batches):
 			w.logf("%s: %s (size %d: %s)", bb.Name(), strings.Join(bb.Members, ", "), bb.Size, bb.Why)
+		}
+		for j, x := range bb.Before {
+			if x.Done && (i >= len(a.Batches) || j >= len(a.Batches[i].Before) || !a.Batches[i].Before[j].Done) {
+				w.logf("%s: %s done: %s", bb.Name(), x.Name, x.Detail)
+			}
 		}
 		if !bb.Ended.IsZero() && (i >= len(a.Batches) || a.Batches[i].Ended.IsZero()) && bb.Outcome.Size > 0 {
 			how := "neither clean nor strained"
@@ -609,6 +655,15 @@ func (w *world) report(a, b Upgrade) {
 		}
 		w.logf("%s", msg)
 	}
+	for _, n := range sortedKeys(b.Hosts) {
+		if ha := a.Hosts[n]; ha == nil || ha.Step != b.Hosts[n].Step {
+			from := HostStep("-")
+			if ha != nil {
+				from = ha.Step
+			}
+			w.logf("host %s %s → %s", n, from, b.Hosts[n].Step)
+		}
+	}
 	for _, e := range b.Effects {
 		i := a.Effects.ByID(e.ID)
 		switch {
@@ -620,7 +675,11 @@ func (w *world) report(a, b Upgrade) {
 	}
 	for _, e := range a.Effects {
 		if b.Effects.ByID(e.ID) < 0 {
-			w.logf("effect %s undone", e.ID)
+			how := "undone"
+			if handedOver(&e) && (b.Ending == StateCompleted || b.State == StateCompleted) {
+				how = "kept: the upgrade completed"
+			}
+			w.logf("effect %s %s", e.ID, how)
 		}
 	}
 	if b.Waiting != w.lastWait {
@@ -746,6 +805,7 @@ func (w *world) status() string {
 	for _, r := range w.u.Refusals {
 		fmt.Fprintf(&b, "refused: %s\n", r)
 	}
+	b.WriteString(w.hosts.status(w.u))
 	return b.String()
 }
 

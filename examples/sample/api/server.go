@@ -19,6 +19,7 @@ import (
 
 const (
 	defaultRetryBudget = 5 * time.Second
+	defaultCoordBudget = 1500 * time.Millisecond
 	minBackoff         = 20 * time.Millisecond
 	maxBackoff         = 200 * time.Millisecond
 	// attemptTimeout caps one try against one kv member, so that a
@@ -35,7 +36,15 @@ type Config struct {
 	// KVAddrs are the HTTP addresses of the kv members; any of them can
 	// point the way to the leader.
 	KVAddrs []string
-	Version string
+	// CoordAddrs, if set, are the coordinator pair's HTTP addresses:
+	// each write first gets a stamp from the active one (X-Stamp on the
+	// answer), within CoordBudget; a write that gets none fails (503).
+	CoordAddrs []string
+	// CoordBudget bounds the wait for a stamp; 0 means 1.5s, less than
+	// the pair's lease, so that an active stopped without a switchover
+	// shows as failed writes.
+	CoordBudget time.Duration
+	Version     string
 	// Pin is the release whose formats the member was told to keep to
 	// (--pin), reported by GET /version.
 	Pin    string
@@ -63,6 +72,7 @@ type Server struct {
 
 	mu     sync.Mutex
 	leader string // cached kv leader HTTP address, "" when unknown
+	active string // the coordinator that stamped last, tried first
 
 	reached  atomic.Bool // a kv leader answered at least once
 	stopping atomic.Bool
@@ -88,6 +98,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.RetryBudget <= 0 {
 		cfg.RetryBudget = defaultRetryBudget
+	}
+	if cfg.CoordBudget <= 0 {
+		cfg.CoordBudget = defaultCoordBudget
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -416,6 +429,17 @@ func (s *Server) handleKV(w http.ResponseWriter, r *http.Request) {
 			body = []byte{}
 		}
 	}
+	if r.Method == http.MethodPut && len(s.cfg.CoordAddrs) > 0 {
+		st, err := s.stamp(r.Context())
+		if err != nil {
+			if r.Context().Err() == nil {
+				s.log.Warn("request failed: no stamp", "key", key, "err", err)
+			}
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+			return
+		}
+		w.Header().Set("X-Stamp", st)
+	}
 	res, err := s.forward(r.Context(), r.Method, key, r.URL.RawQuery, body)
 	if err != nil {
 		if r.Context().Err() == nil {
@@ -429,4 +453,71 @@ func (s *Server) handleKV(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(res.status)
 	_, _ = w.Write(res.body)
+}
+
+// stamp gets the next stamp from the active coordinator: the one that
+// answered last first, then the others, again after a short backoff
+// (a switchover in progress) until the budget is spent.
+func (s *Server) stamp(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.CoordBudget)
+	defer cancel()
+	backoff := minBackoff
+	var lastErr error
+	for {
+		s.mu.Lock()
+		first := s.active
+		s.mu.Unlock()
+		order := []string{}
+		if first != "" {
+			order = append(order, first)
+		}
+		for _, a := range s.cfg.CoordAddrs {
+			if a != first {
+				order = append(order, a)
+			}
+		}
+		for _, addr := range order {
+			st, err := s.stampFrom(ctx, addr)
+			if err == nil {
+				s.mu.Lock()
+				s.active = addr
+				s.mu.Unlock()
+				return st, nil
+			}
+			lastErr = err
+		}
+		t := time.NewTimer(backoff)
+		backoff = min(backoff*2, maxBackoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", fmt.Errorf("no coordinator stamped within %s: %w", s.cfg.CoordBudget, lastErr)
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) stampFrom(ctx context.Context, addr string) (string, error) {
+	actx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	req, err := http.NewRequestWithContext(actx, http.MethodPost, "http://"+addr+"/v1/stamp", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("coordinator %s: %s: %s", addr, resp.Status, bytes.TrimSpace(b))
+	}
+	var r struct {
+		Stamp uint64 `json:"stamp"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return "", fmt.Errorf("coordinator %s: %w", addr, err)
+	}
+	return fmt.Sprint(r.Stamp), nil
 }

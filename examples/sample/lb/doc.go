@@ -5,5 +5,9 @@
 // an admin API to drain a member (out of rotation, then wait for its
 // in-flight requests) and enable it again. Those are the two hooks an
 // upgrade needs to restart a stateless member without a client seeing
-// an error.
+// an error. A host's maintenance mode takes every backend on a host out
+// of rotation at once and back (POST /admin/hosts/{host}/lock and
+// unlock), and GET /admin/hosts/{host}/capacity?min=N says whether the
+// backends left would be enough: what an orchestrator that locks hosts
+// (StarlingX's host-lock) needs.
 package lb

@@ -72,14 +72,19 @@ type harness struct {
 	bs    map[string]*backend
 }
 
-func start(t *testing.T, names ...string) *harness {
+// start starts a balancer over a backend for each name ("a", or
+// "a@h1" for a backend on host h1).
+func start(t *testing.T, specs ...string) *harness {
 	t.Helper()
 	h := &harness{bs: map[string]*backend{}}
 	var cfg []lb.Backend
-	for _, n := range names {
+	var names []string
+	for _, s := range specs {
+		n, host, _ := strings.Cut(s, "@")
 		b := newBackend(t, n)
 		h.bs[n] = b
-		cfg = append(cfg, lb.Backend{Name: n, Addr: b.addr()})
+		names = append(names, n)
+		cfg = append(cfg, lb.Backend{Name: n, Addr: b.addr(), Host: host})
 	}
 	l, err := lb.New(lb.Config{Backends: cfg, Version: "test", Logger: sampletest.Logger(t),
 		HTTPListener: sampletest.Listen(t), AdminListener: sampletest.Listen(t)})

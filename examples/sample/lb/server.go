@@ -29,14 +29,16 @@ const (
 	defaultDrainTimeout = 10 * time.Second
 )
 
-// Backend is one api member behind the balancer.
+// Backend is one api member behind the balancer, and the host it runs
+// on ("" if not said): a locked host's backends leave the rotation.
 type Backend struct {
 	Name string
 	Addr string
+	Host string
 }
 
-// ParseBackends parses --backend values; each is name=addr, and one
-// value may hold several separated by commas.
+// ParseBackends parses --backend values; each is name=addr or
+// name=addr@host, and one value may hold several separated by commas.
 func ParseBackends(values []string) ([]Backend, error) {
 	var out []Backend
 	seen := map[string]bool{}
@@ -47,14 +49,15 @@ func ParseBackends(values []string) ([]Backend, error) {
 				continue
 			}
 			name, addr, ok := strings.Cut(item, "=")
+			addr, host, _ := strings.Cut(addr, "@")
 			if !ok || name == "" || addr == "" {
-				return nil, fmt.Errorf("backend %q: want name=host:port", item)
+				return nil, fmt.Errorf("backend %q: want name=host:port (or name=host:port@host)", item)
 			}
 			if seen[name] {
 				return nil, fmt.Errorf("backend %q listed twice", name)
 			}
 			seen[name] = true
-			out = append(out, Backend{Name: name, Addr: addr})
+			out = append(out, Backend{Name: name, Addr: addr, Host: host})
 		}
 	}
 	if len(out) == 0 {
@@ -108,6 +111,8 @@ type LB struct {
 	// Ceph's noout): the balancer only keeps them, for orchestrators
 	// to set and unset and for tests to read.
 	flags map[string]bool
+	// locked are the hosts in maintenance (hosts.go).
+	locked map[string]bool
 
 	proxy  *http.Client
 	health *http.Client
@@ -222,6 +227,10 @@ func (l *LB) Start() error {
 	admin.HandleFunc("GET /admin/flags", l.handleFlags)
 	admin.HandleFunc("PUT /admin/flags/{name}", l.handleSetFlag)
 	admin.HandleFunc("DELETE /admin/flags/{name}", l.handleSetFlag)
+	admin.HandleFunc("GET /admin/hosts", l.handleHosts)
+	admin.HandleFunc("POST /admin/hosts/{host}/lock", l.handleLock)
+	admin.HandleFunc("POST /admin/hosts/{host}/unlock", l.handleUnlock)
+	admin.HandleFunc("GET /admin/hosts/{host}/capacity", l.handleCapacity)
 	l.adminSrv = &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second}
 	for _, p := range []struct {
 		srv *http.Server
@@ -342,13 +351,13 @@ func (l *LB) pick(tried map[*backend]bool) *backend {
 		}
 		return nil
 	}
-	if b := choose(func(b *backend) bool { return b.enabled && b.healthy && !tried[b] }); b != nil {
+	if b := choose(func(b *backend) bool { return l.inRotation(b) && b.healthy && !tried[b] }); b != nil {
 		return b
 	}
-	if b := choose(func(b *backend) bool { return b.enabled && !tried[b] }); b != nil {
+	if b := choose(func(b *backend) bool { return l.inRotation(b) && !tried[b] }); b != nil {
 		return b
 	}
-	return choose(func(b *backend) bool { return b.enabled })
+	return choose(func(b *backend) bool { return l.inRotation(b) })
 }
 
 func (l *LB) release(b *backend, served bool) {
@@ -502,18 +511,30 @@ func (l *LB) Drain(ctx context.Context, name string) (int, error) {
 		l.log.Info("backend drained", "backend", name, "inflight", b.inflight)
 	}
 	l.mu.Unlock()
+	return l.waitIdle(ctx, "backend "+name, func(o *backend) bool { return o == b })
+}
+
+// waitIdle waits until the backends that of selects have no request in
+// flight, or ctx ends; it returns the requests still in flight, and
+// what (a backend, a host) they are of in the error.
+func (l *LB) waitIdle(ctx context.Context, what string, of func(*backend) bool) (int, error) {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for {
 		l.mu.Lock()
-		n := b.inflight
+		n := 0
+		for _, b := range l.backends {
+			if of(b) {
+				n += b.inflight
+			}
+		}
 		l.mu.Unlock()
 		if n == 0 {
 			return 0, nil
 		}
 		select {
 		case <-ctx.Done():
-			return n, fmt.Errorf("backend %s still has %d in flight: %w", name, n, ctx.Err())
+			return n, fmt.Errorf("%s still has %d in flight: %w", what, n, ctx.Err())
 		case <-t.C:
 		}
 	}
@@ -607,14 +628,9 @@ func (l *LB) handleGet(w http.ResponseWriter, r *http.Request) {
 // 504 (still drained, with the count left) if ?timeout= ran out first.
 func (l *LB) handleDrain(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	timeout := defaultDrainTimeout
-	if v := r.URL.Query().Get("timeout"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 {
-			writeJSON(w, http.StatusBadRequest, errorBody{Error: fmt.Sprintf("bad timeout %q", v)})
-			return
-		}
-		timeout = d
+	timeout, ok := durationParam(w, r, "timeout", defaultDrainTimeout)
+	if !ok {
+		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()

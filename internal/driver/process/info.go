@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"sort"
 
-	"github.com/ferry-upgrade/ferry/internal/agent"
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 )
 
 // AgentVersion returns the build of the host's agent, as its GET
@@ -17,7 +17,7 @@ func (d *Driver) AgentVersion(ctx context.Context, host string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	var hb agent.Health
+	var hb wire.Health
 	if err := d.call(ctx, h, d.requestTimeout, http.MethodGet, "/v1/health", nil, &hb); err != nil {
 		return "", fmt.Errorf("process driver: version: %w", err)
 	}

@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ferry-upgrade/ferry/internal/agent"
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 	"github.com/ferry-upgrade/ferry/internal/driver"
 	"github.com/ferry-upgrade/ferry/internal/memberfile"
 	"github.com/ferry-upgrade/ferry/internal/safefile"
@@ -61,7 +61,7 @@ const (
 	DefaultOpTimeout = time.Minute
 	// DefaultUploadTimeout bounds the upload of one artifact to an
 	// agent (the agent's own bound is the same).
-	DefaultUploadTimeout = agent.DefaultUploadTimeout
+	DefaultUploadTimeout = wire.DefaultUploadTimeout
 )
 
 // Driver drives members through their hosts' agents.
@@ -78,13 +78,11 @@ type Driver struct {
 	clients map[string]*http.Client
 	tlsErr  map[string]error
 
-	// stored remembers, by host and sha256, the artifacts an agent is
+	// stored knows, by host and sha256, the artifacts an agent is
 	// known to have (it answered for them, or took their upload), so
-	// that a Start asks once; storing serializes the upload of one
+	// that a Start asks once, and serializes the upload of one
 	// artifact to one agent: a batch's Starts upload it once.
-	mu      sync.Mutex
-	stored  map[string]bool
-	storing map[string]*sync.Mutex
+	stored driver.OnceEach
 
 	// adoptMu guards adoptTried: when the adoption of each member not
 	// known to its agent was last tried, so that a member that is not
@@ -133,8 +131,6 @@ func New(hosts []Host, opts ...Option) *Driver {
 		uploadTimeout:  DefaultUploadTimeout,
 		clients:        map[string]*http.Client{},
 		tlsErr:         map[string]error{},
-		stored:         map[string]bool{},
-		storing:        map[string]*sync.Mutex{},
 	}
 	for _, h := range hosts {
 		d.hosts[h.Name] = h
@@ -214,7 +210,7 @@ type APIError struct {
 	Host, Addr string
 	// Status is the HTTP status.
 	Status int
-	// Code is the agent's error code (agent.CodeChecksumMismatch...).
+	// Code is the agent's error code (wire.CodeChecksumMismatch...).
 	Code    string
 	Message string
 }
@@ -240,13 +236,13 @@ func (e *APIError) Is(target error) bool {
 
 // Values to match API errors by code with errors.Is.
 var (
-	ErrBadRequest       = &APIError{Code: agent.CodeBadRequest}
-	ErrUnauthorized     = &APIError{Code: agent.CodeUnauthorized}
-	ErrNotFound         = &APIError{Code: agent.CodeNotFound}
-	ErrChecksumMismatch = &APIError{Code: agent.CodeChecksumMismatch}
-	ErrArtifactUnknown  = &APIError{Code: agent.CodeArtifactUnknown}
-	ErrStartFailed      = &APIError{Code: agent.CodeStartFailed}
-	ErrInternal         = &APIError{Code: agent.CodeInternal}
+	ErrBadRequest       = &APIError{Code: wire.CodeBadRequest}
+	ErrUnauthorized     = &APIError{Code: wire.CodeUnauthorized}
+	ErrNotFound         = &APIError{Code: wire.CodeNotFound}
+	ErrChecksumMismatch = &APIError{Code: wire.CodeChecksumMismatch}
+	ErrArtifactUnknown  = &APIError{Code: wire.CodeArtifactUnknown}
+	ErrStartFailed      = &APIError{Code: wire.CodeStartFailed}
+	ErrInternal         = &APIError{Code: wire.CodeInternal}
 )
 
 // apiError turns a non-2xx answer into an *APIError. A body that is
@@ -254,7 +250,7 @@ var (
 // shortened, as the message.
 func apiError(host Host, status int, body []byte) *APIError {
 	e := &APIError{Host: host.Name, Addr: host.Addr, Status: status}
-	var eb agent.ErrorBody
+	var eb wire.ErrorBody
 	if err := json.Unmarshal(body, &eb); err == nil && eb.Code != "" {
 		e.Code, e.Message = eb.Code, eb.Message
 		return e
@@ -411,7 +407,7 @@ func (d *Driver) Observe(ctx context.Context, members []driver.Member) ([]driver
 			order = append(order, m.Host)
 		}
 	}
-	lists := make([]map[string]agent.Status, len(order))
+	lists := make([]map[string]wire.Status, len(order))
 	errs := make([]error, len(order))
 	var wg sync.WaitGroup
 	for i, name := range order {
@@ -419,12 +415,12 @@ func (d *Driver) Observe(ctx context.Context, members []driver.Member) ([]driver
 		go func() {
 			defer wg.Done()
 			h := d.hosts[name]
-			var sts []agent.Status
+			var sts []wire.Status
 			if err := d.call(ctx, h, d.requestTimeout, http.MethodGet, "/v1/members", nil, &sts); err != nil {
 				errs[i] = err
 				return
 			}
-			byName := make(map[string]agent.Status, len(sts))
+			byName := make(map[string]wire.Status, len(sts))
 			for _, s := range sts {
 				byName[s.Name] = s
 			}
@@ -484,27 +480,27 @@ func (d *Driver) Observe(ctx context.Context, members []driver.Member) ([]driver
 // ferry started or adopted a member, it owns it, and a member it
 // stopped stays stopped. A member not found is down, and looked for
 // again after adoptEvery.
-func (d *Driver) adopt(ctx context.Context, h Host, m driver.Member) (agent.Status, bool) {
+func (d *Driver) adopt(ctx context.Context, h Host, m driver.Member) (wire.Status, bool) {
 	d.adoptMu.Lock()
 	last, tried := d.adoptTried[m.Name]
 	if tried && time.Since(last) < adoptEvery {
 		d.adoptMu.Unlock()
-		return agent.Status{}, false
+		return wire.Status{}, false
 	}
 	d.adoptTried[m.Name] = time.Now()
 	d.adoptMu.Unlock()
-	req := agent.AdoptRequest{PIDFile: m.Adopt.PIDFile, Listen: m.Adopt.Listen,
+	req := wire.AdoptRequest{PIDFile: m.Adopt.PIDFile, Listen: m.Adopt.Listen,
 		StopTimeoutMS: m.StopTimeout.Milliseconds(), StopSignal: m.StopSignal}
-	var st agent.Status
+	var st wire.Status
 	if err := d.call(ctx, h, d.requestTimeout, http.MethodPost, memberPath(m.Name)+"/adopt", req, &st); err != nil {
-		return agent.Status{}, false // not found (404), or the agent is older: down, as before
+		return wire.Status{}, false // not found (404), or the agent is older: down, as before
 	}
 	return st, true
 }
 
 func (d *Driver) opTimeoutFor(stop time.Duration) time.Duration {
 	if stop <= 0 {
-		stop = agent.DefaultStopTimeout
+		stop = wire.DefaultStopTimeout
 	}
 	return stop + d.opTimeout
 }
@@ -524,7 +520,7 @@ func (d *Driver) Start(ctx context.Context, m driver.Member, a driver.Artifact) 
 	if a.Path == "" {
 		return fmt.Errorf("process driver: member %s: artifact of version %s has no path (the process substrate runs binaries, not images)", m.Name, a.Version)
 	}
-	spec := agent.MemberSpec{
+	spec := wire.MemberSpec{
 		Version:       a.Version,
 		SHA256:        strings.ToLower(a.SHA256),
 		Args:          m.Args,
@@ -534,9 +530,9 @@ func (d *Driver) Start(ctx context.Context, m driver.Member, a driver.Artifact) 
 		StopSignal:    m.StopSignal,
 	}
 	for _, f := range m.Files {
-		spec.Files = append(spec.Files, agent.FileSpec{Path: f.Path, Mode: memberfile.FormatMode(f.Mode), Content: f.Content})
+		spec.Files = append(spec.Files, wire.FileSpec{Path: f.Path, Mode: memberfile.FormatMode(f.Mode), Content: f.Content})
 	}
-	var st agent.Status
+	var st wire.Status
 	for attempt := 0; ; attempt++ {
 		if err := d.ensureStored(ctx, h, a); err != nil {
 			return fmt.Errorf("process driver: start %s on %s: %w", m.Name, a.Version, err)
@@ -559,44 +555,16 @@ func (d *Driver) Start(ctx context.Context, m driver.Member, a driver.Artifact) 
 // asked once (GET /v1/artifacts/{sha256}), uploaded when it has not.
 func (d *Driver) ensureStored(ctx context.Context, h Host, a driver.Artifact) error {
 	sum := strings.ToLower(a.SHA256)
-	key := h.Name + "\x00" + sum
-	d.mu.Lock()
-	if d.stored[key] {
-		d.mu.Unlock()
-		return nil
-	}
-	mu := d.storing[key]
-	if mu == nil {
-		mu = &sync.Mutex{}
-		d.storing[key] = mu
-	}
-	d.mu.Unlock()
-	mu.Lock()
-	defer mu.Unlock()
-	d.mu.Lock()
-	done := d.stored[key]
-	d.mu.Unlock()
-	if done {
-		return nil // another Start uploaded it meanwhile
-	}
-	err := d.call(ctx, h, d.requestTimeout, http.MethodGet, artifactPath(sum), nil, nil)
-	if errors.Is(err, ErrNotFound) {
-		err = d.upload(ctx, h, a, sum)
-	}
-	if err != nil {
+	return d.stored.Do(h.Name+"\x00"+sum, func() error {
+		err := d.call(ctx, h, d.requestTimeout, http.MethodGet, artifactPath(sum), nil, nil)
+		if errors.Is(err, ErrNotFound) {
+			err = d.upload(ctx, h, a, sum)
+		}
 		return err
-	}
-	d.mu.Lock()
-	d.stored[key] = true
-	d.mu.Unlock()
-	return nil
+	})
 }
 
-func (d *Driver) forgetStored(h Host, sum string) {
-	d.mu.Lock()
-	delete(d.stored, h.Name+"\x00"+sum)
-	d.mu.Unlock()
-}
+func (d *Driver) forgetStored(h Host, sum string) { d.stored.Forget(h.Name + "\x00" + sum) }
 
 // upload sends the artifact's file to h's agent (PUT
 // /v1/artifacts/{sha256}), which keeps it only if its sum is sum. The
@@ -609,7 +577,7 @@ func (d *Driver) upload(ctx context.Context, h Host, a driver.Artifact, sum stri
 	}
 	defer f.Close()
 	q := url.Values{}
-	if name := filepath.Base(a.Path); agent.ValidArtifactName(name) {
+	if name := filepath.Base(a.Path); wire.ValidArtifactName(name) {
 		q.Set("name", name) // the program's name in ps on the agent's host
 	}
 	path := artifactPath(sum)
@@ -635,15 +603,15 @@ func (d *Driver) Stop(ctx context.Context, m driver.Member) error {
 	if err != nil {
 		return fmt.Errorf("process driver: member %s: %w", m.Name, err)
 	}
-	req := agent.StopRequest{TimeoutMS: m.StopTimeout.Milliseconds(), Signal: m.StopSignal}
-	var st agent.Status
+	req := wire.StopRequest{TimeoutMS: m.StopTimeout.Milliseconds(), Signal: m.StopSignal}
+	var st wire.Status
 	if err := d.call(ctx, h, d.opTimeoutFor(m.StopTimeout), http.MethodPost, memberPath(m.Name)+"/stop", req, &st); err != nil {
 		return fmt.Errorf("process driver: stop %s: %w", m.Name, err)
 	}
 	return nil
 }
 
-// Logs returns the last lines (1 to agent.MaxLogLines) of the output of
+// Logs returns the last lines (1 to wire.MaxLogLines) of the output of
 // the member's current (or last) instance, or of the one before it
 // (previous). A member the agent does not know, or without a previous
 // instance, is errors.Is(err, ErrNotFound).
@@ -652,8 +620,8 @@ func (d *Driver) Logs(ctx context.Context, m driver.Member, previous bool, lines
 	if err != nil {
 		return "", fmt.Errorf("process driver: member %s: %w", m.Name, err)
 	}
-	if lines < 1 || lines > agent.MaxLogLines {
-		return "", fmt.Errorf("process driver: logs of %s: lines must be between 1 and %d, got %d", m.Name, agent.MaxLogLines, lines)
+	if lines < 1 || lines > wire.MaxLogLines {
+		return "", fmt.Errorf("process driver: logs of %s: lines must be between 1 and %d, got %d", m.Name, wire.MaxLogLines, lines)
 	}
 	q := url.Values{"previous": {strconv.FormatBool(previous)}, "lines": {strconv.Itoa(lines)}}
 	b, err := d.do(ctx, h, d.requestTimeout, http.MethodGet, memberPath(m.Name)+"/logs?"+q.Encode(), "text/plain", nil)
@@ -670,7 +638,7 @@ func (d *Driver) Health(ctx context.Context, host string) error {
 	if err != nil {
 		return err
 	}
-	var hb agent.Health
+	var hb wire.Health
 	if err := d.call(ctx, h, d.requestTimeout, http.MethodGet, "/v1/health", nil, &hb); err != nil {
 		return fmt.Errorf("process driver: health: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/agent"
 	"github.com/ferry-upgrade/ferry/internal/agent/agenttest"
+	"github.com/ferry-upgrade/ferry/internal/agent/wire"
 	"github.com/ferry-upgrade/ferry/internal/driver"
 )
 
@@ -246,7 +247,7 @@ func TestStartErrors(t *testing.T) {
 	bad.SHA256 = strings.Repeat("cd", 32) // not V2's checksum
 	err := d.Start(ctx, m, bad)
 	var ae *APIError
-	if !errors.As(err, &ae) || ae.Status != 422 || ae.Code != agent.CodeChecksumMismatch || ae.Host != "h1" {
+	if !errors.As(err, &ae) || ae.Status != 422 || ae.Code != wire.CodeChecksumMismatch || ae.Host != "h1" {
 		t.Fatalf("checksum mismatch: %v", err)
 	}
 	if !errors.Is(err, ErrChecksumMismatch) || errors.Is(err, ErrStartFailed) || errors.Is(err, driver.ErrUnreachable) {
@@ -358,19 +359,19 @@ func TestAPIErrorMapping(t *testing.T) {
 		is          error
 		unreachable bool
 	}{
-		{"checksum", 422, `{"code":"checksum_mismatch","message":"artifact /a has sha256 x, want y"}`, agent.CodeChecksumMismatch, "artifact /a has sha256 x, want y", ErrChecksumMismatch, false},
-		{"bad request", 400, `{"code":"bad_request","message":"invalid member name"}`, agent.CodeBadRequest, "invalid member name", ErrBadRequest, false},
-		{"unauthorized", 401, `{"code":"unauthorized","message":"missing or wrong bearer token"}`, agent.CodeUnauthorized, "missing or wrong bearer token", ErrUnauthorized, false},
-		{"not found", 404, `{"code":"not_found","message":"no"}`, agent.CodeNotFound, "no", ErrNotFound, false},
-		{"start failed", 500, `{"code":"start_failed","message":"exec format error"}`, agent.CodeStartFailed, "exec format error", ErrStartFailed, false},
-		{"internal", 500, `{"code":"internal","message":"disk full"}`, agent.CodeInternal, "disk full", ErrInternal, false},
-		{"agent 503 with a body", 503, `{"code":"internal","message":"busy"}`, agent.CodeInternal, "busy", ErrInternal, false},
+		{"checksum", 422, `{"code":"checksum_mismatch","message":"artifact /a has sha256 x, want y"}`, wire.CodeChecksumMismatch, "artifact /a has sha256 x, want y", ErrChecksumMismatch, false},
+		{"bad request", 400, `{"code":"bad_request","message":"invalid member name"}`, wire.CodeBadRequest, "invalid member name", ErrBadRequest, false},
+		{"unauthorized", 401, `{"code":"unauthorized","message":"missing or wrong bearer token"}`, wire.CodeUnauthorized, "missing or wrong bearer token", ErrUnauthorized, false},
+		{"not found", 404, `{"code":"not_found","message":"no"}`, wire.CodeNotFound, "no", ErrNotFound, false},
+		{"start failed", 500, `{"code":"start_failed","message":"exec format error"}`, wire.CodeStartFailed, "exec format error", ErrStartFailed, false},
+		{"internal", 500, `{"code":"internal","message":"disk full"}`, wire.CodeInternal, "disk full", ErrInternal, false},
+		{"agent 503 with a body", 503, `{"code":"internal","message":"busy"}`, wire.CodeInternal, "busy", ErrInternal, false},
 		{"proxy 502", 502, `<html>Bad Gateway</html>`, "", "<html>Bad Gateway</html>", nil, true},
 		{"proxy 504 empty", 504, ``, "", "Gateway Timeout", nil, true},
 		{"plain 500", 500, `oops`, "", "oops", nil, false},
 		{"json without code", 400, `{"message":"x"}`, "", `{"message":"x"}`, nil, false},
 		{"long body", 500, strings.Repeat("x", 300), "", strings.Repeat("x", 200) + "...", nil, false},
-		{"artifact unknown", 403, `{"code":"artifact_unknown","message":"upload it"}`, agent.CodeArtifactUnknown, "upload it", ErrArtifactUnknown, false},
+		{"artifact unknown", 403, `{"code":"artifact_unknown","message":"upload it"}`, wire.CodeArtifactUnknown, "upload it", ErrArtifactUnknown, false},
 		// Go's TLS server, asked in plain HTTP.
 		{"plain HTTP to a TLS agent", 400, "Client sent an HTTP request to an HTTPS server.\n", "",
 			`the agent speaks HTTPS, and this host has no tls: in the description: pin its certificate with tls: {fingerprint: "sha256:..."} on host h1 (the agent prints it at start and writes it to its DIR/tls/fingerprint), or give tls: {ca_file: PATH}`, nil, false},
@@ -432,7 +433,7 @@ func TestRestartsAndLogs(t *testing.T) {
 	ctx := context.Background()
 
 	m := member("crashy", "h1", tag, "-exit-after=300ms", "-exit-code=1")
-	m.Restart = agent.RestartOnFailure
+	m.Restart = wire.RestartOnFailure
 	if err := d.Start(ctx, m, artifact(p.V1)); err != nil {
 		t.Fatal(err)
 	}
@@ -478,7 +479,7 @@ func TestRestartsAndLogs(t *testing.T) {
 	if _, err := d.Logs(ctx, member("nobody", "h1", tag), false, 10); !errors.Is(err, ErrNotFound) {
 		t.Errorf("logs of an unknown member: %v", err)
 	}
-	for _, n := range []int{0, agent.MaxLogLines + 1} {
+	for _, n := range []int{0, wire.MaxLogLines + 1} {
 		if _, err := d.Logs(ctx, m, false, n); err == nil {
 			t.Errorf("logs with %d lines: no error", n)
 		}

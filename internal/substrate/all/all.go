@@ -8,4 +8,5 @@ import (
 	// Each registers itself in its init.
 	_ "github.com/ferry-upgrade/ferry/internal/driver/kubernetes"
 	_ "github.com/ferry-upgrade/ferry/internal/driver/process"
+	_ "github.com/ferry-upgrade/ferry/internal/driver/ssh"
 )

@@ -74,7 +74,7 @@ func TestANewSubstrateIsOneRegistration(t *testing.T) {
 	want := []string{
 		"t.yaml:5: hosts[1].agent: must be set for the ssh-hosts substrate: the host:port of the host's sshd",
 		"t.yaml:13: components[0].workload: applies to the kubernetes substrate only (this description's is ssh-hosts)",
-		"t.yaml:14: components[0].adopt: applies to the process substrate only (this description's is ssh-hosts)",
+		"t.yaml:14: components[0].adopt: applies to the process and ssh substrates only (this description's is ssh-hosts)",
 		"t.yaml:17: components[0].run.files: applies to the process substrate only (this description's is ssh-hosts)",
 		`t.yaml:20: releases[0].artifacts["*"].path: must be set: the ssh-hosts substrate runs binaries`,
 	}
@@ -89,7 +89,7 @@ func TestANewSubstrateIsOneRegistration(t *testing.T) {
 	if err := substrate.Require(c, substrate.ClusterUp); err == nil || err.Error() != "substrate ssh-hosts cannot bring a cluster up and down (capability cluster-up)" {
 		t.Errorf("Require(cluster-up) = %v", err)
 	}
-	if _, err := substrate.Lookup("vm"); err == nil || !strings.Contains(err.Error(), "this build has: kubernetes, process, ssh-hosts") {
+	if _, err := substrate.Lookup("vm"); err == nil || !strings.Contains(err.Error(), "this build has: kubernetes, process, ssh, ssh-hosts") {
 		t.Errorf("Lookup(vm) = %v, want the list with ssh-hosts", err)
 	}
 }

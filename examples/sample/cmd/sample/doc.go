@@ -1,5 +1,5 @@
 // Command sample runs one member of ferry's sample cluster: a kv store
-// member, an api member or the load balancer. It only wires flags to
+// member, an api member, the load balancer or a coordinator. It only wires flags to
 // the packages; version and fault are set at build time so that ferry's
 // demo has several distinguishable (and some deliberately broken)
 // releases of one program to upgrade between:

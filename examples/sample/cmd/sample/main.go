@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/examples/sample/api"
+	"github.com/ferry-upgrade/ferry/examples/sample/coord"
 	"github.com/ferry-upgrade/ferry/examples/sample/kv"
 	"github.com/ferry-upgrade/ferry/examples/sample/lb"
 )
@@ -37,13 +38,15 @@ const (
 	stopDeadline = 20 * time.Second
 )
 
-const usage = `usage: sample kv|api|lb [flags]
+const usage = `usage: sample kv|api|lb|coord [flags]
 
-  sample kv  --id kv-1 --http 127.0.0.1:8101 --raft 127.0.0.1:9101 \
-             --peers kv-1=127.0.0.1:9101=127.0.0.1:8101,... --data DIR
-  sample api --name api-1 --http 127.0.0.1:8201 --kv 127.0.0.1:8101,...
-  sample lb  --http 127.0.0.1:8000 --admin 127.0.0.1:8001 \
-             --backend api-1=127.0.0.1:8201 --backend api-2=...
+  sample kv    --id kv-1 --http 127.0.0.1:8101 --raft 127.0.0.1:9101 \
+               --peers kv-1=127.0.0.1:9101=127.0.0.1:8101,... --data DIR
+  sample api   --name api-1 --http 127.0.0.1:8201 --kv 127.0.0.1:8101,... \
+               [--coord 127.0.0.1:8301,127.0.0.1:8302]
+  sample lb    --http 127.0.0.1:8000 --admin 127.0.0.1:8001 \
+               --backend api-1=127.0.0.1:8201 --backend api-2=...
+  sample coord --name coord-1 --http 127.0.0.1:8301 --peer coord-2=127.0.0.1:8302
 
 Every subcommand takes --version. Run "sample CMD -h" for its flags.
 `
@@ -81,6 +84,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		m, ready, code = setupAPI(args[1:], stdout, stderr, log)
 	case "lb":
 		m, code = setupLB(args[1:], stdout, stderr, log)
+	case "coord":
+		m, ready, code = setupCoord(args[1:], stdout, stderr, log)
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -118,6 +123,15 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) (done bool, c
 	return false, 0
 }
 
+// parseMember parses a member's flags and applies the build's fault:
+// parseFlags, then checkFault.
+func parseMember(fs *flag.FlagSet, args []string, stdout io.Writer, log *slog.Logger) (done bool, code int) {
+	if done, code := parseFlags(fs, args, stdout); done {
+		return done, code
+	}
+	return checkFault(log)
+}
+
 // checkFault validates the build's fault and applies exit-at-start.
 // done is true when the process should exit with code.
 func checkFault(log *slog.Logger) (done bool, code int) {
@@ -142,10 +156,7 @@ func setupKV(args []string, stdout, stderr io.Writer, log *slog.Logger) (member,
 	peersFlag := fs.String("peers", "", "every voter as name=raftaddr=httpaddr, comma-separated, this member included (required)")
 	data := fs.String("data", "", "data directory for the raft log, stable store and snapshots (required)")
 	pin := fs.String("pin", "", pinUsage)
-	if done, code := parseFlags(fs, args, stdout); done {
-		return nil, nil, code
-	}
-	if done, code := checkFault(log); done {
+	if done, code := parseMember(fs, args, stdout, log); done {
 		return nil, nil, code
 	}
 	peers, err := kv.ParsePeers(*peersFlag)
@@ -171,22 +182,15 @@ func setupAPI(args []string, stdout, stderr io.Writer, log *slog.Logger) (member
 	name := fs.String("name", "", "member name, e.g. api-1 (required)")
 	httpAddr := fs.String("http", "127.0.0.1:8201", "HTTP listen address")
 	kvFlag := fs.String("kv", "", "kv members' HTTP addresses, comma-separated (required)")
+	coordFlag := fs.String("coord", "", "the coordinator pair's HTTP addresses, comma-separated: each write gets a stamp from the active one first")
 	fs.DurationVar(&lameDuck, "lame-duck", 0, "after SIGTERM, keep serving this long before shutting down (as servers behind a slow load balancer do)")
 	readyDelay := fs.Duration("ready-delay", 0, "answer /ready 503 this long after the start (a warm-up)")
 	pin := fs.String("pin", "", pinUsage)
-	if done, code := parseFlags(fs, args, stdout); done {
+	if done, code := parseMember(fs, args, stdout, log); done {
 		return nil, nil, code
 	}
-	if done, code := checkFault(log); done {
-		return nil, nil, code
-	}
-	var kvAddrs []string
-	for a := range strings.SplitSeq(*kvFlag, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			kvAddrs = append(kvAddrs, a)
-		}
-	}
-	cfg := api.Config{Name: *name, HTTPAddr: *httpAddr, KVAddrs: kvAddrs, Version: version, Pin: *pin, Logger: log,
+	kvAddrs := splitList(*kvFlag)
+	cfg := api.Config{Name: *name, HTTPAddr: *httpAddr, KVAddrs: kvAddrs, CoordAddrs: splitList(*coordFlag), Version: version, Pin: *pin, Logger: log,
 		NeverReady: fault == faultNeverReady, ReadyDelay: *readyDelay}
 	if fault == faultSlow {
 		cfg.ExtraLatency = slowLatency
@@ -198,6 +202,44 @@ func setupAPI(args []string, stdout, stderr io.Writer, log *slog.Logger) (member
 	}
 	ready := func() bool { ok, _ := srv.Ready(); return ok }
 	return srv, ready, 0
+}
+
+// splitList splits a comma-separated flag, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for a := range strings.SplitSeq(v, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func setupCoord(args []string, stdout, stderr io.Writer, log *slog.Logger) (member, func() bool, int) {
+	fs := flag.NewFlagSet("sample coord", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	name := fs.String("name", "", "member name, e.g. coord-1 (required)")
+	httpAddr := fs.String("http", "127.0.0.1:8301", "HTTP listen address")
+	var peers listFlag
+	fs.Var(&peers, "peer", "the other member as name=host:port (required)")
+	lease := fs.Duration("lease", coord.DefaultLease, "how long a standby waits without the active's heartbeat before it takes the role")
+	delay := fs.Duration("handover-delay", 0, "wait this long before a handover happens (a slow switchover)")
+	pin := fs.String("pin", "", pinUsage)
+	if done, code := parseMember(fs, args, stdout, log); done {
+		return nil, nil, code
+	}
+	ps, err := coord.ParsePeers(peers)
+	if err != nil {
+		log.Error("bad --peer", "err", err)
+		return nil, nil, 2
+	}
+	srv, err := coord.New(coord.Config{Name: *name, HTTPAddr: *httpAddr, Peers: ps, Lease: *lease, HandoverDelay: *delay,
+		Version: version, Pin: *pin, Logger: log})
+	if err != nil {
+		log.Error("bad configuration", "err", err)
+		return nil, nil, 2
+	}
+	return srv, nil, 0
 }
 
 // listFlag collects a repeatable flag.
@@ -212,7 +254,7 @@ func setupLB(args []string, stdout, stderr io.Writer, log *slog.Logger) (member,
 	httpAddr := fs.String("http", "127.0.0.1:8000", "client-facing listen address")
 	adminAddr := fs.String("admin", "127.0.0.1:8001", "admin API listen address")
 	var backends listFlag
-	fs.Var(&backends, "backend", "backend as name=host:port; repeatable or comma-separated (required)")
+	fs.Var(&backends, "backend", "backend as name=host:port, or name=host:port@host (locked with its host: POST /admin/hosts/HOST/lock); repeatable or comma-separated (required)")
 	if done, code := parseFlags(fs, args, stdout); done {
 		return nil, code
 	}

@@ -1,0 +1,204 @@
+package config
+
+import (
+	"net"
+	"slices"
+	"time"
+)
+
+// A host is something ferry locks and unlocks: its lock and unlock
+// calls move its work away and back (StarlingX's host-lock, a
+// balancer's maintenance mode), and its capacity call says whether one
+// more host may be locked now. A release's flow upgrades components
+// host by host in a hosts stage. This file holds what the description
+// says of both: the calls a host has, the data they are rendered with,
+// their defaults and their rules.
+
+// DefaultHostsName is the name of a hosts stage that gives none: its
+// state is upgrading-hosts, StarlingX's.
+const DefaultHostsName = "hosts"
+
+// DefaultLockDeadline bounds a host's lock when its stage gives no
+// deadline.
+const DefaultLockDeadline = Duration(2 * time.Minute)
+
+// Empty reports whether no call is set.
+func (h *HostCalls) Empty() bool {
+	return len(h.Lock) == 0 && len(h.Unlock) == 0 && h.Capacity == nil
+}
+
+// CallsOf returns the lock, unlock and capacity calls of host h: its
+// own when it gives any, else the description's host_defaults.
+func (c *Cluster) CallsOf(h *Host) *HostCalls {
+	if !h.HostCalls.Empty() {
+		return &h.HostCalls
+	}
+	return &c.HostDefaults
+}
+
+// AddressOf is host h's address: its address:, else the host part of
+// its agent or of its sshd's address, else its name.
+func (h *Host) AddressOf() string {
+	if h.Address != "" {
+		return h.Address
+	}
+	if host, _, err := net.SplitHostPort(h.Agent); err == nil && host != "" {
+		return host
+	}
+	if h.SSH != nil {
+		if host, _, err := net.SplitHostPort(h.SSH.Address); err == nil && host != "" {
+			return host
+		}
+	}
+	return h.Name
+}
+
+// HostData is the template data of host h's calls: .Name and .Host
+// are the host's name, .Address and .Any its address, .Members the
+// members on it, of every component in their order.
+func (c *Cluster) HostData(h *Host) TemplateData {
+	d := TemplateData{Name: h.Name, Host: h.Name, Address: h.AddressOf(), Any: h.AddressOf(), Vars: map[string]string{}}
+	for _, comp := range c.ComponentsInOrder() {
+		for _, m := range comp.Members {
+			if m.Host == h.Name {
+				d.Members = append(d.Members, MemberRef{Name: m.Name, Address: m.Address, Host: m.Host, Vars: m.Vars})
+			}
+		}
+	}
+	return d
+}
+
+// HostsStages are the hosts stages of release r's flow.
+func (r *Release) HostsStages() []*FlowStage {
+	var out []*FlowStage
+	for i := range r.Flow {
+		if r.Flow[i].Stage == StageHosts {
+			out = append(out, &r.Flow[i])
+		}
+	}
+	return out
+}
+
+// applyDefaults fills the calls' defaults (their timeouts: a hook's
+// for lock and unlock, a check's for capacity).
+func (h *HostCalls) applyDefaults() {
+	applyHookDefaults(h.Lock)
+	applyHookDefaults(h.Unlock)
+	if h.Capacity != nil {
+		h.Capacity.applyDefaults(DefaultCheckTimeout)
+	}
+}
+
+// applyHostsDefaults fills the defaults of hosts and of hosts stages.
+func (c *Cluster) applyHostsDefaults() {
+	c.HostDefaults.applyDefaults()
+	for i := range c.Hosts {
+		c.Hosts[i].HostCalls.applyDefaults()
+	}
+	for i := range c.Releases {
+		for _, st := range c.Releases[i].HostsStages() {
+			if st.Name == "" {
+				st.Name = DefaultHostsName
+			}
+			if st.Deadline == 0 {
+				st.Deadline = DefaultLockDeadline
+			}
+		}
+	}
+}
+
+// hostCalls checks one set of host calls at path (a host, or
+// host_defaults), rendered with samples: a lock needs its unlock (what
+// ferry journals as its undo) and the other way round, and no call has
+// an undo of its own (the unlock is the lock's).
+func (v *validator) hostCalls(hc *HostCalls, path string, at func(string) int, samples []TemplateData) {
+	switch {
+	case len(hc.Lock) > 0 && len(hc.Unlock) == 0:
+		v.add(at("lock"), path+".lock", "a lock needs its unlock: ferry journals the unlock as the lock's undo before the first lock call, and makes it once the host's members are done or its turn ends any other way")
+	case len(hc.Unlock) > 0 && len(hc.Lock) == 0:
+		v.add(at("unlock"), path+".unlock", "an unlock without a lock: nothing would lock the host")
+	}
+	for _, l := range []struct {
+		key   string
+		calls []Call
+	}{{"lock", hc.Lock}, {"unlock", hc.Unlock}} {
+		for i := range l.calls {
+			rel := index(l.key, i)
+			v.call(&l.calls[i], index(path+"."+l.key, i), at(rel), samples, false)
+		}
+	}
+	if hc.Capacity != nil {
+		v.call(hc.Capacity, path+".capacity", at("capacity"), samples, false)
+	}
+}
+
+// hostsCalls checks every host's calls and host_defaults.
+func (v *validator) hostsCalls() {
+	c := v.c
+	var first []TemplateData
+	for i := range c.Hosts {
+		h := &c.Hosts[i]
+		d := c.HostData(h)
+		if first == nil {
+			first = []TemplateData{d}
+		}
+		if h.HostCalls.Empty() {
+			continue
+		}
+		path := index("hosts", i)
+		line := h.pos.at("", c.pos.at(path))
+		v.hostCalls(&h.HostCalls, path, func(rel string) int { return h.pos.at(rel, line) }, []TemplateData{d})
+	}
+	if first == nil {
+		first = []TemplateData{{Name: "host", Host: "host", Address: "127.0.0.1", Any: "127.0.0.1", Vars: map[string]string{}}}
+	}
+	v.hostCalls(&c.HostDefaults, "host_defaults", func(rel string) int { return c.pos.at("host_defaults." + rel) }, first)
+}
+
+// hostsStage checks a hosts stage of a flow at spath (its line is at
+// sat's): its components, named once, with no phase hooks (a hosts
+// stage runs none); its name, which becomes its state (upgrading-NAME)
+// and so must be no component's; its budgets.
+func (v *validator) hostsStage(st *FlowStage, spath string, sat func(string) int, at func(string) int, rel string, names map[string]string) {
+	if len(st.Components) == 0 {
+		v.add(sat("stage"), spath+".components", "a hosts stage must list the components it upgrades host by host%s", knownList(componentNames(v.c)))
+	}
+	switch {
+	case !isIdent(st.Name):
+		v.add(sat("name"), spath+".name", "%q is not a name: letters, digits, _ and -, starting with a letter", st.Name)
+	case v.c.Component(st.Name) != nil:
+		what := "its name"
+		if st.Name == DefaultHostsName && sat("name") == sat("stage") {
+			what = "its name (hosts, the default)"
+		}
+		v.add(sat("name"), spath+".name", "%s is a component's too: the stage's state upgrading-%s would be the component's phase's; name the stage", what, st.Name)
+	default:
+		if first, dup := names[st.Name]; dup {
+			v.add(sat("name"), spath+".name", "a second hosts stage %s (also %s): name each its own", st.Name, first)
+		} else {
+			names[st.Name] = spath
+		}
+	}
+	if st.MaxUnavailable < 0 {
+		v.add(sat("max_unavailable"), spath+".max_unavailable", "must not be negative (got %d; 0 means 1 host at a time)", st.MaxUnavailable)
+	}
+	switch {
+	case st.MaxUnavailablePerDomain < 0:
+		v.add(sat("max_unavailable_per_domain"), spath+".max_unavailable_per_domain", "must not be negative (got %d; 0 means no bound)", st.MaxUnavailablePerDomain)
+	case st.MaxUnavailablePerDomain > max(1, st.MaxUnavailable):
+		v.add(sat("max_unavailable_per_domain"), spath+".max_unavailable_per_domain", "%d is more than max_unavailable %d: it would never bind", st.MaxUnavailablePerDomain, max(1, st.MaxUnavailable))
+	}
+	v.within(sat("deadline"), spath+".deadline", st.Deadline, migrateDeadlineRange)
+	for j, name := range st.Components {
+		comp := v.c.Component(name)
+		if comp == nil {
+			continue // said by the caller
+		}
+		for _, l := range []string{"pre_phase", "post_phase"} {
+			if len(comp.Hooks.List(l)) > 0 && !slices.Contains(st.Components[:j], name) {
+				v.add(at(index(rel+".components", j)), index(spath+".components", j),
+					"component %s has %s hooks, which a hosts stage does not run (it has no phase of the component alone); move them to host_defaults' lock and unlock, or upgrade %s in a phase", name, l, name)
+			}
+		}
+	}
+}
