@@ -26,6 +26,7 @@ import (
 type admission struct {
 	members []strategy.Member // every member of the description, in its order
 	index   map[string]int    // members' positions by name
+	own     map[string][2]int // each component's members: members[from:to]
 	// steps are the members' steps in the record (as members), which
 	// runBatch reads to pass over those done; batchPos are the
 	// positions of the members of the batch whose members' list
@@ -95,9 +96,10 @@ func (s *stepper) admission(ph plan.Phase) *admission {
 
 // build fills in every member from the observation and the record.
 func (a *admission) build(s *stepper) {
-	a.index = map[string]int{}
+	a.index, a.own = map[string]int{}, map[string][2]int{}
 	for i := range s.c.Components {
 		cc := &s.c.Components[i]
+		a.own[cc.Name] = [2]int{len(a.members), len(a.members) + len(cc.Members)}
 		for j := range cc.Members {
 			mm := &cc.Members[j]
 			a.index[mm.Name] = len(a.members)
@@ -204,7 +206,7 @@ func (a *admission) verify(s *stepper) {
 	saved := slices.Clone(s.stepped)
 	fresh.build(s)
 	s.stepped = saved
-	if !slices.Equal(a.members, fresh.members) || !maps.Equal(a.index, fresh.index) || !slices.Equal(a.steps, fresh.steps) ||
+	if !slices.Equal(a.members, fresh.members) || !maps.Equal(a.index, fresh.index) || !maps.Equal(a.own, fresh.own) || !slices.Equal(a.steps, fresh.steps) ||
 		!slices.Equal(a.health, fresh.health) {
 		for i := range fresh.members {
 			if i >= len(a.members) || a.members[i] != fresh.members[i] {

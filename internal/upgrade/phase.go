@@ -512,7 +512,8 @@ func (s *stepper) view(comp *config.Component, ph plan.Phase, stopping bool) *st
 	}
 	// Every member, kept from step to step (admission.go): shared,
 	// never changed by the predicates or the strategies.
-	v.Members = s.admission(ph).members
+	a := s.admission(ph)
+	v.Members = a.members
 	if v.AskSystem {
 		v.Members = slices.Clone(v.Members)
 		for i := range v.Members {
@@ -520,6 +521,9 @@ func (s *stepper) view(comp *config.Component, ph plan.Phase, stopping bool) *st
 				sm.System = s.systemAnswer(u.Members[sm.Name], sm.Name, stopping)
 			}
 		}
+	}
+	if r, ok := a.own[comp.Name]; ok {
+		v.Own = v.Members[r[0]:r[1]:r[1]] // the component's own, apart
 	}
 	if !u.RollingBack() && !stopping {
 		for _, n := range sortedNames(s.obs.Gates) {
