@@ -414,8 +414,9 @@ func (o *observer) snapshot() Snapshot {
 	snap.Obs.Since = o.since
 	snap.Obs.Gates, snap.Obs.Answers, snap.Obs.Capacity = o.gatesAndAnswers()
 	// Handed to every pass until the next change: what the machine
-	// looks for among all members is found once.
-	snap.Obs = snap.Obs.Summarize()
+	// looks for among all members is found once (its admission view
+	// taken over from the snapshot before).
+	snap.Obs = snap.Obs.SummarizeAfter(o.snap.Obs)
 	o.snap, o.snapGen, o.snapMembers = snap, o.gen, o.memberGen
 	return snap
 }

@@ -37,6 +37,9 @@ type admission struct {
 	// health is what the observation says of each member (as members),
 	// for runBatch's walk.
 	health []MemberHealth
+	// effects indexes the journal's member effects (memberEffects),
+	// kept from step to step while the journal stays the same.
+	effects effectIndex
 	// asOf is the members map of the record whose steps the members'
 	// InFlight and Pending say; phase the phase Pending is of, and
 	// inPhase that phase's members.
@@ -114,6 +117,16 @@ func (a *admission) build(s *stepper) {
 	}
 	s.stepped = s.stepped[:0]
 	a.asOf = s.u.Members
+}
+
+// observe says anew what observation obs says of each member.
+func (a *admission) observe(obs Observation) {
+	for i := range a.members {
+		m := &a.members[i]
+		o := obs.Members[m.Name]
+		m.Healthy, m.Unknown, m.Role, m.Version = o.Healthy, o.Unknown, o.Role, o.Version
+		a.health[i] = o
+	}
 }
 
 // observedMember is member mm of cc as admission sees it from the
@@ -200,8 +213,17 @@ func (s *stepper) settle() {
 	s.adm.asOf = s.u.Members
 }
 
-// verify panics if the members differ from those built anew.
+// verify panics if the members differ from those built anew, or the
+// effects' index, when it is of the journal as it is, from one made
+// anew.
 func (a *admission) verify(s *stepper) {
+	if x := a.effects; x.at != nil {
+		var fresh effectIndex
+		fresh.of(s.u.Effects, "")
+		if x.first == fresh.first && x.n == fresh.n && x.last == fresh.last && !maps.EqualFunc(x.at, fresh.at, slices.Equal[[]int]) {
+			panic(fmt.Sprintf("upgrade: the effects' index says %v, the journal %v", x.at, fresh.at))
+		}
+	}
 	fresh := &admission{phase: a.phase, inPhase: a.inPhase}
 	saved := slices.Clone(s.stepped)
 	fresh.build(s)

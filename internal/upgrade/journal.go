@@ -135,22 +135,45 @@ func (s *stepper) owedCount(n string) int {
 // memberEffects returns the indexes in the journal of member n's
 // effects, in order, from an index of the journal by member: a step
 // asks about each member in flight, and the journal holds an effect
-// or more of each. Within a step effects are only opened (appended),
-// so the index is made again when the journal's length changed, or
-// when an entry no longer names the member.
+// or more of each. The index is the admission's when the step has one
+// (kept from step to step), else the step's own.
 func (s *stepper) memberEffects(n string) []int {
-	j := s.u.Effects
-	idx, ok := s.effectsOf[n]
-	if s.effectsOf != nil && s.effectsLen == len(j) && (!ok || idx[0] < len(j) && j[idx[0]].Scope == effect.Member(n)) {
-		return idx
+	if s.adm != nil {
+		return s.adm.effects.of(s.u.Effects, n)
 	}
-	s.effectsOf, s.effectsLen = map[string][]int{}, len(j)
-	for i := range j {
-		if j[i].Scope.Kind == effect.ScopeMember {
-			s.effectsOf[j[i].Scope.Name] = append(s.effectsOf[j[i].Scope.Name], i)
+	return s.effects.of(s.u.Effects, n)
+}
+
+// effectIndex is a journal's member effects by member, as of the
+// journal it was made from: its first entry, its length and its last
+// effect's ID. A journal is changed in place only in the state of its
+// effects (the machine copies one before it closes an effect), and an
+// effect is opened at its end with an ID never used before, so a
+// journal whose positions changed differs in one of those three.
+type effectIndex struct {
+	first *effect.Effect
+	n     int
+	last  string
+	at    map[string][]int
+}
+
+// of returns the indexes of member n's effects in journal j, made
+// again from j when it is not the journal the index was made from.
+func (x *effectIndex) of(j effect.Journal, n string) []int {
+	var first *effect.Effect
+	last := ""
+	if len(j) > 0 {
+		first, last = &j[0], j[len(j)-1].ID
+	}
+	if x.at == nil || x.first != first || x.n != len(j) || x.last != last {
+		x.first, x.n, x.last, x.at = first, len(j), last, map[string][]int{}
+		for i := range j {
+			if j[i].Scope.Kind == effect.ScopeMember {
+				x.at[j[i].Scope.Name] = append(x.at[j[i].Scope.Name], i)
+			}
 		}
 	}
-	return s.effectsOf[n]
+	return x.at[n]
 }
 
 // owedIn describes the owed effects of the scopes match matches, or "".

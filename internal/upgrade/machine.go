@@ -126,10 +126,9 @@ type stepper struct {
 	// mine names the members this step copied to change (edit); nil
 	// until the first, when the members map is copied too.
 	mine map[string]bool
-	// effectsOf indexes the journal's member effects by member, made
-	// when the journal had effectsLen effects (memberEffects).
-	effectsOf  map[string][]int
-	effectsLen int
+	// effects indexes the journal's member effects by member when the
+	// step has no admission's (memberEffects).
+	effects effectIndex
 	// adm is the admission view's members this step uses (admission),
 	// stepped the members whose step changed since it was brought up
 	// to date.

@@ -448,6 +448,22 @@ func (obs Observation) Summarize() Observation {
 	return obs
 }
 
+// SummarizeAfter is Summarize for an observation of the same members
+// that follows prev, which is not to be stepped again: the admission
+// view prev's summary carries is taken over, what it says of the
+// record kept and what was observed of each member said anew, instead
+// of built again (once a second, for ten thousand members).
+func (obs Observation) SummarizeAfter(prev Observation) Observation {
+	obs = obs.Summarize()
+	if prev.summary != nil && prev.summary.admission != nil {
+		a := prev.summary.admission
+		prev.summary.admission = nil
+		a.observe(obs)
+		obs.summary.admission = a
+	}
+	return obs
+}
+
 // MemberHealth is one member as observed.
 type MemberHealth struct {
 	Running bool
