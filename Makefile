@@ -5,7 +5,7 @@ BIN     := bin
 FLAGS   := -trimpath
 SAMPLE  := ./examples/sample/cmd/sample
 
-.PHONY: faults all build sample demo test test-short bench bench-kube fuzz vet clean
+.PHONY: faults all build sample demo test test-short bench bench-sim bench-kube fuzz vet clean
 
 all: build
 
@@ -35,6 +35,11 @@ test-short:
 # Benchmarks: the planner, the state machine, the engine's own overhead per step.
 bench:
 	bash scripts/bench.sh
+
+# ferry simulate on a 10,002-member description: its wall time (issue
+# #18 wants it under 60 s), CPU time, peak memory and the load average.
+bench-sim:
+	bash scripts/bench-sim.sh
 
 # ferry against Kubernetes' own DaemonSet RollingUpdate on 1,000 kwok
 # nodes, same max unavailable, timed in the same run, ferry's memory.

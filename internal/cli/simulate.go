@@ -53,7 +53,7 @@ replays the run exactly. Exit code 1 when an invariant broke.`,
 				seed = binary.LittleEndian.Uint64(b[:]) >> 1
 			}
 			began := time.Now()
-			res, err := sim.Run(cmd.Context(), sim.Config{Cluster: c, From: from, To: to, Seed: seed, MemberChecks: memberChecks})
+			res, err := sim.Run(cmd.Context(), sim.Config{Cluster: c, From: from, To: to, Seed: seed, MemberChecks: memberChecks, NoEvents: true})
 			if err != nil {
 				return err
 			}

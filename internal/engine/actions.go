@@ -73,7 +73,8 @@ func (e *Engine) timeout(u upgrade.Upgrade, a upgrade.Action) time.Duration {
 	return time.Minute
 }
 
-// do performs one action; detail says what its calls answered.
+// do performs one action; detail says what its calls answered. u holds
+// what an action reads of the record (actionRecord).
 func (e *Engine) do(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) (string, error) {
 	switch a.Kind {
 	case upgrade.ActStage:
@@ -389,7 +390,7 @@ func (l *loop) record(r journalReq) error {
 // (from the driver, when it keeps them).
 func (l *loop) crashLoopOutput(ctx context.Context, a, b upgrade.Upgrade) {
 	lg, ok := l.e.cfg.Driver.(driver.Logger)
-	for _, n := range sortedKeys(b.Members) {
+	for _, n := range upgrade.Touched(a, b) {
 		mb, ma := b.Members[n], a.Members[n]
 		if !mb.CrashLoop || (ma != nil && ma.CrashLoop) {
 			continue

@@ -178,6 +178,9 @@ type Snapshot struct {
 	Time     time.Time
 	Statuses map[string]driver.Status
 	Obs      upgrade.Observation
+	// gen is the observer's count of changes the snapshot was made at
+	// (observer.snapshot): the same gen, the same observation.
+	gen uint64
 }
 
 // Versions maps each member to the version it runs ("" if never started).

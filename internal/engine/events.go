@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,7 +56,7 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 	}
 	// A batch's steps come before its members' moves.
 	evs = append(evs, batchStepChanges(a, b)...)
-	for _, n := range sortedKeys(b.Members) {
+	for _, n := range upgrade.Touched(a, b) {
 		mb := b.Members[n]
 		ma := a.Members[n]
 		if ma == nil || ma.Step != mb.Step {
@@ -99,11 +100,30 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 
 // effectChanges describes the effects opened, failed, abandoned and
 // closed between journals a and b; completed: b's upgrade completed,
-// so a handover's change that left the journal was kept, not undone.
+// so a handover's change that left the journal was kept, not undone. A
+// journal keeps its order (effects are appended, closed ones removed),
+// so each effect of b is looked for in a from where the one before it
+// was found: one walk of both (a journal holds an effect per member in
+// flight), with a search of all of a only for one out of that order.
 func effectChanges(a, b effect.Journal, completed bool) []store.Event {
+	if len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0] ||
+		slices.EqualFunc(a, b, func(x, y effect.Effect) bool { return x.ID == y.ID && x.State == y.State })) {
+		return nil // one journal (the machine shares it until it changes), or the same effects
+	}
 	var evs []store.Event
+	found := make([]bool, len(a))
+	next := 0
 	for _, eb := range b {
-		i := a.ByID(eb.ID)
+		i := slices.IndexFunc(a[next:], func(e effect.Effect) bool { return e.ID == eb.ID })
+		if i >= 0 {
+			i += next
+			next = i + 1
+		} else {
+			i = a.ByID(eb.ID)
+		}
+		if i >= 0 {
+			found[i] = true
+		}
 		member := ""
 		if eb.Scope.Kind == effect.ScopeMember {
 			member = eb.Scope.Name
@@ -120,8 +140,8 @@ func effectChanges(a, b effect.Journal, completed bool) []store.Event {
 				Message: fmt.Sprintf("effect %s %s: %s%s", eb.ID, eb.State, eb.What, errSuffix(eb.Error))})
 		}
 	}
-	for _, ea := range a {
-		if b.ByID(ea.ID) < 0 {
+	for i, ea := range a {
+		if !found[i] {
 			member := ""
 			if ea.Scope.Kind == effect.ScopeMember {
 				member = ea.Scope.Name
@@ -220,7 +240,7 @@ func (e *Engine) overheads(a upgrade.Upgrade, d upgrade.Decision, now time.Time)
 		return nil
 	}
 	var evs []store.Event
-	for _, n := range sortedKeys(d.Upgrade.Members) {
+	for _, n := range upgrade.Touched(a, d.Upgrade) {
 		ma, mb := a.Members[n], d.Upgrade.Members[n]
 		if ma == nil || ma.Step != upgrade.StepSoaking || mb.Step == upgrade.StepSoaking || mb.Step == upgrade.StepStarting {
 			continue

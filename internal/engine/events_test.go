@@ -1,9 +1,14 @@
 package engine
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/effect"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
 
@@ -53,4 +58,71 @@ func TestDownEvent(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEffectChanges: the walk of two journals in step finds what a
+// search of each effect of one in the other finds, on seeded random
+// journals: effects opened, undone, changed in state and, now and
+// then, a journal out of its order.
+func TestEffectChanges(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	states := []effect.State{effect.StateOpen, effect.StateFailed, effect.StateAbandoned}
+	n := 0
+	for range 2000 {
+		var a effect.Journal
+		for range rng.IntN(8) {
+			n++
+			a = append(a, effect.Effect{ID: fmt.Sprintf("e%d", n), Scope: effect.Member(fmt.Sprintf("m%d", rng.IntN(4))), State: states[rng.IntN(3)]})
+		}
+		var b effect.Journal
+		for _, e := range a {
+			switch rng.IntN(4) {
+			case 0: // undone
+			case 1:
+				e.State = states[rng.IntN(3)]
+				b = append(b, e)
+			default:
+				b = append(b, e)
+			}
+		}
+		for range rng.IntN(3) {
+			n++
+			b = append(b, effect.Effect{ID: fmt.Sprintf("e%d", n), State: effect.StateOpen})
+		}
+		if len(b) > 1 && rng.IntN(5) == 0 {
+			i, j := rng.IntN(len(b)), rng.IntN(len(b))
+			b[i], b[j] = b[j], b[i]
+		}
+		var got []string
+		for _, ev := range effectChanges(a, b, false) {
+			f := strings.Fields(ev.Message) // "effect e7 opened ...", "effect e7 failed: ..."
+			got = append(got, f[1]+" "+strings.TrimSuffix(f[2], ":"))
+		}
+		if want := journalChanges(a, b); !slices.Equal(got, want) {
+			t.Fatalf("seed %d: %v to %v:\ngot  %v\nwant %v", seed, a, b, got, want)
+		}
+	}
+}
+
+// journalChanges says, the long way, what changed from journal a to
+// b: each effect of b searched for in all of a (opened, or its new
+// state), then each of a in all of b (undone).
+func journalChanges(a, b effect.Journal) []string {
+	var out []string
+	for _, eb := range b {
+		switch i := a.ByID(eb.ID); {
+		case i < 0:
+			out = append(out, eb.ID+" opened")
+		case a[i].State != eb.State:
+			out = append(out, eb.ID+" "+string(eb.State))
+		}
+	}
+	for _, ea := range a {
+		if b.ByID(ea.ID) < 0 {
+			out = append(out, ea.ID+" undone")
+		}
+	}
+	return out
 }

@@ -110,6 +110,7 @@ func (o *observer) askCapacity(hosts []string) {
 			delete(o.capacity.asking, name)
 			if ctx.Err() == nil && !start.Before(o.capacity.answers[name].Asked) {
 				o.capacity.answers[name] = upgrade.Answer{Yes: res.OK, Words: res.Detail, Asked: start}
+				o.gen++
 			}
 			o.mu.Unlock()
 			o.notify()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +25,8 @@ import (
 type observer struct {
 	e    *Engine
 	tick time.Duration
+	// specs are the members the substrate is asked about at each poll.
+	specs []driver.Member
 
 	mu       sync.Mutex
 	statuses map[string]driver.Status
@@ -40,6 +44,17 @@ type observer struct {
 	// start, or the engine's return from a stall): what was checked
 	// before it says nothing of now (upgrade.Observation.Since).
 	since time.Time
+	// gen counts the changes to what the snapshot is made of, and
+	// memberGen those to what it says of the members (statuses,
+	// checks, roles, the watch's start); snap is the one made at gen
+	// snapGen, handed out again (its maps are never changed) until gen
+	// moves: the engine looks at every pass, the cluster changes far
+	// less often. A change of a gate or an answer alone keeps the
+	// members' part (and its summary).
+	gen, memberGen uint64
+	snap           Snapshot
+	snapGen        uint64
+	snapMembers    uint64
 
 	changed chan struct{}
 	kicks   map[string]chan struct{} // a prober to run now, by key
@@ -65,7 +80,8 @@ func (e *Engine) newObserver() *observer {
 	o := &observer{e: e, tick: tick, statuses: map[string]driver.Status{}, seen: map[string]time.Time{},
 		probed: map[string]time.Time{}, members: map[string]health.State{}, roles: map[string]bool{}, roleAt: map[string]time.Time{},
 		gates: map[string]upgrade.Gate{}, anyFrom: map[string]int{}, since: e.now(),
-		changed: make(chan struct{}, 1), kicks: map[string]chan struct{}{}, answers: map[string]upgrade.Answer{}, asking: map[string]bool{}}
+		changed: make(chan struct{}, 1), kicks: map[string]chan struct{}{}, answers: map[string]upgrade.Answer{}, asking: map[string]bool{},
+		specs: e.Members()}
 	for _, n := range e.order {
 		o.kicks["member:"+n] = make(chan struct{}, 1)
 		o.kicks["role:"+n] = make(chan struct{}, 1)
@@ -148,7 +164,7 @@ func (o *observer) notify() {
 func (o *observer) pollStatuses(ctx context.Context) {
 	now := o.e.now()
 	octx, cancel := o.e.cfg.Clock.WithTimeout(ctx, max(o.tick*50, 10*time.Second))
-	sts, err := o.e.cfg.Driver.Observe(octx, o.e.Members())
+	sts, err := o.e.cfg.Driver.Observe(octx, o.specs)
 	cancel()
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return
@@ -183,6 +199,8 @@ func (o *observer) pollStatuses(ctx context.Context) {
 		o.statuses[st.Name] = st
 		o.seen[st.Name] = now
 	}
+	o.gen++
+	o.memberGen++
 	o.mu.Unlock()
 	for _, n := range restarted {
 		o.kick("member:" + n)
@@ -224,6 +242,8 @@ func (o *observer) probeMember(ctx context.Context, n string) {
 	prev, had := o.members[n]
 	o.members[n] = hs
 	o.probed[n] = start
+	o.gen++
+	o.memberGen++
 	o.mu.Unlock()
 	if !had || prev.Healthy != hs.Healthy || !prev.Since.Equal(hs.Since) {
 		o.notify()
@@ -251,6 +271,8 @@ func (o *observer) probeRole(ctx context.Context, n string) {
 		return // a later probe answered first
 	}
 	o.roles[n], o.roleAt[n] = res.OK, start
+	o.gen++
+	o.memberGen++
 	o.mu.Unlock()
 	if prev != res.OK {
 		o.notify()
@@ -299,6 +321,7 @@ func (o *observer) probeGate(ctx context.Context, comp *config.Component) {
 		o.anyFrom[comp.Name] = from + 1
 	}
 	o.gates[comp.Name] = upgrade.Gate{Healthy: hs.Healthy, Detail: hs.Last.Detail, Checked: start, Took: now.Sub(start)}
+	o.gen++
 	o.mu.Unlock()
 	o.notify()
 }
@@ -344,16 +367,30 @@ func (o *observer) askSystem(ctx context.Context, n string, info memberInfo) {
 	delete(o.asking, n)
 	if ctx.Err() == nil && !start.Before(o.answers[n].Asked) {
 		o.answers[n] = upgrade.Answer{Yes: res.OK, Words: res.Detail, Asked: start}
+		o.gen++
 	}
 	o.mu.Unlock()
 	o.notify()
 }
 
-// snapshot is the observation as it stands.
+// snapshot is the observation as it stands: the one made before,
+// with the time of now, if nothing changed since.
 func (o *observer) snapshot() Snapshot {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	snap := Snapshot{Time: o.e.now(), Statuses: make(map[string]driver.Status, len(o.statuses)),
+	if o.snap.Statuses != nil && o.snapGen == o.gen {
+		snap := o.snap
+		snap.Time = o.e.now()
+		return snap
+	}
+	if o.snap.Statuses != nil && o.snapMembers == o.memberGen {
+		snap := o.snap
+		snap.gen, snap.Time = o.gen, o.e.now()
+		snap.Obs.Gates, snap.Obs.Answers, snap.Obs.Capacity = o.gatesAndAnswers()
+		o.snap, o.snapGen = snap, o.gen
+		return snap
+	}
+	snap := Snapshot{gen: o.gen, Time: o.e.now(), Statuses: make(map[string]driver.Status, len(o.statuses)),
 		Obs: upgrade.Observation{Members: make(map[string]upgrade.MemberHealth, len(o.e.order)), Gates: make(map[string]upgrade.Gate, len(o.gates))}}
 	for _, n := range o.e.order {
 		st, ok := o.statuses[n]
@@ -362,34 +399,48 @@ func (o *observer) snapshot() Snapshot {
 			st = driver.Status{Name: n, Unknown: true, Detail: "not observed yet"}
 		}
 		snap.Statuses[n] = st
-		mh := o.e.memberHealth(o.e.members[n], st, o.members[n], o.probed[n])
+		info, probed := o.e.members[n], o.probed[n]
+		mh := o.e.memberHealth(info, st, o.members[n], probed)
 		// A role seen before the process started belongs to the one
 		// before it.
 		mh.Role = o.roles[n] && st.Running && !o.roleAt[n].Before(st.Since)
 		mh.Seen = o.seen[n]
 		mh.Checked = mh.Seen
-		if o.e.members[n].comp.Health.Member != nil && st.Running && !st.Unknown && o.probed[n].Before(mh.Checked) {
-			mh.Checked = o.probed[n]
+		if info.comp.Health.Member != nil && st.Running && !st.Unknown && probed.Before(mh.Checked) {
+			mh.Checked = probed
 		}
 		snap.Obs.Members[n] = mh
 	}
 	snap.Obs.Since = o.since
-	snap.Obs.Capacity = o.capacity.snapshot()
-	if len(o.answers) > 0 {
-		snap.Obs.Answers = make(map[string]upgrade.Answer, len(o.answers))
-		for n, a := range o.answers {
-			snap.Obs.Answers[n] = a
-		}
-	}
+	snap.Obs.Gates, snap.Obs.Answers, snap.Obs.Capacity = o.gatesAndAnswers()
+	// Handed to every pass until the next change: what the machine
+	// looks for among all members is found once (its admission view
+	// taken over from the snapshot before).
+	snap.Obs = snap.Obs.SummarizeAfter(o.snap.Obs)
+	o.snap, o.snapGen, o.snapMembers = snap, o.gen, o.memberGen
+	return snap
+}
+
+// gatesAndAnswers are the gates, the system's answers and the hosts'
+// capacity answers as they stand, in maps of their own. o.mu is held.
+func (o *observer) gatesAndAnswers() (map[string]upgrade.Gate, map[string]upgrade.Answer, map[string]upgrade.Answer) {
+	gates := make(map[string]upgrade.Gate, len(o.gates))
 	for c, g := range o.gates {
-		snap.Obs.Gates[c] = g
+		gates[c] = g
 	}
 	for _, comp := range o.e.c.ComponentsInOrder() {
-		if _, ok := snap.Obs.Gates[comp.Name]; !ok && comp.Health.Cluster != nil {
-			snap.Obs.Gates[comp.Name] = upgrade.Gate{Detail: "not checked yet"}
+		if _, ok := gates[comp.Name]; !ok && comp.Health.Cluster != nil {
+			gates[comp.Name] = upgrade.Gate{Detail: "not checked yet"}
 		}
 	}
-	return snap
+	var answers map[string]upgrade.Answer
+	if len(o.answers) > 0 {
+		answers = make(map[string]upgrade.Answer, len(o.answers))
+		for n, a := range o.answers {
+			answers[n] = a
+		}
+	}
+	return gates, answers, o.capacity.snapshot()
 }
 
 // memberHealth is what the machine sees of one member: its status, and
@@ -484,21 +535,29 @@ func suffix(s string) string {
 func (o *observer) returned(now time.Time) {
 	o.mu.Lock()
 	o.since = now
+	o.gen++
+	o.memberGen++
 	o.mu.Unlock()
 	for key := range o.kicks {
 		o.kick(key)
 	}
 }
 
-// setMoving tells the observer which members the upgrade has in flight.
-func (o *observer) setMoving(u upgrade.Upgrade) {
-	moving := map[string]bool{}
-	for n, m := range u.Members {
-		if m.Step.InFlight() {
-			moving[n] = true
+// setMoving tells the observer which members upgrade u has in flight:
+// every member the first time, then those the record from before
+// changed (upgrade.Touched, passed each time the record changes).
+func (o *observer) setMoving(u upgrade.Upgrade, touched []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.moving == nil {
+		o.moving = map[string]bool{}
+		touched = slices.Collect(maps.Keys(u.Members))
+	}
+	for _, n := range touched {
+		if m := u.Members[n]; m != nil && m.Step.InFlight() {
+			o.moving[n] = true
+		} else {
+			delete(o.moving, n)
 		}
 	}
-	o.mu.Lock()
-	o.moving = moving
-	o.mu.Unlock()
 }

@@ -25,8 +25,12 @@ import (
 func TestAskTheSystem(t *testing.T) {
 	var calls atomic.Int32
 	release := make(chan struct{})
+	// No call answers before both asks are made: each is in flight at
+	// the second, whatever the machine's load.
+	asked := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
+		<-asked
 		switch r.URL.Path {
 		case "/ok-to-stop/kv-1":
 			http.Error(w, "held by the operator: shard 7 rebalancing", http.StatusConflict)
@@ -72,6 +76,7 @@ releases:
 	before := time.Now()
 	o.ask([]string{"kv-1", "kv-2", "kv-3"})
 	o.ask([]string{"kv-1", "kv-2", "kv-3"}) // while in flight: not asked twice
+	close(asked)
 	o.asks.Wait()
 	if n := calls.Load(); n != 3 {
 		t.Errorf("%d calls, want 3 (one per member, none twice while in flight)", n)

@@ -1,15 +1,14 @@
 package engine
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/effect"
 	"github.com/ferry-upgrade/ferry/internal/store"
 	"github.com/ferry-upgrade/ferry/internal/upgrade"
 )
@@ -62,6 +61,7 @@ type loop struct {
 	health   map[string]bool // last reported verdicts, for events
 	roles    map[string]bool
 	answers  map[string]upgrade.Answer // the system's last reported answers
+	reported uint64                    // the observer's gen those were reported at
 	// saved is when the record was last written: it is written at
 	// least every heartbeat, so that its Alive says when ferry last
 	// watched.
@@ -162,8 +162,13 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 		for seq := range l.inflight {
 			snap.Obs.Acting[seq] = true
 		}
-		evs := e.healthEvents(snap, l.health, l.roles)
-		evs = append(evs, e.answerEvents(snap, l.answers)...)
+		var evs []store.Event
+		if snap.gen != l.reported {
+			// Verdicts change only with the observation.
+			evs = e.healthEvents(snap, l.health, l.roles)
+			evs = append(evs, e.answerEvents(snap, l.answers)...)
+			l.reported = snap.gen
+		}
 		d := upgrade.Step(e.c, l.u, snap.Obs, now)
 		if e.cfg.Judge != nil {
 			for _, i := range batchesEnded(l.u, d.Upgrade) {
@@ -191,15 +196,15 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 		}
 		// Write before acting: the record names what is about to
 		// happen, and the effects it is about to make.
-		if len(evs) > 0 || recordChanged(l.u, d.Upgrade) || now.Sub(l.saved) >= heartbeat {
+		if len(evs) > 0 || !upgrade.Same(l.u, d.Upgrade) || now.Sub(l.saved) >= heartbeat {
 			if err := e.save(now, d.Upgrade, evs); err != nil {
 				return l.u, err
 			}
 			l.saved = now
 		}
 		l.crashLoopOutput(actx, l.u, d.Upgrade)
+		l.ob.setMoving(d.Upgrade, upgrade.Touched(l.u, d.Upgrade))
 		l.u = d.Upgrade
-		l.ob.setMoving(l.u)
 		for _, seq := range d.Cancel {
 			if cancel := l.inflight[seq]; cancel != nil {
 				cancel()
@@ -242,22 +247,13 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 	}
 }
 
-// recordChanged reports whether b says more than a, beyond its times.
-func recordChanged(a, b upgrade.Upgrade) bool {
-	a.Updated, b.Updated = time.Time{}, time.Time{}
-	a.Alive, b.Alive = time.Time{}, time.Time{}
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	return !bytes.Equal(ja, jb)
-}
-
 // dispatch starts action a in its own goroutine, with its deadline and
 // the upgrade's journal in its context.
 func (l *loop) dispatch(actx context.Context, a upgrade.Action) {
 	ctx, cancel := l.e.cfg.Clock.WithTimeout(actx, l.e.timeout(l.u, a))
 	ctx = withJournal(ctx, l, a)
 	l.inflight[a.Seq] = cancel
-	u := l.u
+	u := actionRecord(l.u, a)
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
@@ -269,6 +265,28 @@ func (l *loop) dispatch(actx context.Context, a upgrade.Action) {
 		}
 		l.outcomes <- outcome{a: a, err: err, detail: detail, took: l.e.since(start)}
 	}()
+}
+
+// actionRecord is what action a reads of record u (do, timeout): the
+// upgrade's target and pin, the action's member, and for an undo its
+// effect and that effect's member. An action runs for a while, and a
+// thousand in flight, each holding the whole record of its own step,
+// kept as many ten-thousand-member maps alive.
+func actionRecord(u upgrade.Upgrade, a upgrade.Action) upgrade.Upgrade {
+	r := upgrade.Upgrade{ID: u.ID, From: u.From, To: u.To, Pin: u.Pin, Members: map[string]*upgrade.Member{}}
+	keep := func(n string) {
+		if m := u.Members[n]; m != nil {
+			r.Members[n] = m
+		}
+	}
+	keep(a.Member)
+	if i := u.Effects.ByID(a.Effect); a.Kind == upgrade.ActUndo && i >= 0 {
+		r.Effects = effect.Journal{u.Effects[i]}
+		if h := u.Effects[i].Undo.Hook; h != nil {
+			keep(h.Member)
+		}
+	}
+	return r
 }
 
 // finished folds an action's outcome into the record and saves it.
@@ -296,6 +314,7 @@ func (l *loop) finished(o outcome) error {
 		}
 	}
 	evs := append([]store.Event{ev}, changes(before, l.u)...)
+	l.ob.setMoving(l.u, upgrade.Touched(before, l.u))
 	l.saved = now
 	return e.save(now, l.u, evs)
 }

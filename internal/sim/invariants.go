@@ -75,14 +75,13 @@ func (w *World) checkDown(m *member, why string) {
 	s := comp.Strategy
 	down, onHost, inDomain, healthy := 1, 1, 1, 0
 	var others []string
-	for _, n := range w.order {
-		o := w.members[n]
+	for _, o := range w.list {
 		if o == m {
 			continue
 		}
 		if o.comp != m.comp {
 			if o.ferryDown && !w.hosts.movesWith(m.comp, o.comp) {
-				others = append(others, n+" ("+o.comp+")")
+				others = append(others, o.name+" ("+o.comp+")")
 			}
 			if !o.ready && o.host == m.host {
 				onHost++

@@ -57,6 +57,11 @@ type Config struct {
 	// Requests, if set, are operator requests made at these virtual
 	// times from the start (pause, resume, abort).
 	Requests []Request
+	// NoEvents keeps Result.Events empty: the events are made and the
+	// timeline's kept, but the store does not keep them all (a
+	// 10,000-member upgrade makes hundreds of megabytes of them, which
+	// the simulation would carry, and collect, to its end).
+	NoEvents bool
 }
 
 // Request is an operator's request at a virtual time.
@@ -95,7 +100,8 @@ type Result struct {
 	// Err is why the run could not finish (the engine refused, or the
 	// virtual time ran out).
 	Err string `json:"error,omitempty"`
-	// Record is the upgrade's last record, Events every event stored.
+	// Record is the upgrade's last record, Events every event stored
+	// (none with Config.NoEvents).
 	Record upgrade.Upgrade `json:"-"`
 	Events []store.Event   `json:"-"`
 }
@@ -151,6 +157,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	w.hosts = newHosts(c, cfg.To)
 	res.Members = len(w.order)
 	st := NewStore()
+	st.dropEvents = cfg.NoEvents
 	var evMu sync.Mutex
 	var timeline []Entry
 	eng, err := engine.New(engine.Config{Cluster: c, Driver: w, Store: st, Clock: clock, Calls: w, ExitOnPause: len(cfg.Requests) == 0,

@@ -19,6 +19,9 @@ type Store struct {
 	current string
 	records map[string]upgrade.Upgrade
 	events  []store.Event
+	// dropEvents: events are numbered, not kept (Config.NoEvents).
+	dropEvents bool
+	seq        uint64
 }
 
 var _ engine.Store = (*Store)(nil)
@@ -80,8 +83,11 @@ func (s *Store) Append(evs ...store.Event) ([]store.Event, error) {
 func (s *Store) appendLocked(evs []store.Event) []store.Event {
 	out := make([]store.Event, len(evs))
 	for i, ev := range evs {
-		ev.Seq = uint64(len(s.events) + 1)
-		s.events = append(s.events, ev)
+		s.seq++
+		ev.Seq = s.seq
+		if !s.dropEvents {
+			s.events = append(s.events, ev)
+		}
 		out[i] = ev
 	}
 	return out

@@ -96,6 +96,7 @@ type World struct {
 	mu      sync.Mutex
 	members map[string]*member
 	order   []string
+	list    []*member         // members, in order
 	leader  map[string]string // component → member holding its role ("" while it moves)
 	moving  map[string]bool   // components whose role is moving (a switchover)
 	inv     *Invariants
@@ -107,9 +108,11 @@ func newWorld(clock *Clock, c *config.Cluster, seed uint64, timing Timing, fault
 		members: map[string]*member{}, leader: map[string]string{}, moving: map[string]bool{}, inv: newInvariants()}
 	for _, comp := range c.ComponentsInOrder() {
 		for _, m := range comp.Members {
-			w.members[m.Name] = &member{name: m.Name, comp: comp.Name, host: m.Host, domain: m.Domain, version: from,
+			wm := &member{name: m.Name, comp: comp.Name, host: m.Host, domain: m.Domain, version: from,
 				up: true, ready: true, since: Epoch, readySince: Epoch}
+			w.members[m.Name] = wm
 			w.order = append(w.order, m.Name)
+			w.list = append(w.list, wm)
 		}
 		if comp.Role != nil && len(comp.Members) > 0 {
 			w.leader[comp.Name] = comp.Members[len(comp.Members)/2].Name
@@ -350,9 +353,9 @@ func (w *World) elect(comp string) {
 	if !w.moving[comp] {
 		return
 	}
-	for _, n := range w.order {
-		if m := w.members[n]; m.comp == comp && m.ready {
-			w.leader[comp], w.moving[comp] = n, false
+	for _, m := range w.list {
+		if m.comp == comp && m.ready {
+			w.leader[comp], w.moving[comp] = m.name, false
 			return
 		}
 	}
@@ -423,8 +426,8 @@ func (w *World) Do(ctx context.Context, call config.Call, d config.TemplateData)
 		return health.Result{Detail: "sim: " + who + " not healthy"}
 	case callGate:
 		n, ok := 0, 0
-		for _, name := range w.order {
-			if m := w.members[name]; m.comp == who {
+		for _, m := range w.list {
+			if m.comp == who {
 				n++
 				if m.ready {
 					ok++

@@ -64,6 +64,11 @@ type View struct {
 	RoleName string
 	// Members are every member of the cluster.
 	Members []Member
+	// Own, if set, are the members of the view's component among
+	// Members, apart: the predicates that count the component's own
+	// look at those only (a view of ten thousand members is asked at
+	// each stop). Without it they are found in Members.
+	Own []Member
 	// Gates must be green (and fresh) before a member is admitted; none
 	// while rolling back (a red gate may be what the rollback repairs).
 	Gates []Gate
@@ -181,7 +186,7 @@ func substrate(v *View, c Member) string {
 		return "its substrate does not answer"
 	}
 	var away []string
-	for _, m := range v.Members {
+	for _, m := range v.mine() {
 		if m.Component == v.Component && m.Unknown {
 			away = append(away, m.Name)
 		}
@@ -210,7 +215,7 @@ func roleLast(v *View, c Member) string {
 		return ""
 	}
 	var before []string
-	for _, m := range v.Members {
+	for _, m := range v.mine() {
 		if m.Component == v.Component && m.Name != c.Name && m.Pending && !v.Admitted[m.Name] && !m.Role {
 			before = append(before, m.Name)
 		}
@@ -234,12 +239,18 @@ func cost(c Member) int {
 	return 0
 }
 
-// unavailable lists the members other than c matching in that are
-// down, in flight or admitted in this round.
-func unavailable(v *View, c Member, in func(Member) bool) []string {
+// counts reports whether member m counts against a budget of c: not
+// c, matching in, and down, in flight or admitted in this round.
+func counts(v *View, c, m Member, in func(Member) bool) bool {
+	return m.Name != c.Name && in(m) && (m.InFlight || v.Admitted[m.Name] || !m.Healthy)
+}
+
+// unavailable lists the members, among those given, that count against
+// a budget of c.
+func unavailable(v *View, c Member, among []Member, in func(Member) bool) []string {
 	var out []string
-	for _, m := range v.Members {
-		if m.Name == c.Name || !in(m) {
+	for _, m := range among {
+		if !counts(v, c, m, in) {
 			continue
 		}
 		switch {
@@ -254,14 +265,24 @@ func unavailable(v *View, c Member, in func(Member) bool) []string {
 	return out
 }
 
-func budget(v *View, c Member, max int, label string, in func(Member) bool) string {
+// budget refuses c when more than max of the members among those given
+// and matching in would be down with it.
+func budget(v *View, c Member, max int, label string, among []Member, in func(Member) bool) string {
 	if max < 1 {
 		return ""
 	}
-	down := unavailable(v, c, in)
-	if len(down)+cost(c) <= max {
+	// Counted first, named only when refused: admission asks at every
+	// stop, with a thousand members in flight in a large batch.
+	n := 0
+	for _, m := range among {
+		if counts(v, c, m, in) {
+			n++
+		}
+	}
+	if n+cost(c) <= max {
 		return ""
 	}
+	down := unavailable(v, c, among, in)
 	if label != "" {
 		label += ": "
 	}
@@ -269,7 +290,7 @@ func budget(v *View, c Member, max int, label string, in func(Member) bool) stri
 }
 
 func maxUnavailable(v *View, c Member) string {
-	return budget(v, c, max(1, v.Settings.MaxUnavailable), "", v.own)
+	return budget(v, c, max(1, v.Settings.MaxUnavailable), "", v.mine(), v.own)
 }
 
 // perHost counts the members of every component on c's host: a host
@@ -278,18 +299,28 @@ func perHost(v *View, c Member) string {
 	if c.Host == "" {
 		return ""
 	}
-	return budget(v, c, v.Settings.MaxUnavailablePerHost, "host "+c.Host, func(m Member) bool { return m.Host == c.Host })
+	return budget(v, c, v.Settings.MaxUnavailablePerHost, "host "+c.Host, v.Members, func(m Member) bool { return m.Host == c.Host })
 }
 
 func perDomain(v *View, c Member) string {
 	if c.Domain == "" {
 		return ""
 	}
-	return budget(v, c, v.Settings.MaxUnavailablePerDomain, c.Domain, func(m Member) bool { return v.own(m) && m.Domain == c.Domain })
+	return budget(v, c, v.Settings.MaxUnavailablePerDomain, c.Domain, v.mine(), func(m Member) bool { return v.own(m) && m.Domain == c.Domain })
 }
 
 // own reports whether m is of the view's component.
 func (v *View) own(m Member) bool { return m.Component == v.Component }
+
+// mine are the members to look among for the component's own: Own when
+// the view has them apart, else every member (each predicate still
+// checks the component).
+func (v *View) mine() []Member {
+	if v.Own != nil {
+		return v.Own
+	}
+	return v.Members
+}
 
 func quorum(v *View, c Member) string {
 	if v.Quorum < 1 || cost(c) == 0 {
@@ -297,7 +328,7 @@ func quorum(v *View, c Member) string {
 	}
 	healthy := 0
 	var down []string
-	for _, m := range v.Members {
+	for _, m := range v.mine() {
 		if m.Component != v.Component || m.Name == c.Name {
 			continue
 		}

@@ -345,6 +345,9 @@ func (s *stepper) keepHandedOver() {
 			keys = append(keys, e.Key)
 		}
 	}
+	if len(keys) > 0 {
+		s.u.journal()
+	}
 	for _, k := range keys {
 		s.u.Effects.Close(k)
 	}

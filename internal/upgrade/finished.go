@@ -43,7 +43,7 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 		if i < 0 || u.Effects[i].Acting != a.Seq {
 			return u
 		}
-		e := &u.Effects[i]
+		e := &u.journal()[i]
 		e.Acting = 0
 		if err != nil {
 			e.Error = err.Error()
@@ -66,10 +66,10 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 		h.Done, h.Detail = true, ""
 		u.Bound.Hooks += took
 	default:
-		m := u.Members[a.Member]
-		if m == nil || m.Acting != a.Seq {
+		if m := u.Members[a.Member]; m == nil || m.Acting != a.Seq {
 			return u
 		}
+		m := u.own(a.Member)
 		m.Acting = 0
 		if errors.Is(err, context.Canceled) {
 			// Cancelled by an abort: no failure of the member's, and no

@@ -120,7 +120,7 @@ func (s *stepper) rollOut(ph plan.Phase) {
 	u := &s.u
 	u.Pin = u.To
 	for _, n := range ph.Members() {
-		m := u.Members[n]
+		m := s.edit(n)
 		if m == nil {
 			continue
 		}

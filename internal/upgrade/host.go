@@ -193,7 +193,8 @@ func (s *stepper) pendingHosts(ph plan.Phase) []string {
 			if m.Step != StepPending {
 				continue
 			}
-			if o.Running && o.Version == m.Target && o.Healthy && len(s.owedOf(n)) == 0 && !m.Restart {
+			if o.Running && o.Version == m.Target && o.Healthy && s.owedCount(n) == 0 && !m.Restart {
+				m = s.edit(n)
 				s.setStep(m, StepDone)
 				m.Detail = "already running " + m.Target
 				continue
@@ -616,10 +617,11 @@ func (s *stepper) hostMembers(ph plan.Phase, b *Batch, hm *HostMove) bool {
 				continue
 			}
 			hm.WaitSince = time.Time{}
+			m = s.edit(n)
 			s.begin(m)
 		}
 		if u.State != StatePaused {
-			s.advance(comp, *part, m)
+			m = s.advance(comp, *part, m, s.obs.Members[n])
 		}
 		if s.failed {
 			return false

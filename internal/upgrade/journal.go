@@ -3,6 +3,7 @@ package upgrade
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,6 +26,7 @@ func Record(u Upgrade, e effect.Effect, now time.Time) (Upgrade, bool) {
 // upgraded).
 func Undone(u Upgrade, key string, now time.Time) (Upgrade, effect.Effect, bool) {
 	u = u.clone()
+	u.journal()
 	e, ok := u.Effects.Close(key)
 	u.Updated = now
 	return u, e, ok
@@ -107,15 +109,82 @@ func callText(c config.Call, d config.TemplateData) string {
 	return "-"
 }
 
-// owedOf returns the indexes of member n's owed effects.
+// owedOf returns the indexes of member n's owed effects, the last
+// opened first (as effect.Journal.Owed).
 func (s *stepper) owedOf(n string) []int {
-	return s.u.Effects.Owed(effect.Is(effect.Member(n)))
+	var out []int
+	for _, i := range slices.Backward(s.memberEffects(n)) {
+		if s.u.Effects[i].Owed() {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// owedCount counts member n's owed effects.
+func (s *stepper) owedCount(n string) int {
+	c := 0
+	for _, i := range s.memberEffects(n) {
+		if s.u.Effects[i].Owed() {
+			c++
+		}
+	}
+	return c
+}
+
+// memberEffects returns the indexes in the journal of member n's
+// effects, in order, from an index of the journal by member: a step
+// asks about each member in flight, and the journal holds an effect
+// or more of each. The index is the admission's when the step has one
+// (kept from step to step), else the step's own.
+func (s *stepper) memberEffects(n string) []int {
+	if s.adm != nil {
+		return s.adm.effects.of(s.u.Effects, n)
+	}
+	return s.effects.of(s.u.Effects, n)
+}
+
+// effectIndex is a journal's member effects by member, as of the
+// journal it was made from: its first entry, its length and its last
+// effect's ID. A journal is changed in place only in the state of its
+// effects (the machine copies one before it closes an effect), and an
+// effect is opened at its end with an ID never used before, so a
+// journal whose positions changed differs in one of those three.
+type effectIndex struct {
+	first *effect.Effect
+	n     int
+	last  string
+	at    map[string][]int
+}
+
+// of returns the indexes of member n's effects in journal j, made
+// again from j when it is not the journal the index was made from.
+func (x *effectIndex) of(j effect.Journal, n string) []int {
+	var first *effect.Effect
+	last := ""
+	if len(j) > 0 {
+		first, last = &j[0], j[len(j)-1].ID
+	}
+	if x.at == nil || x.first != first || x.n != len(j) || x.last != last {
+		x.first, x.n, x.last, x.at = first, len(j), last, map[string][]int{}
+		for i := range j {
+			if j[i].Scope.Kind == effect.ScopeMember {
+				x.at[j[i].Scope.Name] = append(x.at[j[i].Scope.Name], i)
+			}
+		}
+	}
+	return x.at[n]
 }
 
 // owedIn describes the owed effects of the scopes match matches, or "".
 func (s *stepper) owedIn(match func(effect.Scope) bool) string {
+	return s.owedText(s.u.Effects.Owed(match))
+}
+
+// owedText describes the owed effects at indexes is, or "".
+func (s *stepper) owedText(is []int) string {
 	var out []string
-	for _, i := range s.u.Effects.Owed(match) {
+	for _, i := range is {
 		e := &s.u.Effects[i]
 		t := e.ID + " " + e.What
 		if e.State == effect.StateFailed {
@@ -183,22 +252,23 @@ func (s *stepper) sweep() {
 	if u.State.Terminal() || u.Outage != nil || s.failed {
 		return
 	}
-	busy := map[effect.Scope]bool{}
+	// Whether an effect is due depends on its scope alone: the effects
+	// of a scope not due are passed over without marking it busy.
+	var busy map[effect.Scope]bool
 	for i := len(u.Effects) - 1; i >= 0; i-- {
 		e := &u.Effects[i]
-		if !e.Owed() || busy[e.Scope] {
+		if !e.Owed() || !s.due(e) || busy[e.Scope] {
 			continue
+		}
+		if busy == nil {
+			busy = map[effect.Scope]bool{}
 		}
 		busy[e.Scope] = true
-		if e.State == effect.StateFailed || !s.due(e) {
+		if e.State == effect.StateFailed || e.Acting != 0 && s.inFlight(e.Acting) {
 			continue
 		}
-		if e.Acting != 0 {
-			if s.inFlight(e.Acting) {
-				continue
-			}
-			e.Acting = 0
-		}
+		e = &u.journal()[i] // changed below, or its Acting lost with a process
+		e.Acting = 0
 		if d := s.c.Policy.UndoDeadline.D(); d > 0 && !e.Undoing.IsZero() && s.now.Sub(e.Undoing) > d {
 			e.State = effect.StateFailed
 			s.pauseOnUndo(e, d)
@@ -245,7 +315,7 @@ func (s *stepper) abandon() {
 			continue
 		}
 		if i := u.Effects.ByID(o.Effect); i >= 0 && u.Effects[i].State != effect.StateAbandoned {
-			e := &u.Effects[i]
+			e := &u.journal()[i]
 			e.State = effect.StateAbandoned
 			e.Abandoned = fmt.Sprintf("%s at %s", o.By, o.At.UTC().Format(time.RFC3339))
 		}

@@ -3,6 +3,8 @@ package upgrade
 import (
 	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -78,9 +80,11 @@ func majority(versions map[string]string) string {
 // It never mutates u; the returned record must be persisted before any
 // returned action is taken.
 func Step(c *config.Cluster, u Upgrade, obs Observation, now time.Time) Decision {
-	s := stepper{c: c, u: u.clone(), obs: obs, now: now, probe: map[string]bool{}, ask: map[string]bool{}}
+	s := stepper{c: c, in: u, u: u.clone(), obs: obs, now: now, probe: map[string]bool{}, ask: map[string]bool{}}
+	// u's members are shared with s.u until s.edit copies one.
 	s.away()
 	s.run()
+	s.settle()
 	s.u.Waiting = strings.Join(append(s.notes, s.waiting...), "; ")
 	s.u.Refusals = s.refusals
 	if s.u.State.Terminal() && s.u.Ended.IsZero() {
@@ -96,7 +100,9 @@ func Step(c *config.Cluster, u Upgrade, obs Observation, now time.Time) Decision
 }
 
 type stepper struct {
-	c        *config.Cluster
+	c *config.Cluster
+	// in is the record Step was given, u the one it makes.
+	in       Upgrade
 	u        Upgrade
 	obs      Observation
 	now      time.Time
@@ -117,6 +123,40 @@ type stepper struct {
 
 	// askHosts are the hosts whose capacity is to be asked now.
 	askHosts map[string]bool
+	// mine names the members this step copied to change (edit); nil
+	// until the first, when the members map is copied too.
+	mine map[string]bool
+	// effects indexes the journal's member effects by member when the
+	// step has no admission's (memberEffects).
+	effects effectIndex
+	// adm is the admission view's members this step uses (admission),
+	// stepped the members whose step changed since it was brought up
+	// to date.
+	adm     *admission
+	stepped []string
+	// hooksIn is hasHooks' answer for component hooksOf.
+	hooksOf *config.Component
+	hooksIn func(string) bool
+}
+
+// edit returns member n of the record being stepped, to change: a copy
+// made the first time (and of the members map, the first time any
+// member changes), so that the record Step was given is never changed
+// and the members a step leaves alone stay shared between the two
+// records (a pass over ten thousand members copies the few it moves).
+// A member's record is changed only through what edit returned.
+// Helpers that take a *Member to change want edit's; those that take a
+// name edit it themselves when they change it.
+func (s *stepper) edit(n string) *Member {
+	m := s.u.Members[n]
+	if m == nil || s.mine[n] {
+		return m
+	}
+	if s.mine == nil {
+		s.mine = map[string]bool{}
+	}
+	s.mine[n] = true
+	return s.u.own(n)
 }
 
 // wake asks to be stepped again no later than at t.
@@ -342,20 +382,20 @@ func (s *stepper) resume() {
 		u.Hook.Since, u.Hook.Tries = s.now, 0
 	}
 	for i := range u.Effects {
-		e := &u.Effects[i]
-		if e.State == effect.StateFailed {
+		if u.Effects[i].State == effect.StateFailed {
+			e := &u.journal()[i]
 			e.State, e.Undoing, e.Tries, e.Error = effect.StateOpen, time.Time{}, 0, ""
 		}
 	}
 	for _, n := range sortedNames(u.Members) {
-		m := u.Members[n]
-		switch {
+		switch m := u.Members[n]; {
 		case m.Step == StepFailed:
+			m = s.edit(n)
 			s.resetMove(m)
 			m.Detail = "tried again after resume"
 			s.setStep(m, StepPending)
 		case m.Step.InFlight():
-			m.Began = s.now
+			s.edit(n).Began = s.now
 		}
 	}
 }
@@ -503,16 +543,17 @@ func (s *stepper) ending() {
 func (s *stepper) outage() bool {
 	u := &s.u
 	var away []string
-	detail := ""
-	for _, n := range sortedNames(u.Members) {
-		if o := s.obs.Members[n]; o.Unknown {
-			away = append(away, n)
-			if detail == "" {
-				detail = o.Detail
+	if sum := s.obs.summary; sum != nil {
+		for _, n := range sum.unknown {
+			if u.Members[n] != nil {
+				away = append(away, n)
 			}
 		}
+	} else {
+		away = namesWhere(u.Members, func(n string, _ *Member) bool { return s.obs.Members[n].Unknown })
 	}
 	if len(away) > 0 {
+		detail := s.obs.Members[away[0]].Detail
 		if u.Outage == nil {
 			u.Outage = &Outage{Since: s.now, Detail: detail}
 		}
@@ -553,19 +594,22 @@ func (s *stepper) away() {
 // unchecked reports whether what was observed of a member predates the
 // watch that observed it (ferry was away): no verdict is made on it.
 func (s *stepper) unchecked(o MemberHealth) bool {
-	return !s.obs.Since.IsZero() && !o.Unknown && o.Checked.Before(s.obs.Since)
+	return unchecked(s.obs.Since, o)
+}
+
+// unchecked reports whether member o was checked before since, when
+// the watch that observed it began.
+func unchecked(since time.Time, o MemberHealth) bool {
+	return !since.IsZero() && !o.Unknown && o.Checked.Before(since)
 }
 
 // checkedBefore names the members (some of them) not checked since the
 // watch began; "" if none.
 func (s *stepper) checkedBefore() string {
-	var stale []string
-	for _, n := range sortedNames(s.obs.Members) {
-		if s.unchecked(s.obs.Members[n]) {
-			stale = append(stale, n)
-		}
+	if sum := s.obs.summary; sum != nil {
+		return names(sum.unchecked)
 	}
-	return names(stale)
+	return names(namesWhere(s.obs.Members, func(_ string, o MemberHealth) bool { return s.unchecked(o) }))
 }
 
 // shift moves every running deadline by d (an outage's length).
@@ -583,11 +627,13 @@ func (s *stepper) shift(d time.Duration) {
 		move(&u.Hook.Since)
 	}
 	for i := range u.Effects {
-		move(&u.Effects[i].Undoing)
+		if !u.Effects[i].Undoing.IsZero() {
+			move(&u.journal()[i].Undoing)
+		}
 	}
-	for _, m := range u.Members {
-		if m.Step.InFlight() {
-			move(&m.Began)
+	for n, m := range u.Members {
+		if m.Step.InFlight() && !m.Began.IsZero() {
+			move(&s.edit(n).Began)
 		}
 	}
 }
@@ -596,11 +642,8 @@ func (s *stepper) shift(d time.Duration) {
 // cluster gate is green: ferry does not start on a sick cluster.
 func (s *stepper) preflight() bool {
 	var sick []string
-	for _, name := range sortedNames(s.u.Members) {
-		o := s.obs.Members[name]
-		if !o.Healthy {
-			sick = append(sick, fmt.Sprintf("%s not healthy (%s)", name, cmp.Or(o.Detail, "-")))
-		}
+	for _, name := range namesWhere(s.u.Members, func(n string, _ *Member) bool { return !s.obs.Members[n].Healthy }) {
+		sick = append(sick, fmt.Sprintf("%s not healthy (%s)", name, cmp.Or(s.obs.Members[name].Detail, "-")))
 	}
 	if gate := s.redGates(time.Time{}); gate != "" {
 		sick = append(sick, gate)
@@ -660,6 +703,20 @@ func (s *stepper) maxGateDeadline() time.Duration {
 	return d
 }
 
+// namesWhere returns the names in m whose entry keep keeps, in order:
+// the machine looks at every member at each pass, and sorts the few it
+// names.
+func namesWhere[V any](m map[string]V, keep func(string, V) bool) []string {
+	var out []string
+	for n, v := range m {
+		if keep(n, v) {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 func sortedNames[V any](m map[string]V) []string {
 	names := make([]string, 0, len(m))
 	for n := range m {
@@ -695,18 +752,23 @@ func Impacted(c *config.Cluster, u Upgrade, i int, why string, now time.Time) (_
 	return s.u, true
 }
 
+// clone is the next record made from u, for the machine to change:
+// its own lists of batches, overrides and refusals, hook run and
+// outage; the plans, each batch's members, the members' records and
+// the journal shared with u (a batch's members and a plan are never
+// changed in place; a member is copied before it changes: stepper.edit,
+// own; the journal likewise: journal).
 func (u Upgrade) clone() Upgrade {
 	c := u
-	c.Members = make(map[string]*Member, len(u.Members))
-	for k, v := range u.Members {
-		m := *v
-		c.Members[k] = &m
-	}
+	c.from, c.changed = nil, nil
 	c.Batches = append([]Batch(nil), u.Batches...)
 	for i := range c.Batches {
-		c.Batches[i].Members = append([]string(nil), c.Batches[i].Members...)
-		c.Batches[i].Before = append([]BatchStep(nil), c.Batches[i].Before...)
-		c.Batches[i].Hosts = append([]string(nil), c.Batches[i].Hosts...)
+		// Their members and hosts shared, cut to their length: a batch
+		// that grows (a hosts stage's, as hosts join it) appends to new
+		// arrays. Its steps' progress is its own.
+		bt := &c.Batches[i]
+		bt.Members, bt.Hosts = bt.Members[:len(bt.Members):len(bt.Members)], bt.Hosts[:len(bt.Hosts):len(bt.Hosts)]
+		bt.Before = append([]BatchStep(nil), bt.Before...)
 	}
 	if u.Hosts != nil {
 		c.Hosts = make(map[string]*HostMove, len(u.Hosts))
@@ -715,7 +777,8 @@ func (u Upgrade) clone() Upgrade {
 			c.Hosts[k] = &h
 		}
 	}
-	c.Effects = append(c.Effects[:0:0], u.Effects...)
+	// Cut to its length: an effect opened goes to a new array.
+	c.Effects, c.ownJournal = u.Effects[:len(u.Effects):len(u.Effects)], false
 	c.Overrides = append([]Override(nil), u.Overrides...)
 	c.Refusals = append([]strategy.Refusal(nil), u.Refusals...)
 	if u.Hook != nil {
@@ -730,7 +793,43 @@ func (u Upgrade) clone() Upgrade {
 }
 
 // Clone returns a deep copy, for callers that keep records around.
-func (u Upgrade) Clone() Upgrade { return u.clone() }
+func (u Upgrade) Clone() Upgrade {
+	c := u.clone()
+	c.Members = make(map[string]*Member, len(u.Members))
+	for k, v := range u.Members {
+		m := *v
+		c.Members[k] = &m
+	}
+	for i := range c.Batches {
+		c.Batches[i].Members = append([]string(nil), c.Batches[i].Members...)
+		c.Batches[i].Hosts = append([]string(nil), c.Batches[i].Hosts...)
+	}
+	c.journal()
+	return c
+}
+
+// journal returns u's effects to change in place: copied the first
+// time, as a clone shares its journal with the record it was made from.
+func (u *Upgrade) journal() effect.Journal {
+	if !u.ownJournal {
+		u.Effects, u.ownJournal = slices.Clone(u.Effects), true
+	}
+	return u.Effects
+}
+
+// own gives record u (a clone) its own copy of member n to change, and
+// of the members map the first time: the record it was cloned from
+// keeps its own. Each member is to be owned once (stepper.edit).
+func (u *Upgrade) own(n string) *Member {
+	if u.from == nil {
+		u.from = u.Members
+		u.Members = maps.Clone(u.Members)
+	}
+	c := *u.Members[n]
+	u.Members[n] = &c
+	u.changed = append(u.changed, n)
+	return &c
+}
 
 // names lists member names, the first few of them when there are many.
 func names(ns []string) string {

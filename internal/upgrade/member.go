@@ -7,44 +7,51 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/config"
-	"github.com/ferry-upgrade/ferry/internal/effect"
 	"github.com/ferry-upgrade/ferry/internal/plan"
 	"github.com/ferry-upgrade/ferry/internal/step"
 )
 
-// advance moves member m through its move (package step) as far as it
-// can go without acting, and emits the action it needs next, if any.
-// The machine knows no step by name: each step's Def says what to do,
-// when it is over, and what ends it badly.
-func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
-	o := s.obs.Members[m.Name]
-	s.countExits(comp, m, o)
+// advance moves member m (its record as it stands; o, what was
+// observed of it) through its move (package step) as far as it can go
+// without acting, emits the action it needs next, if any, and returns
+// its record as it then stands. The
+// machine knows no step by name: each step's Def says what to do, when
+// it is over, and what ends it badly. The member's record is copied
+// (edit) only once something of it changes; m is kept the record as it
+// stands (it runs for every member of a batch at each step).
+func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member, o MemberHealth) *Member {
+	n := m.Name
+	m = s.countExits(comp, m, o)
 	for range 2 * len(step.Move) {
 		def, _, ok := step.Of(m.Step)
 		if !ok {
-			return // pending, done, failed
+			return m // pending, done, failed
 		}
 		if s.unchecked(o) {
 			// Ferry could not watch: the member is checked again before
 			// any verdict on it (its deadline moved meanwhile).
 			s.wait("%s: to be checked again (ferry could not watch it)", m.Name)
-			return
+			return m
 		}
-		owed := len(s.owedOf(m.Name))
+		owed := s.owedCount(n)
 		if !(def.Closes && owed > 0) && s.now.Sub(m.Began) > comp.Deadline.D() {
-			s.failMember(m, s.deadlineReason(comp, m, def, o))
-			return
+			reason := s.deadlineReason(comp, m, def, o)
+			m = s.edit(n)
+			s.failMember(m, reason)
+			return m
 		}
 		f := s.facts(comp, m, o, owed)
 		if def.Fail != nil {
 			if why := def.Fail(f); why != "" {
+				m = s.edit(n)
 				m.CrashLoop = true
 				s.failMember(m, fmt.Sprintf("%s on %s", why, m.Target))
-				return
+				return m
 			}
 		}
 		if def.Back != nil {
 			if back, why := def.Back(f); back != "" {
+				m = s.edit(n)
 				m.Detail = why + cmp.Or(o.Detail, "-")
 				m.HealthySince = time.Time{}
 				m.SoakBroke = true
@@ -54,8 +61,8 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 		}
 		if def.Closes && owed > 0 {
 			// Its effects are undone first (the sweep does it).
-			s.wait("%s: undoing %s", m.Name, s.owedIn(effect.Is(effect.Member(m.Name))))
-			return
+			s.wait("%s: undoing %s", m.Name, s.owedText(s.owedOf(n)))
+			return m
 		}
 		if m.Acting != 0 {
 			if s.inFlight(m.Acting) {
@@ -63,13 +70,15 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 				// on what is seen meanwhile: a pre_stop hook that makes a
 				// leader step down makes it unready, which is not its stop.
 				if def.Action == step.ActStart {
-					s.wait("%s: waiting to be healthy on %s (%s)", m.Name, m.Target, cmp.Or(o.Detail, "-"))
+					s.waitHealthy(m, o)
 				}
-				return
+				return m
 			}
+			m = s.edit(n)
 			m.Acting = 0 // lost with a process: taken again, at once
 		}
 		if (def.Skip != nil && def.Skip(f)) || (def.Complete != nil && def.Complete(f)) {
+			m = s.edit(n)
 			s.leave(comp, m, o)
 			continue
 		}
@@ -79,12 +88,12 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 				why, at = def.Wait(f)
 			}
 			if why != "" {
-				s.wait("%s: %s", m.Name, why)
+				s.waiting = append(s.waiting, m.Name+": "+why)
 			}
 			if !at.IsZero() {
 				s.wake(at)
 			}
-			return
+			return m
 		}
 		needs := !f.Acted
 		if def.Needs != nil {
@@ -92,26 +101,34 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member) {
 		}
 		if !needs {
 			if def.Action == step.ActStart {
-				s.wait("%s: waiting to be healthy on %s (%s)", m.Name, m.Target, cmp.Or(o.Detail, "-"))
+				s.waitHealthy(m, o)
 				s.wake(m.Began.Add(comp.Deadline.D() + time.Millisecond))
 			}
-			return
+			return m
 		}
 		if def.Admit {
 			v := s.view(comp, ph, true)
 			if r, awaiting := s.admit(v, m.Name, true); r != nil {
 				if awaiting {
 					s.wait("%s: drained, asking the system whether it may stop", m.Name)
-					return
+					return m
 				}
 				s.refusals = append(s.refusals, *r)
 				s.wait("%s: drained, not stopped: %s", m.Name, r)
-				return
+				return m
 			}
 		}
-		s.try(comp, m, def)
-		return
+		s.try(comp, n, def)
+		return s.u.Members[n]
 	}
+	return m
+}
+
+// waitHealthy says that m waits to be healthy on its target: a line
+// said for each member starting at each step (a thousand of them in a
+// large batch), so put together without fmt.
+func (s *stepper) waitHealthy(m *Member, o MemberHealth) {
+	s.waiting = append(s.waiting, m.Name+": waiting to be healthy on "+m.Target+" ("+cmp.Or(o.Detail, "-")+")")
 }
 
 // deadlineReason says why member m's move failed at its deadline in
@@ -148,7 +165,7 @@ func (s *stepper) facts(comp *config.Component, m *Member, o MemberHealth, owed 
 		OnTarget:     o.Running && o.Version == m.Target && s.replaced(m, o),
 		Healthy:      o.Healthy,
 		HealthySince: m.HealthySince,
-		Hooks:        func(l string) bool { return len(comp.Hooks.List(l)) > 0 },
+		Hooks:        s.hasHooks(comp),
 		Owed:         owed,
 		Tries:        m.Tries,
 		Acted:        m.Acted,
@@ -162,8 +179,19 @@ func (s *stepper) facts(comp *config.Component, m *Member, o MemberHealth, owed 
 	}
 }
 
-// leave moves m past its current step, keeping what the lower bound
-// and the events need: when it became healthy, its time down.
+// hasHooks reports whether comp has calls in a hook list (step.Facts'
+// Hooks), made once per step for the component.
+func (s *stepper) hasHooks(comp *config.Component) func(string) bool {
+	if s.hooksOf != comp {
+		s.hooksOf = comp
+		s.hooksIn = func(l string) bool { return len(comp.Hooks.List(l)) > 0 }
+	}
+	return s.hooksIn
+}
+
+// leave moves m (s.edit's) past its current step, keeping what the
+// lower bound and the events need: when it became healthy, its time
+// down.
 func (s *stepper) leave(comp *config.Component, m *Member, o MemberHealth) {
 	switch m.Step {
 	case StepStarting:
@@ -197,37 +225,43 @@ func (s *stepper) leave(comp *config.Component, m *Member, o MemberHealth) {
 // countExits counts member m's exits on its target since its first
 // start in this move, within the crash-loop window: an instance seen
 // exited (by its start time), or restarts the substrate made itself.
-func (s *stepper) countExits(comp *config.Component, m *Member, o MemberHealth) {
+// It returns m's record as it then stands.
+func (s *stepper) countExits(comp *config.Component, m *Member, o MemberHealth) *Member {
+	n := m.Name
 	if m.Started.IsZero() || (m.Step != StepStarting && m.Step != StepSoaking) || o.Unknown {
-		return
+		return m
 	}
 	if s.now.Sub(m.Started) > comp.CrashLoop.Window.D() {
-		return
+		return m
 	}
 	if o.Restarts > m.RestartsSeen {
+		m = s.edit(n)
 		m.Exits += o.Restarts - m.RestartsSeen
 		m.RestartsSeen = o.Restarts
 		m.ExitDetail = cmp.Or(o.Detail, "restarted by its substrate")
 	}
 	if !o.Running && o.Version == m.Target && !o.Started.IsZero() && !o.Started.Before(m.Started.Add(-time.Second)) &&
 		!o.Started.Equal(m.LastExit) && o.Seen.After(m.StartDone) {
+		m = s.edit(n)
 		m.Exits++
 		m.LastExit = o.Started
 		m.ExitDetail = o.Detail
 	}
+	return m
 }
 
-// failMember fails m's move and the step with it.
+// failMember fails m's move (m is s.edit's) and the step with it.
 func (s *stepper) failMember(m *Member, why string) {
 	s.setStep(m, StepFailed)
 	m.Detail = why
 	s.fail("member %s: %s", m.Name, why)
 }
 
-// try emits the action of step def for m, unless a previous try failed
-// too recently. A hook step opens the effects of its calls that have
-// an undo first, in the record written before the action.
-func (s *stepper) try(comp *config.Component, m *Member, def step.Def) {
+// try emits the action of step def for member n, unless a previous try
+// failed too recently. A hook step opens the effects of its calls that
+// have an undo first, in the record written before the action.
+func (s *stepper) try(comp *config.Component, n string, def step.Def) {
+	m := s.u.Members[n]
 	if !s.backoff(m.Tries, m.LastTry) {
 		return
 	}
@@ -250,13 +284,16 @@ func (s *stepper) try(comp *config.Component, m *Member, def step.Def) {
 		s.fail("member %s: step %s has an action ferry does not know (%q)", m.Name, def.Name, def.Action)
 		return
 	}
+	m = s.edit(n)
 	m.LastTry = s.now
 	m.Tries++
 	m.Acting = s.act(a)
 }
 
+// setStep moves m (s.edit's) to step st.
 func (s *stepper) setStep(m *Member, st MemberStep) {
 	if m.Step != st {
+		s.stepped = append(s.stepped, m.Name)
 		m.Step = st
 		m.Since = s.now
 		m.Tries = 0

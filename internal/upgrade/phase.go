@@ -117,7 +117,8 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 	var left []string
 	for _, n := range pending {
 		m, o := u.Members[n], s.obs.Members[n]
-		if o.Running && o.Version == m.Target && o.Healthy && len(s.owedOf(n)) == 0 && !m.Restart {
+		if o.Running && o.Version == m.Target && o.Healthy && s.owedCount(n) == 0 && !m.Restart {
+			m = s.edit(n)
 			s.setStep(m, StepDone)
 			m.Detail = "already running " + m.Target
 			continue
@@ -159,12 +160,26 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		}
 		return r
 	}
+	// v.Admitted holds the names in inView: a strategy that grows its
+	// choice one member at a time (strategy.Take) has the next ones
+	// added, not the whole set made again for each candidate. passed
+	// holds, for each candidate admitted, the choice it was admitted
+	// beside.
+	var inView []string
+	passed := map[string][]string{}
 	admit := func(c strategy.Member, chosen []string) *strategy.Refusal {
-		v.Admitted = map[string]bool{}
-		for _, n := range chosen {
+		if len(chosen) < len(inView) || !slices.Equal(chosen[:len(inView)], inView) {
+			v.Admitted, inView = map[string]bool{}, nil
+		}
+		for _, n := range chosen[len(inView):] {
 			v.Admitted[n] = true
 		}
-		return check(c.Name)
+		inView = append(inView, chosen[len(inView):]...) // only appended: a prefix kept in passed stays as it was
+		r := check(c.Name)
+		if r == nil {
+			passed[c.Name] = inView
+		}
+		return r
 	}
 	size, why, chosen, before, err := s.nextBatch(ph, left, v, admit)
 	if err != "" {
@@ -177,8 +192,12 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		if v.Admitted[n] || !slices.Contains(left, n) {
 			continue // a strategy's slip: only a candidate, once
 		}
-		if r := check(n); r != nil {
-			continue
+		// Checked again, unless admitted already beside the very
+		// members admitted before it here (the same question).
+		if p, ok := passed[n]; !ok || !slices.Equal(p, admitted) {
+			if r := check(n); r != nil {
+				continue
+			}
 		}
 		admitted = append(admitted, n)
 		v.Admitted[n] = true
@@ -221,7 +240,7 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 	u.WaitSince = time.Time{}
 	for _, n := range admitted {
 		if len(b.Before) == 0 { // else admitted again once its steps are done
-			s.begin(u.Members[n])
+			s.begin(s.edit(n))
 		}
 	}
 	u.Batches = append(u.Batches, b)
@@ -275,15 +294,10 @@ func (s *stepper) mayForm(name, what string, gd time.Duration) bool {
 // t, whose state is then too old to admit anyone on; "" if none. A
 // member the substrate cannot tell about is the outage's business.
 func (s *stepper) seenBefore(t time.Time) string {
-	if t.IsZero() {
+	if sum := s.obs.summary; t.IsZero() || sum != nil && !sum.oldestSeen.Before(t) {
 		return ""
 	}
-	var stale []string
-	for _, n := range sortedNames(s.obs.Members) {
-		if o := s.obs.Members[n]; !o.Unknown && o.Seen.Before(t) {
-			stale = append(stale, n)
-		}
-	}
+	stale := namesWhere(s.obs.Members, func(_ string, o MemberHealth) bool { return !o.Unknown && o.Seen.Before(t) })
 	if len(stale) > 3 {
 		stale = append(stale[:3], fmt.Sprintf("%d more", len(stale)-3))
 	}
@@ -297,18 +311,10 @@ func (s *stepper) seenBefore(t time.Time) string {
 // the batches done. err says why no strategy could be asked.
 func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admit strategy.Admission) (size int, why string, chosen, before []string, err string) {
 	u := &s.u
-	byName := make(map[string]strategy.Member, len(v.Members))
-	for _, m := range v.Members {
-		byName[m.Name] = m
-	}
 	members := func(ns []string) []strategy.Member {
 		out := make([]strategy.Member, len(ns))
 		for i, n := range ns {
-			m, ok := byName[n]
-			if !ok {
-				m = s.admissionMember(v, n)
-			}
-			out[i] = m
+			out[i] = s.admissionMember(v, n)
 		}
 		return out
 	}
@@ -342,8 +348,8 @@ func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admi
 	return max(1, c.Size), c.Why, c.Members, c.Before, ""
 }
 
-// begin starts member m's move; a restart notes the process it
-// replaces.
+// begin starts member m's move (s.edit's); a restart notes the
+// process it replaces.
 func (s *stepper) begin(m *Member) {
 	s.resetMove(m)
 	m.Began = s.now
@@ -355,7 +361,7 @@ func (s *stepper) begin(m *Member) {
 	s.setStep(m, step.First())
 }
 
-// resetMove clears what one move of m recorded.
+// resetMove clears what one move of m (s.edit's) recorded.
 func (s *stepper) resetMove(m *Member) {
 	m.Began, m.HealthySince, m.Started, m.LastExit, m.StartDone, m.Stopped = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	m.HealthyPID, m.HealthyStarted = 0, time.Time{}
@@ -372,7 +378,16 @@ func (s *stepper) runBatch(comp *config.Component, ph plan.Phase, b *Batch) {
 		return
 	}
 	done := true
-	for _, n := range b.Members {
+	// Members done are passed over (a batch of a thousand ends long
+	// after most of it), from the steps the admission keeps: a member
+	// the walk has not reached yet changed only if the step failed.
+	a := s.admission(ph)
+	pos := a.positions(b.Members)
+	for i, n := range b.Members {
+		p := pos[i]
+		if p >= 0 && a.steps[p] == StepDone {
+			continue
+		}
 		m := u.Members[n]
 		if m == nil {
 			s.fail("member %q of the plan has no record", n)
@@ -395,10 +410,17 @@ func (s *stepper) runBatch(comp *config.Component, ph plan.Phase, b *Batch) {
 				done = false
 				continue
 			}
+			m = s.edit(n)
 			s.begin(m)
 		}
 		if u.State != StatePaused {
-			s.advance(comp, ph, m)
+			o := MemberHealth{}
+			if p >= 0 {
+				o = a.health[p]
+			} else {
+				o = s.obs.Members[n]
+			}
+			m = s.advance(comp, ph, m, o)
 		}
 		if s.failed {
 			return
@@ -488,26 +510,20 @@ func (s *stepper) view(comp *config.Component, ph plan.Phase, stopping bool) *st
 	if comp.Role != nil {
 		v.RoleName = comp.Role.Name
 	}
-	pending := map[string]bool{}
-	for _, n := range ph.Members() {
-		if m := u.Members[n]; m != nil && m.Step == StepPending {
-			pending[n] = true
+	// Every member, kept from step to step (admission.go): shared,
+	// never changed by the predicates or the strategies.
+	a := s.admission(ph)
+	v.Members = a.members
+	if v.AskSystem {
+		v.Members = slices.Clone(v.Members)
+		for i := range v.Members {
+			if sm := &v.Members[i]; sm.Component == comp.Name {
+				sm.System = s.systemAnswer(u.Members[sm.Name], sm.Name, stopping)
+			}
 		}
 	}
-	for i := range s.c.Components {
-		cc := &s.c.Components[i]
-		for j := range cc.Members {
-			mm := &cc.Members[j]
-			o := s.obs.Members[mm.Name]
-			r := u.Members[mm.Name]
-			sm := strategy.Member{Name: mm.Name, Component: cc.Name, Host: mm.Host, Domain: mm.Domain,
-				Healthy: o.Healthy, InFlight: r != nil && r.Step.InFlight(), Unknown: o.Unknown, Role: o.Role, Pending: pending[mm.Name],
-				Version: o.Version}
-			if v.AskSystem && cc.Name == comp.Name {
-				sm.System = s.systemAnswer(r, mm.Name, stopping)
-			}
-			v.Members = append(v.Members, sm)
-		}
+	if r, ok := a.own[comp.Name]; ok {
+		v.Own = v.Members[r[0]:r[1]:r[1]] // the component's own, apart
 	}
 	if !u.RollingBack() && !stopping {
 		for _, n := range sortedNames(s.obs.Gates) {
@@ -519,6 +535,11 @@ func (s *stepper) view(comp *config.Component, ph plan.Phase, stopping bool) *st
 }
 
 func (s *stepper) admissionMember(v *strategy.View, name string) strategy.Member {
+	if s.adm != nil {
+		if i, ok := s.adm.index[name]; ok && i < len(v.Members) && v.Members[i].Name == name {
+			return v.Members[i]
+		}
+	}
 	for _, m := range v.Members {
 		if m.Name == name {
 			return m
@@ -623,6 +644,7 @@ func (s *stepper) rollback(reason string) {
 			// Its move's record stays until the rollback admits it (how
 			// it failed: a crash loop's exits, for the events); begin
 			// resets it then.
+			m = s.edit(n)
 			m.Target = m.From
 			m.Detail = ""
 			m.Restart = restart[n]
@@ -656,6 +678,7 @@ func (s *stepper) rollback(reason string) {
 func (s *stepper) untouched(why string, except map[string]bool) {
 	for _, n := range sortedNames(s.u.Members) {
 		if m := s.u.Members[n]; m.Step == StepPending && !except[n] {
+			m = s.edit(n)
 			m.Target = m.From
 			m.Detail = "untouched: " + why
 			s.setStep(m, StepDone)

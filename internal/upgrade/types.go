@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -135,6 +136,16 @@ type Upgrade struct {
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
 	Ended   time.Time `json:"ended,omitzero"`
+
+	// from is the members map of the record this one was made from,
+	// once the machine copied it to change members (Upgrade.own), and
+	// changed the members it copied: what Touched answers from without
+	// a pass over the members. Not part of what the record says.
+	from    map[string]*Member
+	changed []string
+	// ownJournal: Effects is this record's own to change (journal);
+	// a clone shares its journal with the record it was made from.
+	ownJournal bool
 }
 
 // Member is one member's progress.
@@ -390,6 +401,67 @@ type Observation struct {
 	// Capacity holds the latest answer of each host's capacity call
 	// it was asked (Decision.AskHosts).
 	Capacity map[string]Answer
+
+	// summary is what Summarize found among the members, if it ran.
+	summary *summary
+}
+
+// summary is what the machine looks for among every member of an
+// observation at each step, found once.
+type summary struct {
+	// unknown and unchecked name the members the substrate does not
+	// answer for, and those not checked since the watch began, in order.
+	unknown, unchecked []string
+	// oldestSeen is the earliest Seen of a member the substrate answers
+	// for (zero if none).
+	oldestSeen time.Time
+	// admission is the admission view's members as of this
+	// observation, kept from step to step (admission.go).
+	admission *admission
+}
+
+// Summarize returns obs with what the machine looks for among all its
+// members at every step (those not known, those not checked since the
+// watch began, the oldest look) found once, for an observer that hands
+// one observation to many steps (the engine's, between two changes of
+// what it sees): ten thousand members are then looked at once per
+// observation, not once per step. obs's members and Since must not
+// change after; a copy that changes them is to be summarized again.
+// The machine's decisions are the same with or without it.
+func (obs Observation) Summarize() Observation {
+	sum := &summary{}
+	seen := false
+	for n, o := range obs.Members {
+		switch {
+		case o.Unknown:
+			sum.unknown = append(sum.unknown, n)
+		case !seen || o.Seen.Before(sum.oldestSeen):
+			sum.oldestSeen, seen = o.Seen, true
+		}
+		if unchecked(obs.Since, o) {
+			sum.unchecked = append(sum.unchecked, n)
+		}
+	}
+	slices.Sort(sum.unknown)
+	slices.Sort(sum.unchecked)
+	obs.summary = sum
+	return obs
+}
+
+// SummarizeAfter is Summarize for an observation of the same members
+// that follows prev, which is not to be stepped again: the admission
+// view prev's summary carries is taken over, what it says of the
+// record kept and what was observed of each member said anew, instead
+// of built again (once a second, for ten thousand members).
+func (obs Observation) SummarizeAfter(prev Observation) Observation {
+	obs = obs.Summarize()
+	if prev.summary != nil && prev.summary.admission != nil {
+		a := prev.summary.admission
+		prev.summary.admission = nil
+		a.observe(obs)
+		obs.summary.admission = a
+	}
+	return obs
 }
 
 // MemberHealth is one member as observed.

@@ -3,8 +3,10 @@ package upgrade
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -64,6 +66,10 @@ type world struct {
 
 	gates    map[string]*wgate
 	inflight []*wact
+	// unchecked turns off the checks of the machine's copies made at
+	// every step (pure, report's, the summarized observation's): the
+	// simulated worlds make them on some of their seeds only.
+	unchecked bool
 	// says is the system's own answer about each member (ok_to_stop):
 	// "" is yes, anything else is its no in its words; asks are the
 	// calls in flight, answers the last each gave.
@@ -118,7 +124,7 @@ type wask struct {
 
 func newWorld(c *config.Cluster, version string) *world {
 	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	w := &world{c: c, now: t0, t0: t0, members: map[string]*wmember{}, drained: map[string]bool{}, flags: map[string]bool{},
+	w := &world{unchecked: raceDetector, c: c, now: t0, t0: t0, members: map[string]*wmember{}, drained: map[string]bool{}, flags: map[string]bool{},
 		took: 10 * time.Millisecond, ready: 100 * time.Millisecond, gateTook: 10 * time.Millisecond, gateEvery: time.Second, tick: 100 * time.Millisecond,
 		gates: map[string]*wgate{}, faults: map[string]string{}, says: map[string]string{}, answers: map[string]Answer{}}
 	for _, comp := range c.ComponentsInOrder() {
@@ -487,7 +493,15 @@ func (w *world) step() Decision {
 	}
 	obs := w.observe(acting)
 	obs.Judging = w.judge != nil
-	d := Step(w.c, w.u, obs, w.now)
+	var d Decision
+	defer w.verifyAdmission()()
+	w.pure(w.u, func() { d = Step(w.c, w.u, obs, w.now) })
+	if !w.unchecked {
+		// The decision on the observation summarized is the same.
+		if sd := Step(w.c, w.u, obs.Summarize(), w.now); !sameDecision(d, sd) {
+			panic(fmt.Sprintf("the machine decides otherwise on the observation summarized:\n%s\n%s", decisionJSON(d), decisionJSON(sd)))
+		}
+	}
 	if w.judge != nil {
 		for i, b := range d.Upgrade.Batches {
 			if b.Rollback || b.Ended.IsZero() || i < len(w.u.Batches) && !w.u.Batches[i].Ended.IsZero() {
@@ -495,7 +509,9 @@ func (w *world) step() Decision {
 			}
 			if why := w.judge(b); why != "" {
 				var stop bool
-				if d.Upgrade, stop = Impacted(w.c, d.Upgrade, i, why, w.now); stop {
+				in := d.Upgrade
+				w.pure(in, func() { d.Upgrade, stop = Impacted(w.c, in, i, why, w.now) })
+				if stop {
 					d.Actions = nil
 				}
 			}
@@ -507,7 +523,8 @@ func (w *world) step() Decision {
 			if x.a.Seq == seq {
 				w.logf("cancel #%d %s", seq, Describe(x.a))
 				w.inflight = slices.Delete(w.inflight, i, i+1)
-				d.Upgrade = Finished(d.Upgrade, x.a, context.Canceled, 0, w.now)
+				in := d.Upgrade
+				w.pure(in, func() { d.Upgrade = Finished(in, x.a, context.Canceled, 0, w.now) })
 				break
 			}
 		}
@@ -539,7 +556,8 @@ func (w *world) step() Decision {
 func (w *world) finish() {
 	for _, r := range w.complete() {
 		before := w.u
-		w.u = Finished(w.u, r.a, r.err, w.took, w.now)
+		in := w.u
+		w.pure(in, func() { w.u = Finished(in, r.a, r.err, w.took, w.now) })
 		if r.err != nil {
 			w.logf("fail #%d %s: %v", r.a.Seq, Describe(r.a), r.err)
 		}
@@ -547,8 +565,47 @@ func (w *world) finish() {
 	}
 }
 
-// report prints how record b differs from a.
+// pure runs f, which makes a new record from u, and panics if f
+// changed u itself: the machine copies what it changes (stepper.edit,
+// Upgrade.own) and shares the rest, so a change in place would change
+// the record the engine saved before, unseen.
+func (w *world) pure(u Upgrade, f func()) {
+	if w.unchecked {
+		f()
+		return
+	}
+	before := u.Clone()
+	f()
+	if !Same(before, u) {
+		panic(fmt.Sprintf("the machine changed the record it was given:\n%s\n%s", jsonOf(before), jsonOf(u)))
+	}
+}
+
+// sameDecision reports whether two decisions are the same.
+func sameDecision(a, b Decision) bool {
+	return Same(a.Upgrade, b.Upgrade) && reflect.DeepEqual(a.Actions, b.Actions) && slices.Equal(a.Probe, b.Probe) &&
+		slices.Equal(a.Ask, b.Ask) && slices.Equal(a.Cancel, b.Cancel) && a.After == b.After
+}
+
+func decisionJSON(d Decision) []byte {
+	j, err := json.Marshal(d)
+	if err != nil {
+		panic(err)
+	}
+	return j
+}
+
+// report prints how record b differs from a. It checks that Same
+// says what the records' JSON says (the engine writes on it).
 func (w *world) report(a, b Upgrade) {
+	if !w.unchecked {
+		if err := sameAsJSON(a, b); err != nil {
+			panic(err)
+		}
+		if got, want := Touched(a, b), touchedByValue(a, b); !slices.Equal(got, want) {
+			panic(fmt.Sprintf("Touched says %v, the members' values %v", got, want))
+		}
+	}
 	if a.State != b.State {
 		msg := fmt.Sprintf("state %s → %s", orState(a.State, State{Kind: "-"}), b.State)
 		if b.Reason != "" && b.Reason != a.Reason {
@@ -684,7 +741,8 @@ func (w *world) away(d time.Duration, kill bool) {
 	w.logf("(world) ferry stopped for %s, continued", d)
 	for _, r := range done {
 		before := w.u
-		w.u = Finished(w.u, r.a, r.err, w.took, w.now)
+		in := w.u
+		w.pure(in, func() { w.u = Finished(in, r.a, r.err, w.took, w.now) })
 		w.report(before, w.u)
 	}
 }
