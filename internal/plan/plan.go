@@ -112,6 +112,11 @@ type Batch struct {
 	Hosts   []string `json:"hosts,omitempty"`
 }
 
+// MemberNames and HostNames are a batch's members and hosts, as
+// functions of a batch for code that walks either.
+func (b Batch) MemberNames() []string { return b.Members }
+func (b Batch) HostNames() []string   { return b.Hosts }
+
 // Skipped is a member the plan leaves alone, and why.
 type Skipped struct {
 	Member string `json:"member"`

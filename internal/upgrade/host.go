@@ -208,18 +208,8 @@ func (s *stepper) pendingHosts(ph plan.Phase) []string {
 		}
 	}
 	if u.RollingBack() {
-		// The rollback's batches in its order: the first with a host
-		// still to move.
-		for _, b := range ph.Batches {
-			var todo []string
-			for _, h := range b.Hosts {
-				if slices.Contains(out, h) {
-					todo = append(todo, h)
-				}
-			}
-			if len(todo) > 0 {
-				return todo
-			}
+		if todo := rollbackNext(ph, out, plan.Batch.HostNames); len(todo) > 0 {
+			return todo
 		}
 	}
 	return out

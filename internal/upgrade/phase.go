@@ -319,18 +319,8 @@ func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admi
 		return out
 	}
 	if u.RollingBack() {
-		// The rollback's batches, in its order: the first with members
-		// still to move.
-		for _, b := range ph.Batches {
-			var todo []string
-			for _, n := range b.Members {
-				if slices.Contains(left, n) {
-					todo = append(todo, n)
-				}
-			}
-			if len(todo) > 0 {
-				return len(todo), "the rollback returns the batches in reverse", strategy.Take(members(todo), len(todo), admit), nil, ""
-			}
+		if todo := rollbackNext(ph, left, plan.Batch.MemberNames); len(todo) > 0 {
+			return len(todo), "the rollback returns the batches in reverse", strategy.Take(members(todo), len(todo), admit), nil, ""
 		}
 		return 1, "", strategy.Take(members(left), 1, admit), nil, ""
 	}
@@ -710,4 +700,22 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// rollbackNext is the rollback's next batch, in its order (ph's batches
+// as the rollback plans them): of the first batch with something still
+// to move, the members or hosts (of) that are in left.
+func rollbackNext(ph plan.Phase, left []string, of func(plan.Batch) []string) []string {
+	for _, b := range ph.Batches {
+		var todo []string
+		for _, n := range of(b) {
+			if slices.Contains(left, n) {
+				todo = append(todo, n)
+			}
+		}
+		if len(todo) > 0 {
+			return todo
+		}
+	}
+	return nil
 }
