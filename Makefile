@@ -45,7 +45,7 @@ bench-sim:
 # nodes, same max unavailable, timed in the same run, ferry's memory.
 bench-kube:
 	bash scripts/kube-testenv.sh build
-	FERRY_KUBE=1 $(GO) test ./internal/kubebench/ -run '^$$' -bench DaemonSet -benchtime 1x -timeout 30m -v
+	FERRY_KUBE=1 $(GO) test ./internal/testenv/kubebench/ -run '^$$' -bench DaemonSet -benchtime 1x -timeout 30m -v
 
 # A longer fault-injection run: ferry killed with SIGKILL in storms
 # (each process lives 0.3 to 4s) for at least 100 kills of upgrades back
@@ -53,7 +53,7 @@ bench-kube:
 # for 40s, and SIGSTOPped for 40s (FERRY_KILL_AWAY pairs). Every
 # upgrade must complete. FERRY_KILL_SEED=N replays a run.
 faults:
-	FERRY_KILL_POINTS=$${FERRY_KILL_POINTS:-100} FERRY_KILL_AWAY=$${FERRY_KILL_AWAY:-1} $(GO) test -count=1 -timeout 60m -run TestKillNineResumes -v ./internal/e2e/
+	FERRY_KILL_POINTS=$${FERRY_KILL_POINTS:-100} FERRY_KILL_AWAY=$${FERRY_KILL_AWAY:-1} $(GO) test -count=1 -timeout 60m -run TestKillNineResumes -v ./internal/testenv/e2e/
 
 # Every fuzz target (the description and traffic parsers, templates,
 # versions, the API's and the agent's request bodies, JSON path

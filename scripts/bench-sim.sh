@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The simulator at scale: `ferry simulate` of a 10,002-member
-# description (internal/sim/testdata/large.yaml, three components on six
+# description (internal/substrate/sim/testdata/large.yaml, three components on six
 # hosts in three zones, scaled to 3,334 members each: sim.Scale), the
 # real engine and state machine on a virtual clock. Issue #18 wants it
 # under 60 s on this machine. It prints the command's wall time, its CPU
@@ -20,10 +20,10 @@ loadavg() { cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?"; }
 before=$(loadavg)
 start=$(date +%s.%N)
 if [[ -x /usr/bin/time ]]; then
-	/usr/bin/time -f '%U %S %M' -o "$times" bin/ferry simulate -f internal/sim/testdata/large.yaml --to 2.0.0 \
+	/usr/bin/time -f '%U %S %M' -o "$times" bin/ferry simulate -f internal/substrate/sim/testdata/large.yaml --to 2.0.0 \
 		--members-per-component "$k" --seed "$seed" >"$out"
 else
-	bin/ferry simulate -f internal/sim/testdata/large.yaml --to 2.0.0 --members-per-component "$k" --seed "$seed" >"$out"
+	bin/ferry simulate -f internal/substrate/sim/testdata/large.yaml --to 2.0.0 --members-per-component "$k" --seed "$seed" >"$out"
 	echo "? ? ?" >"$times"
 fi
 end=$(date +%s.%N)

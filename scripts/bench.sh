@@ -7,7 +7,7 @@
 # of its plan under its policy, and their ratio.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-go test -run='^$' -bench=. -benchmem ./internal/plan/ ./internal/upgrade/ ./internal/store/
+go test -run='^$' -bench=. -benchmem ./internal/core/plan/ ./internal/core/upgrade/ ./internal/run/store/
 make -s build sample
 bin/ferry demo --artifacts bin --report bin/bench-report.json | grep -E '^(engine overhead|pace|requests during|upgrade) ' 
 echo "full report: bin/bench-report.json"

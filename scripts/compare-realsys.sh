@@ -14,4 +14,4 @@ bash scripts/realsys.sh build
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
 go build -o "$bin/ferry" ./cmd/ferry
-go run ./internal/realsys/compare -ferry "$bin/ferry" "$@"
+go run ./internal/testenv/realsys/compare -ferry "$bin/ferry" "$@"

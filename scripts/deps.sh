@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Installs what the tests need beyond Go, from Debian's packages, only
 # when it is missing: Chromium for the dashboard's browser test
-# (internal/server, chromedp) and the impact report's (internal/impact),
+# (internal/surface/server, chromedp) and the impact report's (internal/proof/impact),
 # which skip themselves without it; openssl, curl and flock for the
 # Kubernetes test environment (scripts/kube-testenv.sh) and flock for
 # scripts/realsys.sh (HAProxy is installed by realsys.sh itself);
 # iproute2 and openssh-server for the SSH substrate's tests, whose hosts
-# are network namespaces each running its own sshd (internal/sshtest;
+# are network namespaces each running its own sshd (internal/testenv/sshtest;
 # they skip without them, or without the privilege to make namespaces).
 # Idempotent: a second run installs nothing.
 set -euo pipefail

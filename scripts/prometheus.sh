@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds Prometheus from its Go module, once, into ~/.cache/ferry/prometheus,
-# for the tests of ferry's Prometheus signal (internal/prom). Prints the
+# for the tests of ferry's Prometheus signal (internal/proof/prom). Prints the
 # binary's path. Idempotent: a cached binary is reused. Built without the
 # service discoveries (remove_all_sd): the tests scrape a static target, and
 # some discovery modules are not served by the module proxy.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command of the README and of CI: vet, every test, and again
 # under the race detector the pure packages and those that start
-# goroutines (their end-to-end tests, internal/e2e and internal/realsys,
+# goroutines (their end-to-end tests, internal/testenv/e2e and internal/testenv/realsys,
 # run without it). Needs Go and bash; what
 # else the tests use (Debian packages, binaries built from Go modules)
 # the scripts below install or build, idempotently, and cache.
@@ -26,7 +26,7 @@ if [[ ${FERRY_PROM:-1} == 1 ]]; then
 	bash scripts/prometheus.sh >/dev/null
 	export FERRY_PROM=1
 fi
-# The real clustered systems of internal/realsys's tests (etcd 3.5 and 3.6,
+# The real clustered systems of internal/testenv/realsys's tests (etcd 3.5 and 3.6,
 # nats-server 2.10 and 2.11, their own clients as load tools; HAProxy from
 # Debian), built from their Go modules once and cached (cold: see
 # tools/realsys/README.md). FERRY_REALSYS=0 skips those tests.
@@ -48,7 +48,7 @@ t=$SECONDS
 # the traffic generator and the proof session, where the goroutines are.
 # Warm, on 2 cores at low load: 5 min 44 s (2026-11-25, 96b0f6a; 10.6
 # min with other work at load 15).
-go test -count=1 -race -timeout 20m ./internal/upgrade/ ./internal/plan/ ./internal/config/ ./internal/health/ ./internal/store/ ./internal/strategy/ \
-	./internal/engine/ ./internal/sim/ ./internal/agent/... ./internal/server/ ./internal/controller/ ./internal/driver/process/ ./internal/driver/ssh/ ./internal/traffic/ \
+go test -count=1 -race -timeout 20m ./internal/core/upgrade/ ./internal/core/plan/ ./internal/core/config/ ./internal/run/health/ ./internal/run/store/ ./internal/core/strategy/ \
+	./internal/run/engine/ ./internal/substrate/sim/ ./internal/substrate/agent/... ./internal/surface/server/ ./internal/surface/controller/ ./internal/substrate/process/ ./internal/substrate/ssh/ ./internal/proof/traffic/ \
 	./internal/proof/
 lap "the race detector run" "$t"

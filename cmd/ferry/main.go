@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 
-	"github.com/ferry-upgrade/ferry/internal/cli"
+	"github.com/ferry-upgrade/ferry/internal/surface/cli"
 )
 
 func main() {

@@ -15,12 +15,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ferry-upgrade/ferry/internal/config"
-	"github.com/ferry-upgrade/ferry/internal/impact"
-	"github.com/ferry-upgrade/ferry/internal/store"
-	"github.com/ferry-upgrade/ferry/internal/timeline"
-	"github.com/ferry-upgrade/ferry/internal/traffic"
-	"github.com/ferry-upgrade/ferry/internal/upgrade"
+	"github.com/ferry-upgrade/ferry/internal/core/config"
+	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+	"github.com/ferry-upgrade/ferry/internal/proof/impact"
+	"github.com/ferry-upgrade/ferry/internal/proof/timeline"
+	"github.com/ferry-upgrade/ferry/internal/proof/traffic"
+	"github.com/ferry-upgrade/ferry/internal/run/store"
 )
 
 // Signal is a source of samples of the service's own traffic (one per

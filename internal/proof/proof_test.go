@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferry-upgrade/ferry/internal/config"
+	"github.com/ferry-upgrade/ferry/internal/core/config"
 )
 
 // TestBaselineReadWhileItEnds: the request that starts an upgrade ends

@@ -20,8 +20,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/ferry-upgrade/ferry/internal/config"
-	"github.com/ferry-upgrade/ferry/internal/driver"
+	"github.com/ferry-upgrade/ferry/internal/core/config"
+	"github.com/ferry-upgrade/ferry/internal/substrate/driver"
 )
 
 // Capability is one thing a substrate can do. A command, a step or a

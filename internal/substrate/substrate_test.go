@@ -8,12 +8,12 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/ferry-upgrade/ferry/internal/config"
-	"github.com/ferry-upgrade/ferry/internal/driver/kubernetes"
-	"github.com/ferry-upgrade/ferry/internal/driver/process"
-	"github.com/ferry-upgrade/ferry/internal/driver/ssh"
+	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/substrate"
 	_ "github.com/ferry-upgrade/ferry/internal/substrate/all"
+	"github.com/ferry-upgrade/ferry/internal/substrate/kubernetes"
+	"github.com/ferry-upgrade/ferry/internal/substrate/process"
+	"github.com/ferry-upgrade/ferry/internal/substrate/ssh"
 )
 
 func TestRegistered(t *testing.T) {

@@ -6,7 +6,7 @@ package all
 
 import (
 	// Each registers itself in its init.
-	_ "github.com/ferry-upgrade/ferry/internal/driver/kubernetes"
-	_ "github.com/ferry-upgrade/ferry/internal/driver/process"
-	_ "github.com/ferry-upgrade/ferry/internal/driver/ssh"
+	_ "github.com/ferry-upgrade/ferry/internal/substrate/kubernetes"
+	_ "github.com/ferry-upgrade/ferry/internal/substrate/process"
+	_ "github.com/ferry-upgrade/ferry/internal/substrate/ssh"
 )

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferry-upgrade/ferry/internal/sourcetree"
 	"github.com/ferry-upgrade/ferry/internal/substrate"
 	_ "github.com/ferry-upgrade/ferry/internal/substrate/all"
+	"github.com/ferry-upgrade/ferry/internal/testenv/sourcetree"
 )
 
 // TestNoSubstrateNamedOutsideItsPackage walks every .go file of the

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ferry-upgrade/ferry/internal/config"
-	"github.com/ferry-upgrade/ferry/internal/driver"
+	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/substrate"
+	"github.com/ferry-upgrade/ferry/internal/substrate/driver"
 )
 
 // hostsOverSSH is a substrate registered by this file alone, as a new

@@ -1,0 +1,901 @@
+package config
+
+import (
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/core/strategy"
+	"github.com/ferry-upgrade/ferry/internal/trust/memberfile"
+)
+
+// Cluster is one cluster description: everything one upgrade covers.
+// It is read from YAML by Parse and checked by Validate; nothing else
+// in ferry reads the file.
+type Cluster struct {
+	// Name names the cluster in messages, the dashboard and the metrics.
+	Name string `yaml:"cluster"`
+	// Substrate is what members run on: a substrate of this build
+	// (process, the default, kubernetes or ssh); `ferry validate` lists
+	// them.
+	Substrate string `yaml:"substrate"`
+	// Hosts are the machines members run on, each with its agent
+	// (process substrate) or its sshd (ssh substrate).
+	Hosts []Host `yaml:"hosts"`
+	// HostDefaults are the lock, unlock and capacity calls of every
+	// host that gives none of its own (they are templates over the
+	// host: {{.Host}}, {{.Address}}), so that a hundred hosts are
+	// described once.
+	HostDefaults HostCalls `yaml:"host_defaults"`
+	// Components are upgraded one at a time, in order.
+	Components []Component `yaml:"components"`
+	// Releases are the catalog: the versions ferry may start members on,
+	// with their artifacts.
+	Releases []Release `yaml:"releases"`
+	// Policy is what ferry does on a failure, an impact, and around the
+	// steps.
+	Policy Policy `yaml:"policy"`
+	// Kubernetes says how to reach the API server (substrate kubernetes).
+	Kubernetes Kubernetes `yaml:"kubernetes"`
+	// Traffic, if set, is the traffic ferry drives (or the signal it
+	// watches) during an upgrade to judge its impact on clients.
+	Traffic *Traffic `yaml:"traffic"`
+	// Hooks are calls made at the start and the end of every upgrade
+	// (a cluster-wide flag set for its duration, and unset).
+	Hooks UpgradeHooks `yaml:"hooks"`
+
+	// File is the path the description was read from, for messages.
+	File string `yaml:"-"`
+	// Digest is the SHA-256 of the description's bytes: an upgrade
+	// records it, and while it runs no other description may act.
+	Digest string `yaml:"-"`
+	pos    positions
+	dir    string // absolute directory of File, set by Load
+	// suspect are the paths of members with a misspelt key
+	// (components[0].members[1]), set by Parse: Validate renders the
+	// component's templates for the other members only.
+	suspect map[string]bool
+}
+
+// Host is where members run; the unit an agent, an sshd (or a
+// Kubernetes node) answers for.
+type Host struct {
+	// Name is what members name in their host.
+	Name string `yaml:"name"`
+	// Agent is the host:port of the host's ferry agent (process substrate).
+	Agent string `yaml:"agent"`
+	// TokenFile holds the agent's bearer token (mode 0600); relative
+	// paths are relative to the description file.
+	TokenFile string `yaml:"token_file"`
+	// Domain is the host's failure domain (a zone, a rack): its members
+	// are in it unless they name their own.
+	Domain string `yaml:"domain" text:"name"`
+	// TLS says how ferry trusts the agent's certificate; ferry then
+	// speaks HTTPS to it. Required for an agent beyond loopback: its
+	// token, which runs programs on the host, must not travel in clear.
+	TLS *HostTLS `yaml:"tls"`
+	// SSH is how ferry reaches the host through its sshd (ssh
+	// substrate): no agent runs there.
+	SSH *HostSSH `yaml:"ssh"`
+	// Address is the host's own address, {{.Address}} in its lock,
+	// unlock and capacity calls (default: the host part of its agent,
+	// or of its ssh.address).
+	Address string `yaml:"address"`
+	// HostCalls lock the host and unlock it when a hosts stage of a
+	// release's flow upgrades it (default: host_defaults).
+	HostCalls `yaml:",inline"`
+	pos       positions
+}
+
+// HostCalls are how ferry locks a host (moves its work away: StarlingX's
+// host-lock, a balancer's maintenance mode, a Kubernetes cordon and
+// drain) before it upgrades the members on it, unlocks it after, and
+// asks whether one more host may be locked now. Each string is a
+// template over the host: .Name and .Host are its name, .Address its
+// address, .Members the members on it (of every component).
+type HostCalls struct {
+	// Lock are made, in order, before the first member on the host
+	// moves. ferry journals the lock, with the unlock as its undo,
+	// before its first call: an abort, a rollback, a failure or a crash
+	// of ferry finds the host locked in the journal and unlocks it.
+	Lock []Call `yaml:"lock"`
+	// Unlock are made, in order, once every member on the host is done
+	// (or its turn ends any other way); they must succeed on a host
+	// that is not locked, or half locked (they are retried).
+	Unlock []Call `yaml:"unlock"`
+	// Capacity is asked about each host before it is locked: passing
+	// means the other hosts can take its load now. A failure is a
+	// refusal by predicate host_capacity, in the call's words, asked
+	// again until it passes (within gate_deadline).
+	Capacity *Call `yaml:"capacity"`
+}
+
+// HostTLS is how ferry trusts one agent's certificate: pinned by its
+// fingerprint, or verified against a CA. One of the two.
+type HostTLS struct {
+	// Fingerprint is "sha256:" and the 64 hex digits of the SHA-256 of
+	// the agent's certificate (DER), as the agent prints it at start
+	// and writes it to its DIR/tls/fingerprint: that certificate only,
+	// whatever its names and dates, is accepted.
+	Fingerprint string `yaml:"fingerprint"`
+	// CAFile holds the PEM certificates of the CA the agent's
+	// certificate must verify against, for the host name or IP address
+	// of agent:; relative paths are relative to the description file.
+	CAFile string `yaml:"ca_file"`
+}
+
+// HostSSH is how ferry reaches a host over SSH (ssh substrate): one
+// connection to its sshd, its key checked against a known_hosts file,
+// ferry's commands run there with each argument quoted.
+type HostSSH struct {
+	// Address is the host's sshd, host:port.
+	Address string `yaml:"address"`
+	// User is the user ferry logs in as.
+	User string `yaml:"user"`
+	// KnownHosts is the known_hosts file that must hold the host's key
+	// (relative to the description): a host whose key is not there, or
+	// is another, is refused before any member is touched, with both
+	// fingerprints. There is no mode that accepts any key.
+	KnownHosts string `yaml:"known_hosts"`
+	// IdentityFiles are private keys ferry offers (mode 0600 at most,
+	// not encrypted: an encrypted key belongs in an SSH agent), with
+	// the keys of the SSH agent at $SSH_AUTH_SOCK, if one runs. No
+	// password or key is ever written in the description.
+	IdentityFiles []string `yaml:"identity_files"`
+	// Dir is ferry's directory on the host: the artifacts it copied
+	// there, each member's state and output. Relative to the user's
+	// home.
+	Dir string `yaml:"dir"`
+	// MaxSessions bounds the SSH channels ferry has open at once on
+	// the host's one connection (sshd's own MaxSessions is 10 by
+	// default): a batch of many members on one host queues rather than
+	// storming the host.
+	MaxSessions int `yaml:"max_sessions"`
+	// ConnectTimeout bounds a connection's dial and handshake; a host
+	// that does not answer within it has its members observed as not
+	// known (the upgrade holds, naming it).
+	ConnectTimeout Duration `yaml:"connect_timeout"`
+}
+
+// Commands are a component's own commands on its members' hosts (ssh
+// substrate), each an argv of templates over the member (like
+// run.args), run through the host's sshd with each argument quoted,
+// never pasted into a shell line. Their environment has FERRY_MEMBER,
+// FERRY_DIR (the member's directory), FERRY_VERSION, FERRY_ARTIFACT
+// (the artifact copied to the host, its sha256 checked), FERRY_SHA256
+// and, for logs, FERRY_LINES and FERRY_PREVIOUS. An operation without a
+// command is done by ferry's own helper (a fixed script): the member
+// started in a session of its own from the copied artifact with
+// run.args and run.env, its pid, version and output kept in its
+// directory.
+type Commands struct {
+	// Start starts the member on FERRY_ARTIFACT, once the artifact is
+	// copied and checked (systemctl start ...); it returns once the
+	// member is started, and succeeds on a member already running it.
+	Start []string `yaml:"start"`
+	// Stop stops the member gracefully; it succeeds on a stopped one.
+	Stop []string `yaml:"stop"`
+	// Status says whether the member runs: exit status 0 when it does,
+	// 3 when it does not (systemctl is-active and LSB's status); any
+	// other status is a failure of the command, shown with its output.
+	Status []string `yaml:"status"`
+	// Version prints the version the member runs (its first line,
+	// trimmed); without it the version ferry started it on.
+	Version []string `yaml:"version"`
+	// Logs prints the member's last FERRY_LINES lines of output (of
+	// the instance before the current one when FERRY_PREVIOUS is
+	// true), for ferry logs and ferry bundle.
+	Logs []string `yaml:"logs"`
+	// Sudo names the operations run through sudo -n (never asking for a
+	// password): start, stop, status, version, logs, install (the
+	// artifact's copy). The others run as the SSH user.
+	Sudo []string `yaml:"sudo"`
+}
+
+// Component is a kind of member with one upgrade strategy.
+type Component struct {
+	// Name is a lower-case letter, then up to 30 lower-case letters,
+	// digits or '-'.
+	Name string `yaml:"name"`
+	// Order places the component in the upgrade (lowest first; never two
+	// components at once): the control plane before its clients.
+	Order int `yaml:"order"`
+	// Strategy batches the component's members.
+	Strategy Strategy `yaml:"strategy"`
+	// Members are the component's instances (found at run time on
+	// Kubernetes when none are listed).
+	Members []Member `yaml:"members"`
+	// Health holds the checks that gate each step.
+	Health Health `yaml:"health"`
+	// Run says how a member process is started (process substrate).
+	Run Run `yaml:"run"`
+	// Soak is min_healthy_time: how long a member must stay healthy
+	// after its restart before its step is done.
+	Soak Duration `yaml:"soak"`
+	// Deadline is healthy_deadline: how long a member has, from the
+	// start of its replacement, to become healthy and finish its soak.
+	Deadline Duration `yaml:"deadline"`
+	// GateDeadline bounds how long the cluster gate after a batch may
+	// stay red before the step fails.
+	GateDeadline Duration `yaml:"gate_deadline"`
+	// Hooks are calls made around each member's restart and around the
+	// component's phase.
+	Hooks Hooks `yaml:"hooks"`
+	// Workload is what the component is on Kubernetes; its members
+	// (pods, nodes) are then found at run time when none are listed.
+	Workload *Workload `yaml:"workload"`
+	// Role, if set, is a role some members hold (the leader, the active
+	// controller), observed at run time: members holding it go last in
+	// their phase, so that it moves once.
+	Role *Role `yaml:"role"`
+	// CrashLoop says when a member that keeps exiting after its start
+	// on the new release fails its step at once, rather than at its
+	// deadline.
+	CrashLoop CrashLoop `yaml:"crash_loop"`
+	// Adopt says how to find each member already running when ferry did
+	// not start it (by systemd, a script, a tool before ferry), so that
+	// ferry can take the cluster over where it runs instead of seeing
+	// its members down; a member's own adopt replaces it (process
+	// substrate). Needs Version: ferry did not start such a member, so
+	// only the member itself can say what it runs.
+	Adopt *Adopt `yaml:"adopt"`
+	// Version is the call that reads the version a member runs when
+	// ferry did not start it (an adopted member): an http call whose
+	// json.path names the field holding the version, or an http or exec
+	// call whose pattern's one group captures it. It is made by ferry
+	// (where checks are made), not by the agent, which knows only pids.
+	Version *Call `yaml:"version"`
+	// OKToStop is the system's own answer to whether a member may stop
+	// now (Ceph's ok-to-stop): a call about the member, made per
+	// candidate when a batch is formed and again after its drain, just
+	// before its stop; passing means yes, and a failure's detail is the
+	// system's reason, shown with the refusal by predicate ok_to_stop.
+	OKToStop *Call `yaml:"ok_to_stop"`
+	// Commands are the component's own start, stop, status, version
+	// and logs commands on its members' hosts (ssh substrate); ferry's
+	// helper does what they leave out.
+	Commands *Commands `yaml:"commands"`
+	pos      positions
+}
+
+// Adopt says how the agent finds a member's process when ferry did not
+// start it. Exactly one of PIDFile and Listen is set.
+type Adopt struct {
+	// PIDFile is a file holding the process id (a template over the
+	// member, like run.args; relative paths are relative to the
+	// description's directory and, like artifacts, read on the agent's
+	// host).
+	PIDFile string `yaml:"pid_file"`
+	// Listen finds the process listening on the member's address
+	// (through /proc/net/tcp and tcp6 and each process's descriptors,
+	// on the agent's host; the agent needs to see the process's
+	// descriptors, so runs as its user or as root).
+	Listen bool `yaml:"listen"`
+}
+
+// Role is a role a member may hold, and the check that says whether it
+// does (passing: it holds the role).
+type Role struct {
+	// Name names the role in messages: leader, primary, active.
+	Name string `yaml:"name" text:"name"`
+	// Check passes on a member that holds the role.
+	Check *Check `yaml:"check"`
+}
+
+// CrashLoop is how many exits of a member within a window after its
+// start on the target release make a crash loop.
+type CrashLoop struct {
+	// Exits is how many exits make a crash loop.
+	Exits int `yaml:"exits"`
+	// Window counts from the member's first start on the target.
+	Window Duration `yaml:"window"`
+}
+
+// Kubernetes is how ferry reaches a cluster's API server.
+type Kubernetes struct {
+	// Kubeconfig is a kubeconfig file (relative to the description);
+	// empty means $KUBECONFIG, then the in-cluster service account.
+	Kubeconfig string `yaml:"kubeconfig"`
+	// Context picks a context of the kubeconfig (default: its current).
+	Context string `yaml:"context"`
+}
+
+// Workload kinds a component can be on Kubernetes.
+const (
+	KindStatefulSet = "StatefulSet"
+	KindDaemonSet   = "DaemonSet"
+	KindDeployment  = "Deployment"
+	KindNodePool    = "NodePool"
+)
+
+// Workload names a Kubernetes workload (by namespace and name, or by a
+// label selector that matches exactly one) or a pool of nodes (by a
+// node label selector). Its members are the StatefulSet's pods, the
+// nodes of the DaemonSet's pods, the Deployment's replicas, or the
+// pool's nodes.
+type Workload struct {
+	// Kind is StatefulSet, DaemonSet, Deployment or NodePool.
+	Kind      string `yaml:"kind"`
+	Namespace string `yaml:"namespace"` // default "default"; not for NodePool
+	// Name names the workload (or Selector finds it; a NodePool has a node
+	// selector only).
+	Name string `yaml:"name"`
+	// Selector is a label selector matching exactly one workload, or a
+	// NodePool's nodes.
+	Selector string `yaml:"selector"`
+	// Container is the container whose image is the version (default:
+	// the pod template's first container).
+	Container string `yaml:"container"`
+	// Upgrade (NodePool) is the command run once a node is drained, to
+	// upgrade it: an argv, no shell, with FERRY_NODE and FERRY_VERSION
+	// in its environment. ferry then waits for the node to report the
+	// new kubelet version and be Ready.
+	Upgrade []string `yaml:"upgrade"`
+	// DrainTimeout bounds a node's drain (default 5m); evictions that a
+	// PodDisruptionBudget refuses are retried until then.
+	DrainTimeout Duration `yaml:"drain_timeout"`
+}
+
+// Traffic is the client load ferry drives through the service while it
+// upgrades it, and how the impact verdict judges what clients saw.
+type Traffic struct {
+	// Targets are base URLs; requests go to them in turn.
+	Targets []string `yaml:"targets"`
+	// Requests is the mix; each entry's share of the requests is its
+	// Share over the sum of the shares.
+	Requests []TrafficRequest `yaml:"requests"`
+	// Rate is the requests per second of all clients together;
+	// Concurrency the number of clients; Timeout one request's bound.
+	Rate        float64  `yaml:"rate"`
+	Concurrency int      `yaml:"concurrency"`
+	Timeout     Duration `yaml:"timeout"`
+	// Baseline is how long traffic runs before the first member is
+	// touched (the normal operations the upgrade is compared with);
+	// After how long it goes on once the upgrade has ended.
+	Baseline Duration `yaml:"baseline"`
+	After    Duration `yaml:"after"`
+	// Seed makes the mix reproducible (0: a random seed, printed).
+	Seed uint64 `yaml:"seed"`
+	// Verdict holds the thresholds of zero impact.
+	Verdict Verdict `yaml:"verdict"`
+	// Prometheus, if set, makes a Prometheus server's view of the
+	// service's own traffic a signal too (or the only one, with no
+	// targets): for services whose real clients should be the judge.
+	Prometheus *Prometheus `yaml:"prometheus"`
+}
+
+// Prometheus is a Prometheus server and the queries that measure what
+// the service's clients see.
+type Prometheus struct {
+	// URL is the Prometheus server's base URL.
+	URL string `yaml:"url"`
+	// Latency is a PromQL expression of a latency in seconds (e.g. a
+	// p99 over a short rate window); each step's value is one sample.
+	Latency string `yaml:"latency"`
+	// Errors is a PromQL expression of failed requests per second; any
+	// step above zero during the upgrade breaks zero downtime.
+	Errors string `yaml:"errors"`
+	// Step is the resolution of the range queries (default 1s).
+	Step Duration `yaml:"step"`
+	// TokenFile holds a bearer token for the server (mode 0600).
+	TokenFile string `yaml:"token_file"`
+}
+
+// TrafficRequest is one kind of request of the mix. Path and Body are
+// Go templates over .Key and .Value (a fresh key and value), .Written
+// (a key an earlier request wrote and its value, .WrittenValue; a
+// request that uses them waits until one exists), .Seq and .Client.
+type TrafficRequest struct {
+	// Name names the request in the report.
+	Name   string `yaml:"name" text:"name"`
+	Method string `yaml:"method"` // default GET, POST with a body
+	// Path is appended to a target, a template over the traffic data.
+	Path string `yaml:"path"`
+	// Body is a template over the traffic data.
+	Body  string  `yaml:"body"`
+	Share float64 `yaml:"share"` // default 1
+	// Writes marks a request whose success acknowledges .Key = .Value:
+	// ferry reads every acknowledged write back at the end.
+	Writes bool `yaml:"writes"`
+	// Verify marks a read whose body must equal .WrittenValue.
+	Verify bool `yaml:"verify"`
+	// ExpectStatus is the status of success (default any 2xx).
+	ExpectStatus int `yaml:"expect_status"`
+}
+
+// Verdict holds the thresholds of the zero-impact verdict: a window is
+// impacted when its latencies are worse than the baseline's at level
+// Alpha (one-sided Mann-Whitney U) and its p99 is above P99Ratio times
+// the baseline's; a window with fewer than MinRequests is insufficient.
+type Verdict struct {
+	Alpha       float64 `yaml:"alpha"`        // default 0.01
+	P99Ratio    float64 `yaml:"p99_ratio"`    // default 1.5
+	MinRequests int     `yaml:"min_requests"` // default 20
+}
+
+// Strategy names how members of a component are batched.
+type Strategy struct {
+	// Type is one-at-a-time (quorum members: one at a time, a quorum of
+	// the others healthy), canary (batches of 1, 2, 4 … up to
+	// max_batch), by-domain (one failure domain at a time, each in
+	// batches of 1, 2, 4 … up to max_batch; members without a domain
+	// after every domain) or active-standby (the standbys first,
+	// max_batch at a time, then the member holding the role, alone,
+	// after hooks.switchover handed the role to an upgraded member).
+	Type StrategyType `yaml:"type"`
+	// Quorum is the number of healthy members that must remain while
+	// one is stopped (one-at-a-time); 0 means a majority of the members.
+	Quorum int `yaml:"quorum"`
+	// MaxBatch caps canary growth (1, 2, 4, ... MaxBatch), within each
+	// domain for by-domain.
+	MaxBatch int `yaml:"max_batch"`
+	// MaxUnavailable bounds members of the component down at once,
+	// counting those already down for any reason. 0 means 1.
+	MaxUnavailable int `yaml:"max_unavailable"`
+	// MaxUnavailablePerHost and MaxUnavailablePerDomain bound them per
+	// host and per failure domain (0: no bound).
+	MaxUnavailablePerHost   int `yaml:"max_unavailable_per_host"`
+	MaxUnavailablePerDomain int `yaml:"max_unavailable_per_domain"`
+	pos                     positions
+}
+
+// StrategyType names a strategy registered in package strategy; config
+// knows none by name (strategy.Names lists them).
+type StrategyType string
+
+// Settings is the strategy's view of its settings.
+func (s Strategy) Settings() strategy.Settings {
+	return strategy.Settings{Type: string(s.Type), Quorum: s.Quorum, MaxBatch: s.MaxBatch,
+		MaxUnavailable: s.MaxUnavailable, MaxUnavailablePerHost: s.MaxUnavailablePerHost,
+		MaxUnavailablePerDomain: s.MaxUnavailablePerDomain}
+}
+
+// Member is one running instance of a component on one host.
+type Member struct {
+	// Name is unique across the cluster: a lower-case letter or digit,
+	// then up to 62 lower-case letters, digits, '.', '_' or '-' (a file
+	// name on its host).
+	Name string `yaml:"name"`
+	// Host names the host it runs on (one of hosts).
+	Host string `yaml:"host"`
+	// Address is the member's host:port, what its checks and hooks reach
+	// it at ({{.Address}}).
+	Address string `yaml:"address"`
+	// Vars are the member's own values for templates ({{.Vars.peer}}).
+	Vars map[string]string `yaml:"vars"`
+	// Domain is the member's failure domain (default: its host's).
+	Domain string `yaml:"domain" text:"name"`
+	// Adopt, if set, replaces its component's adopt for this member.
+	Adopt *Adopt `yaml:"adopt"`
+	pos   positions
+}
+
+// Run is how the agent starts a member: argv and environment, each a
+// Go template over the member (.Name, .Address, .Host, .Component,
+// .Vars, .Members, .PID). There is no shell: every arg is passed as is.
+type Run struct {
+	// Args is the argv after the artifact (the artifact itself is
+	// argv[0]), each a template.
+	Args []string `yaml:"args"`
+	// Env is added to the agent's own environment (and wins over it); each
+	// value a template.
+	Env map[string]string `yaml:"env"`
+	// StopTimeout is how long a graceful stop may take before SIGKILL.
+	StopTimeout Duration `yaml:"stop_timeout"`
+	// StopSignal is the signal of a graceful stop: SIGTERM (default),
+	// or SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2 for servers whose
+	// graceful stop is another signal (NATS's lame-duck mode is
+	// SIGUSR2: it moves its leaderships away and lets its clients
+	// reconnect elsewhere before it exits).
+	StopSignal string `yaml:"stop_signal"`
+	// Files are written into each member's directory before it starts
+	// (process substrate): a change of them restarts the member like a
+	// new version, so configuration rolls out like a release.
+	Files []RunFile `yaml:"files"`
+	// Restart is the agent's own restart policy for a member that exits
+	// when ferry did not stop it: "no" (default) or "on-failure" (with
+	// backoff). ferry's crash-loop detection counts those restarts.
+	Restart string `yaml:"restart"`
+	pos     positions
+}
+
+// RunFile is one file of Run.Files. Path is relative to the member's
+// directory, clean, without ".."; Content is a Go template over the
+// member, like run.args, rendered by Cluster.MemberFiles.
+type RunFile struct {
+	// Path is relative to the member's directory (agent
+	// DIR/members/NAME/), clean, without "..", each element at most 237
+	// bytes (a file name's 255, less the agent's temporary suffix).
+	Path string `yaml:"path"`
+	// Mode is written in octal, "0640" (default 0600); neither setuid,
+	// setgid, sticky nor world-writable.
+	Mode FileMode `yaml:"mode"`
+	// Content is a template over the member, at most 1 MiB rendered.
+	Content string `yaml:"content"`
+}
+
+// FileMode is a file's permission bits, written in octal in YAML
+// ("0640", quoted or not: the digits are read as octal either way).
+type FileMode fs.FileMode
+
+// MarshalText writes the mode as "0640".
+func (m FileMode) MarshalText() ([]byte, error) {
+	return []byte(memberfile.FormatMode(fs.FileMode(m))), nil
+}
+
+// UnmarshalText reads "0640", "640" or "0o640".
+func (m *FileMode) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		return fmt.Errorf("empty mode: want octal digits, like 0640")
+	}
+	v, err := memberfile.ParseMode(string(b))
+	if err != nil {
+		return err
+	}
+	*m = FileMode(v)
+	return nil
+}
+
+// Health holds the checks that gate a component.
+type Health struct {
+	// Member is probed on each member: it must pass after a restart.
+	Member *Check `yaml:"member"`
+	// Cluster is probed once for the whole component (on any member
+	// that answers) before each batch and between components.
+	Cluster *Check `yaml:"cluster"`
+	pos     positions
+}
+
+// Check is a probe with its cadence and thresholds.
+type Check struct {
+	Call `yaml:",inline"`
+	// Interval between probes; Timeout of one probe.
+	Interval Duration `yaml:"interval"`
+	// SuccessThreshold consecutive passes make it healthy;
+	// FailureThreshold consecutive failures make it unhealthy.
+	SuccessThreshold int `yaml:"success_threshold"`
+	FailureThreshold int `yaml:"failure_threshold"`
+}
+
+// Call is one HTTP request, TCP dial or command. Exactly one of HTTP,
+// TCP and Exec is set. Strings are Go templates over the member.
+type Call struct {
+	HTTP   string `yaml:"http"`   // URL
+	Method string `yaml:"method"` // default GET
+	// Body is the request body, a template (a body makes the default
+	// method POST).
+	Body string `yaml:"body"`
+	// Headers are request headers, each value a template (a Host header
+	// sets the request's host).
+	Headers      map[string]string `yaml:"headers"`
+	ExpectStatus int               `yaml:"expect_status"` // default: any 2xx
+	// JSON, if set, requires a field of the JSON response to equal a value
+	// or another field (a version call: names the field holding the
+	// version).
+	JSON *JSONMatch `yaml:"json"`
+	// Pattern is a regular expression (RE2) the response's body (http)
+	// or the command's output (exec) must match; in a version call its
+	// one group is the version.
+	Pattern string   `yaml:"pattern"`
+	TCP     string   `yaml:"tcp"`  // host:port
+	Exec    []string `yaml:"exec"` // argv, no shell
+	Timeout Duration `yaml:"timeout"`
+	// Undo, on a hook that changes something for a while (pre_stop,
+	// pre_phase, pre_upgrade), is the call that undoes it. ferry
+	// records it before the hook runs and makes it when the change is
+	// over, or when the move, phase or upgrade ends any other way
+	// (abort, rollback, failure, pause, ferry's own crash).
+	Undo *Call `yaml:"undo"`
+	pos  positions
+}
+
+// JSONMatch requires a field of the JSON response (dotted path) to
+// equal a value, or another field of the same response. In a version
+// call it has a path only: the field holding the version.
+type JSONMatch struct {
+	// Path is dotted: a.b, items.0.name.
+	Path string `yaml:"path"`
+	// Equals is held as encoding/json would decode it: nil, bool,
+	// float64, string, []any or map[string]any, so that it compares
+	// with a decoded response by reflect.DeepEqual. A string is a
+	// template over the member ("{{.Name}}").
+	Equals any `yaml:"equals"`
+	// EqualsPath, instead of Equals, names another field of the same
+	// response the field must equal: etcd's status answers with its
+	// leader's id and its own, and a member leads when they are equal.
+	EqualsPath string `yaml:"equals_path"`
+}
+
+// Hooks are calls made around a member's restart and around the
+// component's phase.
+type Hooks struct {
+	// PreStop runs before the member is stopped: out of rotation,
+	// leadership moved away. A call's undo (back into rotation) runs
+	// when the member rejoins, or when its move ends any other way.
+	PreStop []Call `yaml:"pre_stop"`
+	// PostStart runs after the member has soaked (and its pre_stop
+	// undos have run).
+	PostStart []Call `yaml:"post_start"`
+	// PrePhase runs before the component's first member moves (set
+	// Ceph's noout before the first OSD); its undos run when the phase
+	// ends, however it ends.
+	PrePhase []Call `yaml:"pre_phase"`
+	// PostPhase runs once the phase's last member is done and the
+	// phase's undos have run.
+	PostPhase []Call `yaml:"post_phase"`
+	// Switchover hands the component's role to the member .To (an
+	// upgraded one) before the member holding it goes: the strategies
+	// that switch over (active-standby) run it, made once for the
+	// component like a phase hook (.Any), StarlingX's swact, cephadm's
+	// "mgr fail". Its undo is the same list made again with .To the
+	// member that held the role before (an abort hands it back).
+	Switchover []Call `yaml:"switchover"`
+}
+
+// UpgradeHooks are calls made at the start and the end of an upgrade.
+type UpgradeHooks struct {
+	// PreUpgrade runs once the preflight passed, before anything else;
+	// its undos run when the upgrade ends, however it ends.
+	PreUpgrade []Call `yaml:"pre_upgrade"`
+	// PostUpgrade runs at the end, once those undos have run.
+	PostUpgrade []Call `yaml:"post_upgrade"`
+}
+
+// Release is one version in the catalog, with its artifacts.
+type Release struct {
+	// Version is MAJOR.MINOR.PATCH with an optional -suffix, as the
+	// members report it.
+	Version string `yaml:"version"`
+	// UpgradeFrom lists versions (or x-ranges like "1.0.x") that may
+	// upgrade to this release.
+	UpgradeFrom []string `yaml:"upgrade_from"`
+	// DowngradeTo lists versions this release may go back to.
+	DowngradeTo []string `yaml:"downgrade_to"`
+	// Artifacts maps a component name to its artifact; "*" serves any
+	// component without its own.
+	Artifacts map[string]Artifact `yaml:"artifacts"`
+	// Migrations are the release's data steps around the rolling
+	// restart (Glance's expand, migrate, contract; Ironic's unpin).
+	Migrations Migrations `yaml:"migrations"`
+	// Flow is the upgrade to this release, stage by stage, when its
+	// order is not the default (expand, each component's phase by
+	// order, migrate, finalize, contract): Ironic's expand, conductors,
+	// APIs, unpin rollout, migrate; StarlingX's networking upgraded
+	// between its two controller phases.
+	Flow []FlowStage `yaml:"flow"`
+	pos  positions
+}
+
+// The kinds of stage of a flow (FlowStage.Stage).
+const (
+	StageExpand   = "expand"
+	StagePhase    = "phase"
+	StageAction   = "action"
+	StageRollout  = "rollout"
+	StageMigrate  = "migrate"
+	StageFinalize = "finalize"
+	StageContract = "contract"
+	// StageHosts upgrades components host by host: each host locked,
+	// every member of the stage's components on it upgraded, unlocked.
+	StageHosts = "hosts"
+)
+
+// StageKinds are the kinds of stage a flow may list.
+var StageKinds = []string{StageExpand, StagePhase, StageAction, StageRollout, StageMigrate, StageFinalize, StageContract, StageHosts}
+
+// FlowStage is one stage of a release's flow. Expand, migrate,
+// finalize and contract make the release's migration calls of that
+// name; a phase upgrades one component's members; an action is one
+// gated call for the whole cluster; a rollout restarts the members of
+// components, in order, on the release they already run, with the pin
+// moved to the release (Ironic's unpin: their arguments, environment or
+// files render .Pin); a hosts stage upgrades components host by host
+// (StarlingX's workers: each host locked, every member on it upgraded
+// in the components' order, the host unlocked).
+type FlowStage struct {
+	// Stage is expand, phase, action, rollout, migrate, finalize,
+	// contract or hosts.
+	Stage string `yaml:"stage"`
+	// Component is a phase's component; for an action, the component
+	// whose running member (.Any) its calls are made against.
+	Component string `yaml:"component"`
+	// Components are a rollout's components, restarted one after the
+	// other in this order, each with its own strategy; a hosts stage's,
+	// upgraded on each host in this order (each component's members
+	// still within its strategy's budgets and quorum).
+	Components []string `yaml:"components"`
+	// Name names an action (its state is action-NAME), or a hosts
+	// stage (its state is upgrading-NAME: upgrading-hosts by default,
+	// StarlingX's; no component may have its name).
+	Name string `yaml:"name"`
+	// MaxUnavailable bounds the hosts a hosts stage has locked at once,
+	// counting those with a member down for any reason.
+	MaxUnavailable int `yaml:"max_unavailable"`
+	// MaxUnavailablePerDomain bounds the hosts a hosts stage has locked
+	// at once in one failure domain.
+	MaxUnavailablePerDomain int `yaml:"max_unavailable_per_domain"`
+	// Calls are an action's calls, made until they pass, at the
+	// migrations' interval, within Deadline.
+	Calls []Call `yaml:"calls"`
+	// Gate is an action's check after its calls pass, made until it
+	// passes within the same Deadline.
+	Gate *Call `yaml:"gate"`
+	// Deadline bounds an action, its calls and its gate; in a hosts
+	// stage, a host's lock (and each unlock is retried until
+	// policy.undo_deadline).
+	Deadline Duration `yaml:"deadline"`
+	// PointOfNoReturn marks the stage after whose beginning abort and
+	// rollback are refused (a failure then pauses): at most one stage,
+	// not after finalize, which is the point of no return when no stage
+	// is marked.
+	PointOfNoReturn bool `yaml:"point_of_no_return"`
+}
+
+// StageCalls are the calls an upgrade to release r makes in its stage
+// named stage (expand, migrate, finalize, contract; action, or
+// action-gate, with the action's name), and the component whose
+// running member (.Any) they are made against.
+func (r *Release) StageCalls(stage, name string) (component string, calls []Call) {
+	m := &r.Migrations
+	switch stage {
+	case StageExpand:
+		return m.Component, m.Expand
+	case StageMigrate:
+		return m.Component, m.Migrate
+	case StageFinalize:
+		return m.Component, m.Finalize
+	case StageContract:
+		return m.Component, m.Contract
+	case StageAction, StageActionGate:
+		switch st := r.FlowAction(name); {
+		case st == nil:
+		case stage == StageAction:
+			return st.Component, st.Calls
+		case st.Gate != nil:
+			return st.Component, []Call{*st.Gate}
+		default:
+			return st.Component, nil
+		}
+	}
+	return "", nil
+}
+
+// StageActionGate names the gate of an action in StageCalls.
+const StageActionGate = "action-gate"
+
+// FlowAction returns the action stage named name of release r, or nil.
+func (r *Release) FlowAction(name string) *FlowStage {
+	for i := range r.Flow {
+		if r.Flow[i].Stage == StageAction && r.Flow[i].Name == name {
+			return &r.Flow[i]
+		}
+	}
+	return nil
+}
+
+// Migrations are calls made at fixed points of an upgrade to this
+// release, each against a running member of Component (.Any):
+// Expand before any member runs the release, Migrate once every member
+// does (repeated until it passes: it may run long and reports its
+// progress), Finalize to move the cluster's compatibility version (the
+// pin) to the release: the point of no return; Contract after it.
+type Migrations struct {
+	// Component is the component whose running member (.Any) the calls are
+	// made against.
+	Component string `yaml:"component"`
+	// Expand runs before any member runs the release (pin the old format).
+	Expand []Call `yaml:"expand"`
+	// Migrate runs once every member runs the release, repeated until it
+	// passes.
+	Migrate []Call `yaml:"migrate"`
+	// Finalize moves the pin to the release: the point of no return.
+	Finalize []Call `yaml:"finalize"`
+	// Contract runs after finalize (drop what only the old release
+	// needed).
+	Contract []Call `yaml:"contract"`
+	// Deadline bounds each stage (default 10m); Interval is the pause
+	// between two calls of a stage not done yet (default 1s).
+	Deadline Duration `yaml:"deadline"`
+	Interval Duration `yaml:"interval"`
+}
+
+// Empty reports whether the release has no migration calls at all.
+func (m *Migrations) Empty() bool {
+	return len(m.Expand)+len(m.Migrate)+len(m.Finalize)+len(m.Contract) == 0
+}
+
+// Artifact is a binary (process substrate) or image (Kubernetes) and
+// the checksum it must have before it is used.
+type Artifact struct {
+	// Path is a binary on the agents' hosts (process substrate); relative
+	// to the description's directory.
+	Path string `yaml:"path"`
+	// Image is a container image (Kubernetes), written without a digest
+	// (no @sha256:…): ferry pins it to SHA256. An artifact has a path or
+	// an image, not both.
+	Image string `yaml:"image"`
+	// SHA256 is the artifact's checksum, 64 hex digits, checked before it
+	// is used.
+	SHA256 string `yaml:"sha256"`
+}
+
+// Policy is what the engine does around the steps.
+type Policy struct {
+	// OnFailure: rollback (default) or pause.
+	OnFailure string `yaml:"on_failure"`
+	// OnImpact is what a batch judged to have hurt the clients (the
+	// impact verdict, when ferry drives traffic) leads to: continue
+	// (default: it is reported), pause or rollback.
+	OnImpact string `yaml:"on_impact"`
+	// Tick is the engine's observation interval (default 100ms).
+	Tick Duration `yaml:"tick"`
+	// Finalize: auto (default) finalizes once the migration is done;
+	// manual waits for 'ferry upgrade finalize', so that a release can
+	// run pinned for a while before the operator commits to it.
+	Finalize string `yaml:"finalize"`
+	// UndoDeadline is how long an effect's undo is retried before the
+	// upgrade pauses on it, for the operator (default 2m).
+	UndoDeadline Duration `yaml:"undo_deadline"`
+}
+
+// Duration is a time.Duration written as "2s" or "150ms" in YAML.
+type Duration time.Duration
+
+// D returns the duration as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalText writes the duration as "2s".
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText reads "2s", "150ms".
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("not a duration (like 2s or 150ms): %q", string(b))
+	}
+	if v < 0 {
+		return fmt.Errorf("negative duration %q", string(b))
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// positions maps a field's YAML key to the line it was written on, so
+// that Validate can point at the line of a bad value.
+type positions struct {
+	line int            // the line of the node itself
+	keys map[string]int // key -> line
+	// sub holds the lines of nodes below this one that have no
+	// positions of their own (list items, map entries, fields of
+	// Policy, Hooks, Artifact, JSONMatch), by their path relative to
+	// this node: "args[2]", "vars.raft", `artifacts["*"].sha256`.
+	sub map[string]int
+	// null holds the keys and paths written with no value (timeout:
+	// or timeout: null): they count as left out, and take the default.
+	null map[string]bool
+}
+
+// written reports whether rel (a key of this node, or a path below it
+// such as "policy.tick") was written in the description: a value
+// written as zero is then kept, for Validate to judge, rather than
+// replaced by the default of a value left out.
+func (p positions) written(rel string) bool {
+	if p.null[rel] {
+		return false
+	}
+	if _, ok := p.keys[rel]; ok {
+		return true
+	}
+	_, ok := p.sub[rel]
+	return ok
+}
+
+// Line returns the line of key in this node, or of the node itself.
+func (p positions) Line(key string) int {
+	if l, ok := p.keys[key]; ok {
+		return l
+	}
+	return p.line
+}

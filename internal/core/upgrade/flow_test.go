@@ -1,0 +1,46 @@
+package upgrade
+
+import (
+	"testing"
+
+	"github.com/ferry-upgrade/ferry/internal/core/plan"
+)
+
+// TestFlowStates: a flow's states are written as one word and read
+// back as the same value, and each finds its stage in the flow (the
+// stage done, or awaiting finalize, included).
+func TestFlowStates(t *testing.T) {
+	flow := []plan.Stage{{Kind: "expand"}, {Kind: "phase", Component: "kv"}, {Kind: "action", Name: "net"},
+		{Kind: "rollout", Component: "kv"}, {Kind: "migrate"}, {Kind: "finalize"}}
+	for _, tc := range []struct {
+		st   State
+		word string
+		at   int
+	}{
+		{StatePreflight, "preflight", -1},
+		{StateExpanding, "expanding", 0},
+		{Upgrading("kv"), "upgrading-kv", 1},
+		{Upgraded("kv"), "upgraded-kv", 1},
+		{Acting("net"), "action-net", 2},
+		{RollingOut("kv"), "rolling-out-kv", 3},
+		{RolledOut("kv"), "rolled-out-kv", 3},
+		{StateMigrating, "migrating", 4},
+		{StateAwaitingFinalize, "awaiting-finalize", 5},
+		{StateFinalizing, "finalizing", 5},
+		{RollingOut("back"), "rolling-out-back", -1},
+	} {
+		if got := tc.st.String(); got != tc.word {
+			t.Errorf("%#v written %q, want %q", tc.st, got, tc.word)
+		}
+		back, err := ParseState(tc.word)
+		if err != nil || back != tc.st {
+			t.Errorf("ParseState(%q) = %#v, %v; want %#v", tc.word, back, err, tc.st)
+		}
+		if got := flowAt(flow, tc.st); got != tc.at {
+			t.Errorf("flowAt(%s) = %d, want %d", tc.st, got, tc.at)
+		}
+	}
+	if st, err := ParseState("rolling-back"); err != nil || st != StateRollingBack {
+		t.Errorf("rolling-back read as %#v, %v", st, err)
+	}
+}

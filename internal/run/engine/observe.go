@@ -1,0 +1,563 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/core/config"
+	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+	"github.com/ferry-upgrade/ferry/internal/run/health"
+	"github.com/ferry-upgrade/ferry/internal/substrate/driver"
+)
+
+// observer keeps watching the cluster while an upgrade runs: the
+// substrate's statuses at every tick, each member's check, each
+// component's cluster gate and each member's role on their own
+// intervals. Every probe runs in its own goroutine bounded by its own
+// timeout, so that a slow gate delays nothing but itself, and nothing
+// waits for an action. It wakes the engine when a verdict changes.
+type observer struct {
+	e    *Engine
+	tick time.Duration
+	// specs are the members the substrate is asked about at each poll.
+	specs []driver.Member
+
+	mu       sync.Mutex
+	statuses map[string]driver.Status
+	seen     map[string]time.Time // when each status was read
+	probed   map[string]time.Time // when each member's last probe began
+	members  map[string]health.State
+	roles    map[string]bool
+	roleAt   map[string]time.Time // when each role probe began
+	gates    map[string]upgrade.Gate
+	anyFrom  map[string]int // where each gate starts looking for a member to ask
+	// moving are the members the upgrade has in flight: a gate is not
+	// asked through one of them (it is being drained, or stopped).
+	moving map[string]bool
+	// since is when this watch began without a gap (the observer's
+	// start, or the engine's return from a stall): what was checked
+	// before it says nothing of now (upgrade.Observation.Since).
+	since time.Time
+	// gen counts the changes to what the snapshot is made of, and
+	// memberGen those to what it says of the members (statuses,
+	// checks, roles, the watch's start); snap is the one made at gen
+	// snapGen, handed out again (its maps are never changed) until gen
+	// moves: the engine looks at every pass, the cluster changes far
+	// less often. A change of a gate or an answer alone keeps the
+	// members' part (and its summary).
+	gen, memberGen uint64
+	snap           Snapshot
+	snapGen        uint64
+	snapMembers    uint64
+
+	changed chan struct{}
+	kicks   map[string]chan struct{} // a prober to run now, by key
+
+	// answers are the system's latest answers to whether a member may
+	// stop (its component's ok_to_stop call), asking the members being
+	// asked about now; asks counts the calls in flight, made in ctx
+	// (the observation's, set by start).
+	answers map[string]upgrade.Answer
+	asking  map[string]bool
+	asks    sync.WaitGroup
+	ctx     context.Context
+	// capacity is the hosts' capacity calls' (hosts.go), asked like
+	// ok_to_stop.
+	capacity capacity
+}
+
+func (e *Engine) newObserver() *observer {
+	tick := e.c.Policy.Tick.D()
+	if tick <= 0 {
+		tick = 100 * time.Millisecond
+	}
+	o := &observer{e: e, tick: tick, statuses: map[string]driver.Status{}, seen: map[string]time.Time{},
+		probed: map[string]time.Time{}, members: map[string]health.State{}, roles: map[string]bool{}, roleAt: map[string]time.Time{},
+		gates: map[string]upgrade.Gate{}, anyFrom: map[string]int{}, since: e.now(),
+		changed: make(chan struct{}, 1), kicks: map[string]chan struct{}{}, answers: map[string]upgrade.Answer{}, asking: map[string]bool{},
+		specs: e.Members()}
+	for _, n := range e.order {
+		o.kicks["member:"+n] = make(chan struct{}, 1)
+		o.kicks["role:"+n] = make(chan struct{}, 1)
+	}
+	for _, comp := range e.c.ComponentsInOrder() {
+		o.kicks["gate:"+comp.Name] = make(chan struct{}, 1)
+	}
+	o.kicks["status"] = make(chan struct{}, 1)
+	return o
+}
+
+// start runs the probers until ctx ends; done is closed once they have
+// all returned.
+func (o *observer) start(ctx context.Context) (done chan struct{}) {
+	o.mu.Lock()
+	o.ctx = ctx
+	o.mu.Unlock()
+	var wg sync.WaitGroup
+	run := func(f func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}
+	run(func() { o.loop(ctx, "status", func() time.Duration { return o.tick }, o.pollStatuses) })
+	for _, n := range o.e.order {
+		info := o.e.members[n]
+		if chk := info.comp.Health.Member; chk != nil {
+			run(func() { o.loop(ctx, "member:"+n, chk.Interval.D, func(ctx context.Context) { o.probeMember(ctx, n) }) })
+		}
+		if r := info.comp.Role; r != nil && r.Check != nil {
+			run(func() { o.loop(ctx, "role:"+n, r.Check.Interval.D, func(ctx context.Context) { o.probeRole(ctx, n) }) })
+		}
+	}
+	for _, comp := range o.e.c.ComponentsInOrder() {
+		if chk := comp.Health.Cluster; chk != nil {
+			run(func() {
+				o.loop(ctx, "gate:"+comp.Name, chk.Interval.D, func(ctx context.Context) { o.probeGate(ctx, comp) })
+			})
+		}
+	}
+	done = make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	return done
+}
+
+// loop runs probe now and then at every interval, or at once when
+// kicked, until ctx ends.
+func (o *observer) loop(ctx context.Context, key string, interval func() time.Duration, probe func(context.Context)) {
+	kick := o.kicks[key]
+	for ctx.Err() == nil {
+		probe(ctx)
+		t := o.e.cfg.Clock.NewTimer(max(interval(), time.Millisecond))
+		select {
+		case <-ctx.Done():
+		case <-kick:
+		case <-t.C():
+		}
+		t.Stop()
+	}
+}
+
+// kick makes the prober of key run now.
+func (o *observer) kick(key string) {
+	if c, ok := o.kicks[key]; ok {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (o *observer) notify() {
+	select {
+	case o.changed <- struct{}{}:
+	default:
+	}
+}
+
+// pollStatuses asks the substrate what runs. A member whose process
+// changed (a new start, an exit) has its check made at once.
+func (o *observer) pollStatuses(ctx context.Context) {
+	now := o.e.now()
+	octx, cancel := o.e.cfg.Clock.WithTimeout(ctx, max(o.tick*50, 10*time.Second))
+	sts, err := o.e.cfg.Driver.Observe(octx, o.specs)
+	cancel()
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return
+	}
+	if err != nil {
+		// The request itself failed: nothing is known of anyone.
+		sts = make([]driver.Status, len(o.e.order))
+		for i, n := range o.e.order {
+			sts[i] = driver.Status{Name: n, Unknown: true, Detail: err.Error()}
+		}
+	} else {
+		o.e.learnVersions(ctx, sts)
+	}
+	changed := false
+	var restarted []string
+	o.mu.Lock()
+	for _, st := range sts {
+		prev, had := o.statuses[st.Name]
+		if st.Unknown && had && !prev.Unknown {
+			// Keep what was last known; say it is not known now.
+			keep := prev
+			keep.Unknown, keep.Detail = true, st.Detail
+			st = keep
+		}
+		if !had || prev.Running != st.Running || prev.Version != st.Version || !prev.Since.Equal(st.Since) ||
+			prev.Unknown != st.Unknown || prev.Restarts != st.Restarts || prev.Detail != st.Detail {
+			changed = true
+			if st.Running && (!prev.Running || !prev.Since.Equal(st.Since)) {
+				restarted = append(restarted, st.Name)
+			}
+		}
+		o.statuses[st.Name] = st
+		o.seen[st.Name] = now
+	}
+	o.gen++
+	o.memberGen++
+	o.mu.Unlock()
+	for _, n := range restarted {
+		o.kick("member:" + n)
+		o.kick("role:" + n)
+	}
+	// Every observation is news to the machine: a start it waits on
+	// may now be seen (Seen moved).
+	_ = changed
+	o.notify()
+}
+
+func (o *observer) status(n string) (driver.Status, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st, ok := o.statuses[n]
+	return st, ok
+}
+
+// probeMember makes member n's check (when it runs) and applies its
+// thresholds.
+func (o *observer) probeMember(ctx context.Context, n string) {
+	info := o.e.members[n]
+	chk := info.comp.Health.Member
+	st, ok := o.status(n)
+	if !ok || !st.Running || st.Unknown {
+		return // the snapshot says not running; nothing to ask
+	}
+	start := o.e.now()
+	data := info.data
+	data.Version = st.Version
+	data.PID = st.PID
+	res := o.e.prober.Do(ctx, chk.Call, data)
+	if ctx.Err() != nil {
+		return
+	}
+	now := o.e.now()
+	hs := o.e.tracker.Observe(n, res, now, chk.SuccessThreshold, chk.FailureThreshold)
+	o.mu.Lock()
+	prev, had := o.members[n]
+	o.members[n] = hs
+	o.probed[n] = start
+	o.gen++
+	o.memberGen++
+	o.mu.Unlock()
+	if !had || prev.Healthy != hs.Healthy || !prev.Since.Equal(hs.Since) {
+		o.notify()
+	}
+}
+
+// probeRole asks whether member n holds its component's role.
+func (o *observer) probeRole(ctx context.Context, n string) {
+	info := o.e.members[n]
+	st, ok := o.status(n)
+	if !ok || !st.Running || st.Unknown {
+		return
+	}
+	data := info.data
+	data.Version, data.PID = st.Version, st.PID
+	start := o.e.now()
+	res := o.e.prober.Do(ctx, info.comp.Role.Check.Call, data)
+	if ctx.Err() != nil {
+		return
+	}
+	o.mu.Lock()
+	prev := o.roles[n]
+	if start.Before(o.roleAt[n]) {
+		o.mu.Unlock()
+		return // a later probe answered first
+	}
+	o.roles[n], o.roleAt[n] = res.OK, start
+	o.gen++
+	o.memberGen++
+	o.mu.Unlock()
+	if prev != res.OK {
+		o.notify()
+	}
+}
+
+// probeGate makes component comp's cluster check once, through one
+// member: one last seen healthy, a different one after a failure.
+func (o *observer) probeGate(ctx context.Context, comp *config.Component) {
+	chk := comp.Health.Cluster
+	start := o.e.now()
+	o.mu.Lock()
+	from := o.anyFrom[comp.Name]
+	var pick *config.Member
+	score := func(m *config.Member) int {
+		s := 0
+		if o.members[m.Name].Healthy {
+			s += 2
+		}
+		if !o.moving[m.Name] {
+			s += 3
+		}
+		return s
+	}
+	for k := range comp.Members {
+		m := &comp.Members[(from+k)%len(comp.Members)]
+		st := o.statuses[m.Name]
+		if st.Running && !st.Unknown && (pick == nil || score(m) > score(pick)) {
+			pick = m
+		}
+	}
+	o.mu.Unlock()
+	res := health.Result{Detail: "no member of " + comp.Name + " is running"}
+	if pick != nil {
+		data := o.e.members[pick.Name].data
+		data.Any = pick.Address
+		res = o.e.prober.Do(ctx, chk.Call, data)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	now := o.e.now()
+	hs := o.e.tracker.Observe("cluster:"+comp.Name, res, now, chk.SuccessThreshold, chk.FailureThreshold)
+	o.mu.Lock()
+	if !res.OK {
+		o.anyFrom[comp.Name] = from + 1
+	}
+	o.gates[comp.Name] = upgrade.Gate{Healthy: hs.Healthy, Detail: hs.Last.Detail, Checked: start, Took: now.Sub(start)}
+	o.gen++
+	o.mu.Unlock()
+	o.notify()
+}
+
+// ask asks the system whether each named member may stop (its
+// component's ok_to_stop call, rendered for the member), each call in
+// its own goroutine bounded by its timeout, like every probe; a member
+// being asked about already is not asked twice. The answer wakes the
+// engine. The calls end with the observation's context; whoever stops
+// it waits for them (asks).
+func (o *observer) ask(names []string) {
+	for _, n := range names {
+		info, ok := o.e.members[n]
+		if !ok || info.comp.OKToStop == nil {
+			continue
+		}
+		o.mu.Lock()
+		ctx := o.ctx
+		if ctx == nil || ctx.Err() != nil || o.asking[n] {
+			o.mu.Unlock()
+			continue
+		}
+		o.asking[n] = true
+		o.asks.Add(1)
+		o.mu.Unlock()
+		go func() {
+			defer o.asks.Done()
+			o.askSystem(ctx, n, info)
+		}()
+	}
+}
+
+// askSystem makes member n's ok_to_stop call and keeps its answer: a
+// passing call is a yes, a failing one a no, its detail the system's
+// words.
+func (o *observer) askSystem(ctx context.Context, n string, info memberInfo) {
+	st, _ := o.status(n)
+	data := info.data
+	data.Version, data.PID = st.Version, st.PID
+	start := o.e.now()
+	res := o.e.prober.Do(ctx, *info.comp.OKToStop, data)
+	o.mu.Lock()
+	delete(o.asking, n)
+	if ctx.Err() == nil && !start.Before(o.answers[n].Asked) {
+		o.answers[n] = upgrade.Answer{Yes: res.OK, Words: res.Detail, Asked: start}
+		o.gen++
+	}
+	o.mu.Unlock()
+	o.notify()
+}
+
+// snapshot is the observation as it stands: the one made before,
+// with the time of now, if nothing changed since.
+func (o *observer) snapshot() Snapshot {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.snap.Statuses != nil && o.snapGen == o.gen {
+		snap := o.snap
+		snap.Time = o.e.now()
+		return snap
+	}
+	if o.snap.Statuses != nil && o.snapMembers == o.memberGen {
+		snap := o.snap
+		snap.gen, snap.Time = o.gen, o.e.now()
+		snap.Obs.Gates, snap.Obs.Answers, snap.Obs.Capacity = o.gatesAndAnswers()
+		o.snap, o.snapGen = snap, o.gen
+		return snap
+	}
+	snap := Snapshot{gen: o.gen, Time: o.e.now(), Statuses: make(map[string]driver.Status, len(o.statuses)),
+		Obs: upgrade.Observation{Members: make(map[string]upgrade.MemberHealth, len(o.e.order)), Gates: make(map[string]upgrade.Gate, len(o.gates))}}
+	for _, n := range o.e.order {
+		st, ok := o.statuses[n]
+		if !ok {
+			// Not asked yet: not known, and not a failure.
+			st = driver.Status{Name: n, Unknown: true, Detail: "not observed yet"}
+		}
+		snap.Statuses[n] = st
+		info, probed := o.e.members[n], o.probed[n]
+		mh := o.e.memberHealth(info, st, o.members[n], probed)
+		// A role seen before the process started belongs to the one
+		// before it.
+		mh.Role = o.roles[n] && st.Running && !o.roleAt[n].Before(st.Since)
+		mh.Seen = o.seen[n]
+		mh.Checked = mh.Seen
+		if info.comp.Health.Member != nil && st.Running && !st.Unknown && probed.Before(mh.Checked) {
+			mh.Checked = probed
+		}
+		snap.Obs.Members[n] = mh
+	}
+	snap.Obs.Since = o.since
+	snap.Obs.Gates, snap.Obs.Answers, snap.Obs.Capacity = o.gatesAndAnswers()
+	// Handed to every pass until the next change: what the machine
+	// looks for among all members is found once (its admission view
+	// taken over from the snapshot before).
+	snap.Obs = snap.Obs.SummarizeAfter(o.snap.Obs)
+	o.snap, o.snapGen, o.snapMembers = snap, o.gen, o.memberGen
+	return snap
+}
+
+// gatesAndAnswers are the gates, the system's answers and the hosts'
+// capacity answers as they stand, in maps of their own. o.mu is held.
+func (o *observer) gatesAndAnswers() (map[string]upgrade.Gate, map[string]upgrade.Answer, map[string]upgrade.Answer) {
+	gates := make(map[string]upgrade.Gate, len(o.gates))
+	for c, g := range o.gates {
+		gates[c] = g
+	}
+	for _, comp := range o.e.c.ComponentsInOrder() {
+		if _, ok := gates[comp.Name]; !ok && comp.Health.Cluster != nil {
+			gates[comp.Name] = upgrade.Gate{Detail: "not checked yet"}
+		}
+	}
+	var answers map[string]upgrade.Answer
+	if len(o.answers) > 0 {
+		answers = make(map[string]upgrade.Answer, len(o.answers))
+		for n, a := range o.answers {
+			answers[n] = a
+		}
+	}
+	return gates, answers, o.capacity.snapshot()
+}
+
+// memberHealth is what the machine sees of one member: its status, and
+// its check's verdict if the check was made on the process that runs
+// now (a verdict from before a restart belongs to the process before).
+func (e *Engine) memberHealth(info memberInfo, st driver.Status, hs health.State, probed time.Time) upgrade.MemberHealth {
+	mh := upgrade.MemberHealth{Running: st.Running, Version: st.Version, Unknown: st.Unknown, Started: st.Since, PID: st.PID, Restarts: st.Restarts}
+	switch {
+	case st.Unknown:
+		mh.Detail = st.Detail
+	case !st.Running:
+		mh.Detail = "not running" + suffix(st.Detail)
+	case st.Adopted && st.Version == "":
+		// Not a member ferry can plan for: what it runs is not known.
+		mh.Detail = "adopted, its version not known" + suffix(st.Detail)
+	case info.comp.Health.Member == nil:
+		mh.Healthy, mh.HealthySince, mh.Detail = true, st.Since, "running (no member check)"
+	case probed.IsZero() || probed.Before(st.Since):
+		mh.Detail = "started, not checked yet"
+	default:
+		mh.Healthy = hs.Healthy
+		mh.HealthySince = hs.Since
+		if st.Since.After(mh.HealthySince) {
+			mh.HealthySince = st.Since
+		}
+		mh.Detail = hs.Last.Detail
+	}
+	return mh
+}
+
+// Observe makes one observation: the substrate's statuses, then every
+// member's check, gate and role at once, each bounded by its own
+// timeout.
+func (e *Engine) Observe(ctx context.Context) (Snapshot, error) {
+	o := e.newObserver()
+	o.pollStatuses(ctx)
+	if err := ctx.Err(); err != nil {
+		return Snapshot{}, err
+	}
+	var wg sync.WaitGroup
+	for _, n := range e.order {
+		info := e.members[n]
+		if info.comp.Health.Member != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); o.probeMember(ctx, n) }()
+		}
+		if r := info.comp.Role; r != nil && r.Check != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); o.probeRole(ctx, n) }()
+		}
+	}
+	wg.Wait()
+	for _, comp := range e.c.ComponentsInOrder() {
+		if comp.Health.Cluster != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); o.probeGate(ctx, comp) }()
+		}
+	}
+	wg.Wait()
+	snap := o.snapshot()
+	for _, st := range snap.Statuses {
+		if st.Unknown {
+			return snap, fmt.Errorf("engine: observe: %w", unreachable(st.Detail))
+		}
+	}
+	e.mu.Lock()
+	e.lastSnap = snap
+	e.mu.Unlock()
+	return snap, nil
+}
+
+// unreachable wraps a substrate's failure to answer (once: a driver's
+// detail may say it already).
+func unreachable(detail string) error {
+	rest, ok := strings.CutPrefix(detail, driver.ErrUnreachable.Error())
+	if !ok {
+		rest = ": " + detail
+	}
+	return fmt.Errorf("%w%s", driver.ErrUnreachable, rest)
+}
+
+func suffix(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ": " + s
+}
+
+// returned begins a new watch at now, after a stall of the engine (it
+// was stopped, or starved): every prober runs again at once, and what
+// was checked before now gives no verdict.
+func (o *observer) returned(now time.Time) {
+	o.mu.Lock()
+	o.since = now
+	o.gen++
+	o.memberGen++
+	o.mu.Unlock()
+	for key := range o.kicks {
+		o.kick(key)
+	}
+}
+
+// setMoving tells the observer which members upgrade u has in flight:
+// every member the first time, then those the record from before
+// changed (upgrade.Touched, passed each time the record changes).
+func (o *observer) setMoving(u upgrade.Upgrade, touched []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.moving == nil {
+		o.moving = map[string]bool{}
+		touched = slices.Collect(maps.Keys(u.Members))
+	}
+	for _, n := range touched {
+		if m := u.Members[n]; m != nil && m.Step.InFlight() {
+			o.moving[n] = true
+		} else {
+			delete(o.moving, n)
+		}
+	}
+}

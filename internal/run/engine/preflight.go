@@ -1,0 +1,224 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/ferry-upgrade/ferry/internal/core/plan"
+	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+	"github.com/ferry-upgrade/ferry/internal/trust/checksum"
+)
+
+// Check is one preflight check and its verdict, like one line of
+// StarlingX's health-query-upgrade.
+type Check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// Preflight is the list of checks run before an upgrade may start.
+type Preflight struct {
+	To     string  `json:"to,omitempty"`
+	Checks []Check `json:"checks"`
+	// Plan is the plan the checks were made for (when one could be made).
+	Plan    *plan.Plan `json:"-"`
+	planErr error
+	snap    Snapshot
+}
+
+// OK reports whether every check passed.
+func (p Preflight) OK() bool {
+	for _, c := range p.Checks {
+		if !c.OK {
+			return false
+		}
+	}
+	return true
+}
+
+// Failed lists the checks that did not pass.
+func (p Preflight) Failed() []Check {
+	var out []Check
+	for _, c := range p.Checks {
+		if !c.OK {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// ErrPreflight is returned by Begin when the cluster is not fit to be
+// upgraded; the error's text lists every failed check.
+var ErrPreflight = errors.New("preflight failed")
+
+// PreflightError carries the failed preflight.
+type PreflightError struct{ Preflight Preflight }
+
+func (e *PreflightError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: the cluster is not fit to upgrade, nothing was changed:", ErrPreflight)
+	for _, c := range e.Preflight.Failed() {
+		fmt.Fprintf(&b, "\n  FAIL  %s: %s", c.Name, c.Detail)
+	}
+	return b.String()
+}
+
+func (e *PreflightError) Unwrap() error { return ErrPreflight }
+
+// RunPreflight checks that an upgrade to version to may start: no other
+// upgrade in progress, every host answering, every member running
+// healthy, every cluster gate green, the target in the catalog and
+// reachable from what runs, and the artifacts of the target (and of
+// the running release, which a rollback needs) present with the right
+// checksums. With to empty it checks the cluster's health alone.
+func (e *Engine) RunPreflight(ctx context.Context, to string) Preflight {
+	pf := Preflight{To: to}
+	add := func(name string, ok bool, detail string) {
+		pf.Checks = append(pf.Checks, Check{Name: name, OK: ok, Detail: detail})
+	}
+	if cur, ok, err := e.cfg.Store.Current(); err != nil {
+		add("no upgrade in progress", false, err.Error())
+	} else if ok && !cur.State.Terminal() {
+		add("no upgrade in progress", false, fmt.Sprintf("upgrade %s is %s (%s → %s)", cur.ID, cur.State, cur.From, cur.To))
+	} else {
+		add("no upgrade in progress", true, "none")
+	}
+	snap, err := e.Observe(ctx)
+	if err != nil {
+		add("hosts answer", false, err.Error())
+		return pf
+	}
+	pf.snap = snap
+	add("hosts answer", true, fmt.Sprintf("%d member(s) observed", len(snap.Statuses)))
+	for _, n := range e.order {
+		mh := snap.Obs.Members[n]
+		add("member "+n+" healthy", mh.Healthy, fmt.Sprintf("%s: %s", orDash(mh.Version), orDash(mh.Detail)))
+	}
+	for _, comp := range e.c.ComponentsInOrder() {
+		if g, ok := snap.Obs.Gates[comp.Name]; ok {
+			add("cluster gate "+comp.Name, g.Healthy, orDash(g.Detail))
+		}
+	}
+	running := map[string]bool{}
+	for _, v := range snap.Versions() {
+		if v != "" {
+			running[v] = true
+		}
+	}
+	versions := sortedKeys(running)
+	if to != "" {
+		if e.c.Release(to) == nil {
+			add("release "+to+" in the catalog", false, "not found; known: "+strings.Join(e.releaseNames(), ", "))
+		} else {
+			add("release "+to+" in the catalog", true, "found")
+			p, err := plan.ComputePath(e.c, plan.Observed{Version: snap.Versions(), Down: snap.Down()}, to)
+			if err != nil {
+				pf.planErr = err
+				add("upgrade path to "+to, false, err.Error())
+			} else {
+				pf.Plan = &p
+				detail := fmt.Sprintf("from %s: %d phase(s)", strings.Join(p.From, ", "), len(p.Phases))
+				if len(p.Path) > 1 {
+					detail = fmt.Sprintf("from %s through %s: %d consecutive upgrades", strings.Join(p.From, ", "), strings.Join(p.Path, " → "), len(p.Path))
+				}
+				add("upgrade path to "+to, true, detail)
+				versions = append(versions, p.Path...)
+			}
+			versions = append(versions, to)
+		}
+	}
+	seen := map[string]bool{}
+	for _, v := range versions {
+		if seen[v] {
+			continue
+		}
+		seen[v] = true
+		if e.c.Release(v) == nil {
+			add("release "+v+" in the catalog", false, "members run it but the catalog does not list it: a rollback to it would have no artifact")
+			continue
+		}
+		for _, comp := range e.c.ComponentsInOrder() {
+			a, err := e.artifact(comp.Name, v)
+			name := fmt.Sprintf("artifact of %s %s", comp.Name, v)
+			switch {
+			case err != nil:
+				add(name, false, err.Error())
+			case !comp.NeedsArtifact():
+				add(name, true, "the kubelet version of its nodes, upgraded by its upgrade command")
+			case a.Path == "":
+				add(name, true, "image "+a.Image+" (pulled and checked by its substrate)")
+			default:
+				sum, err := e.sums.of(a.Path)
+				switch {
+				case err != nil:
+					add(name, false, err.Error())
+				case !strings.EqualFold(sum, a.SHA256):
+					add(name, false, fmt.Sprintf("%s: sha256 %s, the catalog says %s", a.Path, sum, a.SHA256))
+				default:
+					add(name, true, a.Path+": sha256 matches")
+				}
+			}
+		}
+	}
+	return pf
+}
+
+func (e *Engine) releaseNames() []string {
+	var out []string
+	for _, r := range e.c.Releases {
+		out = append(out, r.Version)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// sums caches artifact checksums by path, size and modification time:
+// hashing a large artifact on every preflight would be slow, and a
+// changed file is hashed again.
+type sums struct {
+	m map[string]sumEntry
+}
+
+type sumEntry struct {
+	size int64
+	mod  int64
+	sum  string
+}
+
+func (s *sums) of(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if s.m == nil {
+		s.m = map[string]sumEntry{}
+	}
+	if c, ok := s.m[path]; ok && c.size == fi.Size() && c.mod == fi.ModTime().UnixNano() {
+		return c.sum, nil
+	}
+	sum, err := checksum.File(path)
+	if err != nil {
+		return "", err
+	}
+	s.m[path] = sumEntry{size: fi.Size(), mod: fi.ModTime().UnixNano(), sum: sum}
+	return sum, nil
+}
+
+// ErrLocked is returned when a cluster description other than the one
+// an upgrade began with is used while that upgrade has not ended.
+var ErrLocked = errors.New("cluster locked by an upgrade in progress")
+
+// CheckLock refuses description c for upgrade u while u runs, unless c
+// is the very description u began with.
+func CheckLock(u upgrade.Upgrade, digest, file string) error {
+	if u.State.Terminal() || u.Description == "" || digest == u.Description {
+		return nil
+	}
+	return fmt.Errorf("%w: %s changed since upgrade %s began (sha256 %.12s…, now %.12s…); nothing changes in the cluster until the upgrade ends: put the original description back, or let the upgrade end (ferry upgrade abort rolls it back)",
+		ErrLocked, file, u.ID, u.Description, digest)
+}

@@ -1,0 +1,152 @@
+package engine
+
+import (
+	"sort"
+
+	"github.com/ferry-upgrade/ferry/internal/core/config"
+	"github.com/ferry-upgrade/ferry/internal/core/plan"
+	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+)
+
+// MemberView is one row of 'ferry members': what the member should run,
+// what it runs, and how it is doing (StarlingX's kube-host-upgrade-list).
+type MemberView struct {
+	Name      string `json:"name"`
+	Component string `json:"component"`
+	Host      string `json:"host"`
+	Address   string `json:"address"`
+	Target    string `json:"target_version,omitempty"`
+	Running   string `json:"running_version"`
+	Status    string `json:"status"` // healthy, unhealthy, down
+	Step      string `json:"step,omitempty"`
+	Detail    string `json:"detail,omitempty"`
+	// Adopted: ferry did not start the member's process, its substrate
+	// found it (adopt:); its version is what the member itself said.
+	// The first step that restarts it hands it over to the substrate.
+	Adopted bool `json:"adopted,omitempty"`
+}
+
+// Members joins an observation with the upgrade record (if any).
+func (e *Engine) MembersView(snap Snapshot, u *upgrade.Upgrade) []MemberView {
+	out := make([]MemberView, 0, len(e.order))
+	for _, n := range e.order {
+		info := e.members[n]
+		mh := snap.Obs.Members[n]
+		v := MemberView{Name: n, Component: info.comp.Name, Host: info.member.Host, Address: info.member.Address,
+			Running: mh.Version, Detail: mh.Detail, Adopted: snap.Statuses[n].Adopted}
+		switch {
+		case !mh.Running:
+			v.Status = "down"
+		case mh.Healthy:
+			v.Status = "healthy"
+		default:
+			v.Status = "unhealthy"
+		}
+		if u != nil {
+			if m := u.Members[n]; m != nil {
+				v.Target, v.Step = m.Target, string(m.Step)
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// ComponentVersions counts a component's members per running version
+// (like 'ceph versions').
+type ComponentVersions struct {
+	Component string         `json:"component"`
+	Versions  map[string]int `json:"versions"`
+}
+
+// VersionsView counts members per component per version, in component order.
+func (e *Engine) VersionsView(snap Snapshot) []ComponentVersions {
+	var out []ComponentVersions
+	for _, comp := range e.c.ComponentsInOrder() {
+		cv := ComponentVersions{Component: comp.Name, Versions: map[string]int{}}
+		for i := range comp.Members {
+			v := snap.Statuses[comp.Members[i].Name].Version
+			if !snap.Statuses[comp.Members[i].Name].Running {
+				v = "down"
+			}
+			if v == "" {
+				v = "unknown"
+			}
+			cv.Versions[v]++
+		}
+		out = append(out, cv)
+	}
+	return out
+}
+
+// SortedVersions returns the keys of a version count, in order.
+func SortedVersions(m map[string]int) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// ReleaseView is one row of 'ferry releases list': a release of the
+// catalog and its state computed from what runs now (StarlingX's
+// kube-version-list): active (every member runs it), partial (some do),
+// available (ferry can take the cluster there, in one step or a chain),
+// unavailable (no path from what runs).
+type ReleaseView struct {
+	Version     string   `json:"version"`
+	State       string   `json:"state"`
+	Members     int      `json:"members"` // members running it
+	Path        []string `json:"path,omitempty"`
+	UpgradeFrom []string `json:"upgrade_from,omitempty"`
+	DowngradeTo []string `json:"downgrade_to,omitempty"`
+	Migrations  []string `json:"migrations,omitempty"` // the stages it has
+}
+
+// ReleasesView lists the catalog in version order with each state.
+func (e *Engine) ReleasesView(snap Snapshot) []ReleaseView {
+	count := map[string]int{}
+	total := 0
+	var running []string
+	for _, n := range e.order {
+		st := snap.Statuses[n]
+		total++
+		if st.Version != "" {
+			if count[st.Version] == 0 {
+				running = append(running, st.Version)
+			}
+			count[st.Version]++
+		}
+	}
+	sort.Slice(running, func(i, j int) bool { return config.CompareVersions(running[i], running[j]) < 0 })
+	rels := append([]config.Release(nil), e.c.Releases...)
+	sort.Slice(rels, func(i, j int) bool { return config.CompareVersions(rels[i].Version, rels[j].Version) < 0 })
+	var out []ReleaseView
+	for _, r := range rels {
+		v := ReleaseView{Version: r.Version, Members: count[r.Version], UpgradeFrom: r.UpgradeFrom, DowngradeTo: r.DowngradeTo}
+		m := &r.Migrations
+		for _, st := range []struct {
+			name string
+			n    int
+		}{{"expand", len(m.Expand)}, {"migrate", len(m.Migrate)}, {"finalize", len(m.Finalize)}, {"contract", len(m.Contract)}} {
+			if st.n > 0 {
+				v.Migrations = append(v.Migrations, st.name)
+			}
+		}
+		switch {
+		case total > 0 && count[r.Version] == total:
+			v.State = "active"
+		case count[r.Version] > 0:
+			v.State = "partial"
+		default:
+			if path, err := plan.Path(e.c, running, r.Version); err == nil && len(running) > 0 {
+				v.State, v.Path = "available", path
+			} else {
+				v.State = "unavailable"
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}

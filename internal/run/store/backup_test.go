@@ -1,0 +1,189 @@
+package store
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/core/effect"
+	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+)
+
+// longLived is a store with a history: 20 past upgrades and 20,000
+// events (about 5 MiB), and a current upgrade of 40 members.
+func longLived(tb testing.TB) (*Store, upgrade.Upgrade) {
+	tb.Helper()
+	s, err := Open(tb.TempDir())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	msg := strings.Repeat("m", 200)
+	for p := range 20 {
+		past := rec(fmt.Sprintf("past-%02d", p), upgrade.StateCompleted)
+		if err := s.Create(past); err != nil {
+			tb.Fatal(err)
+		}
+		evs := make([]Event, 1000)
+		for i := range evs {
+			evs[i] = Event{Upgrade: past.ID, Kind: "step", Member: "kv-1", Message: msg}
+		}
+		if _, err := s.Append(evs...); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	u := rec("now", upgrade.Upgrading("kv"))
+	for i := range 40 {
+		n := fmt.Sprintf("kv-%d", i+2)
+		u.Members[n] = &upgrade.Member{Name: n, Step: upgrade.StepPending}
+	}
+	if err := s.Create(u); err != nil {
+		tb.Fatal(err)
+	}
+	return s, u
+}
+
+// BenchmarkSaveLongLived is the cost of a save on a long-lived store
+// (longLived): "step" changes a member's step (the backup is
+// rewritten), "heartbeat" only the record's times (it is not).
+func BenchmarkSaveLongLived(b *testing.B) {
+	for _, kind := range []string{"step", "heartbeat"} {
+		b.Run(kind, func(b *testing.B) {
+			s, u := longLived(b)
+			steps := []upgrade.MemberStep{upgrade.StepDraining, upgrade.StepStopping}
+			now := time.Now()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				u.Alive = now.Add(time.Duration(i) * time.Second)
+				u.Updated = u.Alive
+				if kind == "step" {
+					u.Members["kv-1"].Step = steps[i%2]
+				}
+				if _, err := s.SaveWithEvents(u, []Event{{Kind: "step", Message: "x"}, {Kind: "action", Message: "y"}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if fi, err := os.Stat(s.Path()); err == nil {
+				b.ReportMetric(float64(fi.Size()), "store-bytes")
+			}
+			if fi, err := os.Stat(s.BackupPath()); err == nil {
+				b.ReportMetric(float64(fi.Size()), "backup-bytes")
+			}
+		})
+	}
+}
+
+// backupID is the backup's identity: a rewrite is a new file renamed
+// into place, hence a new inode.
+func backupID(t *testing.T, s *Store) (uint64, time.Time) {
+	t.Helper()
+	fi, err := os.Stat(s.BackupPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Sys().(*syscall.Stat_t).Ino, fi.ModTime()
+}
+
+// TestBackupSkipsHeartbeats (a rewrite renames a new file into place,
+// so a new inode shows it whatever the clock): a save that only moves the record's times
+// (the engine's heartbeat, also while paused) leaves the backup as it
+// is; a save that adds an effect to the journal rewrites it before it
+// returns, and so do a change of state and of the current upgrade. The
+// backup holds the records, not the events, so its size does not follow
+// the store's.
+func TestBackupSkipsHeartbeats(t *testing.T) {
+	s, u := longLived(t)
+	ino, mtime := backupID(t, s)
+	for i := range 3 {
+		u.Alive, u.Updated = time.Now(), time.Now()
+		if _, err := s.SaveWithEvents(u, []Event{{Kind: "health", Message: "ok"}}); err != nil {
+			t.Fatal(err)
+		}
+		if i2, m2 := backupID(t, s); i2 != ino || !m2.Equal(mtime) {
+			t.Fatalf("heartbeat %d rewrote the backup (inode %d → %d, mtime %v → %v)", i, ino, i2, mtime, m2)
+		}
+	}
+	u.Effects.Open(effect.Effect{Key: "lb/kv-1", What: "kv-1 out of the load balancer"}, &u.EffectSeq, time.Now())
+	u.Alive = time.Now()
+	if err := s.Save(u); err != nil {
+		t.Fatal(err)
+	}
+	if i2, _ := backupID(t, s); i2 == ino {
+		t.Fatalf("the save of a new effect did not rewrite the backup")
+	}
+	b, ok, err := Backup(s.dir)
+	if err != nil || !ok || b.ID != "now" || b.Effects.Find("lb/kv-1") < 0 {
+		t.Fatalf("the backup after the save of an effect: %v %v %s %+v", ok, err, b.ID, b.Effects)
+	}
+	for _, change := range []struct {
+		name string
+		do   func() error
+	}{
+		{"the state", func() error { u.State = upgrade.StateCompleted; return s.Save(u) }},
+		{"the current upgrade", func() error { _, err := s.ClearCurrent(); return err }},
+	} {
+		ino, _ = backupID(t, s)
+		if err := change.do(); err != nil {
+			t.Fatal(err)
+		}
+		if i2, _ := backupID(t, s); i2 == ino {
+			t.Errorf("a change of %s did not rewrite the backup", change.name)
+		}
+	}
+	if last, ok, err := s.LastFinalized(); err != nil || ok {
+		t.Fatalf("LastFinalized: %v %v", last.ID, err)
+	}
+	st, _ := os.Stat(s.Path())
+	bk, _ := os.Stat(s.BackupPath())
+	if bk.Size()*20 > st.Size() {
+		t.Errorf("the backup is %d bytes for a store of %d: it holds the events", bk.Size(), st.Size())
+	}
+	// The backup, restored, is a whole store: every record, the events'
+	// sequence carried on.
+	if err := os.WriteFile(s.Path(), []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RestoreBackup(s.dir, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := s.Current(); ok || err != nil {
+		t.Errorf("after the restore, an upgrade is current, though it was cleared: %v %v", ok, err)
+	}
+	if _, err := s.Get("past-07"); err != nil {
+		t.Errorf("a past record after the restore: %v", err)
+	}
+	if got, err := s.Get("now"); err != nil || got.State != upgrade.StateCompleted || got.Effects.Find("lb/kv-1") < 0 {
+		t.Errorf("the record after the restore: %v %s %+v", err, got.State, got.Effects)
+	}
+	evs, err := s.Append(Event{Kind: "recover", Message: "restored"})
+	if err != nil || evs[0].Seq <= 20000 {
+		t.Errorf("the first event after the restore: %+v %v, want a sequence past the lost ones", evs, err)
+	}
+}
+
+// TestBackupRewrittenWhenMissing: a heartbeat with no usable backup
+// (removed after a failed write, or damaged) writes one.
+func TestBackupRewrittenWhenMissing(t *testing.T) {
+	s, u := longLived(t)
+	for _, spoil := range []func() error{
+		func() error { return os.Remove(s.BackupPath()) },
+		func() error { return os.WriteFile(s.BackupPath(), []byte("garbage"), 0o600) },
+	} {
+		if err := spoil(); err != nil {
+			t.Fatal(err)
+		}
+		u.Alive = time.Now()
+		if err := s.Save(u); err != nil {
+			t.Fatal(err)
+		}
+		if b, ok, err := Backup(s.dir); err != nil || !ok || b.ID != "now" {
+			t.Fatalf("the backup after a heartbeat with none usable: %v %v", ok, err)
+		}
+	}
+	if err := Diagnose(s.dir); err != nil {
+		t.Errorf("Diagnose: %v", err)
+	}
+}

@@ -1,0 +1,58 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+)
+
+// Last returns the current upgrade or, when none is current (the last
+// one ended and was cleared), the one created last: what a
+// troubleshooting bundle is about when the operator names none. ok is
+// false when there has never been an upgrade.
+func (s *Store) Last() (u upgrade.Upgrade, ok bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		if u, ok, err = current(tx); err != nil || ok {
+			return err
+		}
+		u, ok, err = latest(tx, func(c upgrade.Upgrade) time.Time { return c.Created })
+		return err
+	})
+	return u, ok, err
+}
+
+// LastFinalized returns the upgrade whose finalize was attempted last:
+// its pin (To) is the format the cluster's data may be in, which only
+// the releases the catalog allows from it can read; cluster up refuses
+// the others. ok is false when no upgrade here was ever finalized.
+func (s *Store) LastFinalized() (u upgrade.Upgrade, ok bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		u, ok, err = latest(tx, func(c upgrade.Upgrade) time.Time { return c.Finalized })
+		return err
+	})
+	return u, ok, err
+}
+
+// latest is the stored upgrade whose time at (Created, Finalized) is
+// the latest; upgrades where it is zero do not count.
+func latest(tx *bolt.Tx, at func(upgrade.Upgrade) time.Time) (u upgrade.Upgrade, ok bool, err error) {
+	ub := bucket(tx, bucketUpgrades)
+	if ub == nil {
+		return u, false, nil
+	}
+	err = ub.ForEach(func(k, v []byte) error {
+		var c upgrade.Upgrade
+		if err := json.Unmarshal(v, &c); err != nil {
+			return fmt.Errorf("store: upgrade %s: %w", k, err)
+		}
+		if t := at(c); !t.IsZero() && (!ok || t.After(at(u))) {
+			u, ok = c, true
+		}
+		return nil
+	})
+	return u, ok, err
+}

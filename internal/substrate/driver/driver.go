@@ -1,0 +1,223 @@
+// Package driver is the boundary between ferry's engine and the
+// substrate members run on (local processes through an agent,
+// Kubernetes, SSH hosts). A driver knows members and artifacts; it
+// knows nothing of plans, batches or upgrades, so that every substrate
+// gets the same ordering and safety from the engine.
+package driver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/trust/memberfile"
+)
+
+// Member names one member for a driver: who it is, where it runs, and
+// how it is started. Args and Env are already rendered for the member.
+type Member struct {
+	Name      string
+	Component string
+	Host      string
+	Address   string
+	Args      []string
+	Env       map[string]string
+	// StopTimeout bounds a graceful stop before the member is killed.
+	StopTimeout time.Duration
+	// Workload is the Kubernetes object the member belongs to (nil on
+	// other substrates).
+	Workload *Workload
+	// Files are written into the member's directory before it starts,
+	// rendered for the member; a change of them is a change the member
+	// is restarted for, like a new version (process substrate).
+	Files []File
+	// Restart is the substrate's own restart policy for the member:
+	// "no" (or "") or "on-failure" (process substrate: the agent's
+	// supervision, see internal/substrate/agent).
+	Restart string
+	// StopSignal is the signal of a graceful stop ("" is SIGTERM;
+	// process substrate).
+	StopSignal string
+	// Adopt, if set, says how to find the member's process when the
+	// substrate did not start it (process substrate); Observe then
+	// reports such a process as the member, Adopted.
+	Adopt *Adopt
+}
+
+// Adopt is how a member's process is found when ferry did not start
+// it: by a pid file (an absolute path on the member's host) or by the
+// address it listens on. Exactly one is set.
+type Adopt struct {
+	PIDFile string
+	Listen  string
+}
+
+// File is a file of a member: a path relative to the member's
+// directory, its mode and content (rules in package memberfile).
+type File = memberfile.File
+
+// Workload is a Kubernetes workload or node pool, as the description
+// names it (config.Workload, defaults applied).
+type Workload struct {
+	Kind      string // StatefulSet, DaemonSet, Deployment, NodePool
+	Namespace string
+	Name      string
+	Selector  string
+	Container string
+	// Upgrade is the argv a NodePool member's upgrade runs once the
+	// node is drained (FERRY_NODE, FERRY_VERSION in its environment).
+	Upgrade      []string
+	DrainTimeout time.Duration
+}
+
+// Discoverer is a driver whose members are found at run time rather
+// than listed in the description: the pods of a StatefulSet, the nodes
+// of a DaemonSet's pods or of a node pool, a Deployment's replicas.
+type Discoverer interface {
+	// Discover lists the members of component's workload in a stable
+	// order (a StatefulSet's pods by ordinal, nodes by name), with
+	// Name, Component, Host and Address set.
+	Discover(ctx context.Context, component string, w Workload) ([]Member, error)
+}
+
+// Artifact is what a member runs: a binary (process, ssh) or an image
+// (kubernetes), with the checksum it must have, for one version.
+type Artifact struct {
+	Version string
+	Path    string
+	Image   string
+	SHA256  string
+}
+
+// Status is what a driver observes of one member.
+type Status struct {
+	Name string
+	// Running is true when the member's process (pod, service) is up.
+	Running bool
+	// Version is the version of the artifact the member runs, or last
+	// ran when it is down; empty when the member was never started.
+	Version string
+	// Since is when the member was last started.
+	Since time.Time
+	// PID is the member's process id while it runs, where the
+	// substrate has one (process, ssh); 0 otherwise.
+	PID int
+	// Detail says why a member is down (exit status, pod phase).
+	Detail string
+	// Restarts counts the times the substrate itself restarted the
+	// member since it was last started (an agent's supervision, a
+	// container's restarts): a crash loop shows here even when every
+	// observation finds the member running.
+	Restarts int
+	// Adopted is true when the member's process was found running, not
+	// started by the substrate (Member.Adopt): the substrate knows its
+	// pid, not its version (Version is empty; the engine asks the
+	// member through the description's version call). The first Start
+	// replaces it with a process of the substrate's own.
+	Adopted bool
+	// Unknown is true when the substrate could not be asked about this
+	// member just now (its agent or the API server did not answer):
+	// the other fields are not an observation, and the member's fate is
+	// not to be judged from them. Detail says what did not answer.
+	Unknown bool
+}
+
+// Driver acts on members. Every method is idempotent: calling it again
+// after a crash, with the same arguments, leads to the same state.
+type Driver interface {
+	// Observe reports the status of each member, in order. A member
+	// that is down is a status, not an error; a member whose host or
+	// API server did not answer is Unknown. An error means the request
+	// itself was wrong (an unknown host), not that the substrate was
+	// away.
+	Observe(ctx context.Context, members []Member) ([]Status, error)
+	// Start starts the member on the artifact if it is not already
+	// running that version; a member running another version is
+	// stopped gracefully first (the swap).
+	Start(ctx context.Context, m Member, a Artifact) error
+	// Stop stops the member gracefully (SIGTERM, then SIGKILL after
+	// StopTimeout); stopping a stopped member is not an error.
+	Stop(ctx context.Context, m Member) error
+}
+
+// ErrUnreachable wraps errors that mean the substrate (agent, API
+// server) did not answer: worth retrying, not a verdict on a member.
+var ErrUnreachable = errors.New("driver: substrate unreachable")
+
+// Logger is a driver that keeps its members' output.
+type Logger interface {
+	// Logs returns the last lines of member m's output: of its current
+	// (or last) instance, or of the instance before it (previous), like
+	// kubectl logs --previous. Output that does not exist (no
+	// previous instance) is an error that errors.Is fs.ErrNotExist.
+	Logs(ctx context.Context, m Member, previous bool, lines int) (string, error)
+}
+
+// HostLocker is a driver that can lock a host itself (move its work
+// away: StarlingX's host-lock over SSH, a Kubernetes node's cordon and
+// drain) and unlock it, for hosts whose description gives no lock
+// calls (capability lock-host). Both are idempotent: locking a locked
+// host, or unlocking one that is not locked, succeeds.
+type HostLocker interface {
+	LockHost(ctx context.Context, host string) error
+	UnlockHost(ctx context.Context, host string) error
+}
+
+// Effect is a change a driver makes outside a member's own process (a
+// node cordoned, a workload's update strategy changed, a rollout
+// paused), recorded with what undoes it before it is made.
+type Effect struct {
+	// Key names the change, stable across calls and processes, so
+	// that recording it again is a no-op: "node/worker-1/cordon".
+	Key string
+	// What says it in words for the operator: "node worker-1 cordoned".
+	What string
+	// Workload is true when the change belongs to the member's whole
+	// workload (its update strategy, its rollout) rather than to the
+	// member alone: it is undone when the component's phase ends.
+	Workload bool
+	// Undo is the driver's own description of how to undo it, handed
+	// back to Undoer.Undo.
+	Undo []byte
+}
+
+// Journal records effects before a driver makes them. Record returns
+// once the effect is durably recorded (in the upgrade's record, with
+// the step that makes it); a driver must not make the change if it
+// fails. Done says the driver undid the change itself, as part of the
+// member's move (a node uncordoned once upgraded).
+type Journal interface {
+	Record(ctx context.Context, e Effect) error
+	Done(ctx context.Context, key string) error
+}
+
+// Undoer is a driver that can undo the effects it recorded. Undo must
+// be idempotent: undoing an effect whose change was never made, or is
+// already undone, succeeds.
+type Undoer interface {
+	Undo(ctx context.Context, key string, undo []byte) error
+}
+
+type journalKey struct{}
+
+// WithJournal returns ctx carrying the journal of the upgrade a driver
+// call is made for. It travels in the context because drivers are made
+// once per cluster and serve many upgrades; a call without one (a
+// view, the demo's first start) makes no effect worth undoing.
+func WithJournal(ctx context.Context, j Journal) context.Context {
+	return context.WithValue(ctx, journalKey{}, j)
+}
+
+// JournalFrom returns the journal ctx carries, or one that records
+// nothing.
+func JournalFrom(ctx context.Context) Journal {
+	if j, ok := ctx.Value(journalKey{}).(Journal); ok && j != nil {
+		return j
+	}
+	return noJournal{}
+}
+
+type noJournal struct{}
+
+func (noJournal) Record(context.Context, Effect) error { return nil }
+func (noJournal) Done(context.Context, string) error   { return nil }

@@ -1,0 +1,115 @@
+package sim
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+	"github.com/ferry-upgrade/ferry/internal/run/engine"
+	"github.com/ferry-upgrade/ferry/internal/run/store"
+)
+
+// Store keeps one simulation's upgrade records and events in memory
+// (engine.Store). Records are kept as the engine hands them over: the
+// machine returns a new record at every step (it never changes one in
+// place), so a value kept is not changed behind the store's back.
+type Store struct {
+	mu      sync.Mutex
+	current string
+	records map[string]upgrade.Upgrade
+	events  []store.Event
+	// dropEvents: events are numbered, not kept (Config.NoEvents).
+	dropEvents bool
+	seq        uint64
+}
+
+var _ engine.Store = (*Store)(nil)
+
+// NewStore returns an empty store.
+func NewStore() *Store { return &Store{records: map[string]upgrade.Upgrade{}} }
+
+func (s *Store) Current() (upgrade.Upgrade, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.records[s.current]
+	return u, ok, nil
+}
+
+func (s *Store) Create(u upgrade.Upgrade) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.records[s.current]; ok && !cur.State.Terminal() {
+		return fmt.Errorf("%w: %s", store.ErrActive, cur.ID)
+	}
+	s.records[u.ID] = u
+	s.current = u.ID
+	return nil
+}
+
+func (s *Store) Get(id string) (upgrade.Upgrade, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.records[id]
+	if !ok {
+		return u, fmt.Errorf("%w: %s", store.ErrNotFound, id)
+	}
+	return u, nil
+}
+
+func (s *Store) SaveWithEvents(u upgrade.Upgrade, evs []store.Event) ([]store.Event, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.records[u.ID]; ok {
+		// The operator's requests are the store's: a save keeps the
+		// later ones, as store.Store's does.
+		if old.Intent.Seq > u.Intent.Seq {
+			u.Intent = old.Intent
+		}
+		if len(old.Overrides) > len(u.Overrides) {
+			u.Overrides = old.Overrides
+		}
+	}
+	s.records[u.ID] = u
+	return s.appendLocked(evs), nil
+}
+
+func (s *Store) Append(evs ...store.Event) ([]store.Event, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.appendLocked(evs), nil
+}
+
+func (s *Store) appendLocked(evs []store.Event) []store.Event {
+	out := make([]store.Event, len(evs))
+	for i, ev := range evs {
+		s.seq++
+		ev.Seq = s.seq
+		if !s.dropEvents {
+			s.events = append(s.events, ev)
+		}
+		out[i] = ev
+	}
+	return out
+}
+
+// Request records an operator's request (pause, resume, abort) on the
+// current upgrade, as store.Request does.
+func (s *Store) Request(kind upgrade.IntentKind, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.records[s.current]
+	if !ok {
+		return store.ErrNotFound
+	}
+	u.Intent = upgrade.Intent{Kind: kind, Seq: u.Intent.Seq + 1, Time: now}
+	s.records[u.ID] = u
+	return nil
+}
+
+// Events returns every event stored.
+func (s *Store) Events() []store.Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]store.Event(nil), s.events...)
+}

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/user"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ferry-upgrade/ferry/internal/core/strategy"
+	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+)
+
+func overrideCmd(g *globals) *cobra.Command {
+	var member, effectID, reason string
+	cmd := &cobra.Command{
+		Use:   "override [PREDICATE]",
+		Short: "switch off one admission predicate (or give up one effect's undo) for the current upgrade",
+		Long: `Switch off one named admission predicate for the current upgrade, for one member
+(--member) or for all; or, with --effect, give up on the undo of one effect that
+keeps failing. Refusals name their predicate in 'ferry upgrade status' and the
+events ("quorum refused kv-3 (...)"). Every override is recorded with who and
+when, in the record and the events. There is no way to switch off all safety at
+once: one predicate per override.
+
+Predicates: ` + strings.Join(strategy.PredicateNames(), ", "),
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o := upgrade.Override{Member: member, Effect: effectID, Reason: reason, By: whoAmI(), At: time.Now()}
+			if len(args) == 1 {
+				o.Predicate = args[0]
+			}
+			if g.remote() {
+				c, err := g.client()
+				if err != nil {
+					return err
+				}
+				var res struct {
+					Upgrade upgrade.Upgrade `json:"upgrade"`
+				}
+				body := map[string]string{"predicate": o.Predicate, "member": o.Member, "effect": o.Effect, "reason": o.Reason, "by": o.By}
+				if err := c.Do(cmd.Context(), http.MethodPost, "/v1/upgrade/overrides", body, &res); err != nil {
+					return remoteErr(err)
+				}
+				fmt.Fprintf(g.stdout, "override recorded for upgrade %s: %s switched off by %s\n", res.Upgrade.ID, o, o.By)
+				return nil
+			}
+			st, cur, err := g.currentLocked("override")
+			if err != nil {
+				return err
+			}
+			u, err := st.Override(cur.ID, o, func(u upgrade.Upgrade) error {
+				if why := upgrade.CheckOverride(&u, o, strategy.Known, strings.Join(strategy.PredicateNames(), ", ")); why != "" {
+					return errors.New("override refused: " + why)
+				}
+				return nil
+			})
+			if err != nil {
+				return &exitError{code: 3, err: err}
+			}
+			fmt.Fprintf(g.stdout, "override recorded for upgrade %s: %s switched off by %s; the ferry process driving it applies it at its next step\n", u.ID, o, o.By)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&member, "member", "", "only for this member")
+	cmd.Flags().StringVar(&effectID, "effect", "", "give up on the undo of this effect (its ID, as 'ferry upgrade status' lists it)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, for the record")
+	return cmd
+}
+
+// whoAmI names the operator for the record: user@host.
+func whoAmI() string {
+	name := os.Getenv("USER")
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	if name == "" {
+		name = fmt.Sprintf("uid %d", os.Getuid())
+	}
+	return name + "@" + host
+}

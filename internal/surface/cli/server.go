@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ferry-upgrade/ferry/internal/run/store"
+	"github.com/ferry-upgrade/ferry/internal/surface/server"
+)
+
+func serverCmd(g *globals) *cobra.Command {
+	var listen, cert, key string
+	var roots []string
+	var maxArtifact int64
+	var importTimeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "run ferry as a server: the REST API (/v1), the dashboard and /metrics, driving upgrades",
+		Long: `Run ferry as a long-running server over one cluster description and its data
+directory: the REST API under /v1 (api/openapi.yaml), a live dashboard at
+/dashboard/, and Prometheus metrics at /metrics. Upgrades started through the API
+run in this process; an upgrade the store holds that has not ended is taken up
+at start (and whenever no other ferry process drives it).
+
+Every call but /v1/healthz and the dashboard's files needs the bearer token in
+<data-dir>/api-token (created at the first start, mode 0600):
+  curl -H "Authorization: Bearer $(cat .ferry/api-token)" http://127.0.0.1:7400/v1/members
+The dashboard asks for it once per browser tab (or takes it from the address's
+#token= fragment, which never leaves the browser).
+
+A release imported with POST /v1/releases names its artifacts by path: only
+regular files under <data-dir>/artifacts (where PUT /v1/artifacts/{sha256}
+uploads land) or under an --artifact-root are read, at most --max-artifact-size
+bytes each.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if maxArtifact <= 0 {
+				return fmt.Errorf("--max-artifact-size %d: want a number of bytes above 0", maxArtifact)
+			}
+			if importTimeout <= 0 {
+				return fmt.Errorf("--import-timeout %s: want a duration above 0", importTimeout)
+			}
+			c, err := g.load()
+			if err != nil {
+				return err
+			}
+			d, err := newDriver(c, g.driverLogger())
+			if err != nil {
+				return err
+			}
+			st, err := store.Open(g.dataDir)
+			if err != nil {
+				return err
+			}
+			tokenPath := filepath.Join(g.dataDir, server.TokenFile)
+			tok, created, err := server.LoadOrCreateToken(tokenPath)
+			if err != nil {
+				return err
+			}
+			level := slog.LevelWarn
+			if g.verbose {
+				level = slog.LevelInfo
+			}
+			logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
+			s, err := server.New(server.Config{Cluster: c, Driver: d, Store: st, Token: tok, Logger: logger,
+				ArtifactRoots: roots, MaxArtifactSize: maxArtifact, ImportTimeout: importTimeout})
+			if err != nil {
+				return err
+			}
+			if host, _, err := net.SplitHostPort(listen); err == nil && cert == "" {
+				if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+					fmt.Fprintf(g.stderr, "ferry server: warning: listening on %s without TLS: the token travels in clear (--tls-cert, --tls-key)\n", listen)
+				}
+			}
+			return s.ListenAndServe(cmd.Context(), server.ListenConfig{Addr: listen, CertFile: cert, KeyFile: key,
+				OnListen: func(url string) {
+					how := "read from"
+					if created {
+						how = "created in"
+					}
+					fmt.Fprintf(g.stdout, "ferry server: cluster %s, listening on %s\n  API:       %s/v1/ (token %s %s)\n  dashboard: %s/dashboard/\n  metrics:   %s/metrics\n",
+						c.Name, url, url, how, tokenPath, url, url)
+				}})
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", envOr("FERRY_LISTEN", "127.0.0.1:7400"), "address to listen on (env FERRY_LISTEN)")
+	cmd.Flags().StringVar(&cert, "tls-cert", "", "TLS certificate file (PEM); with --tls-key, the server speaks HTTPS only")
+	cmd.Flags().StringVar(&key, "tls-key", "", "TLS private key file (PEM)")
+	cmd.Flags().StringArrayVar(&roots, "artifact-root", nil, "a directory whose files releases imported through the API may name as artifacts (repeatable; DATA-DIR/artifacts, where uploads land, always is one)")
+	cmd.Flags().Int64Var(&maxArtifact, "max-artifact-size", server.DefaultMaxArtifactSize, "the largest artifact, in bytes, an import reads or an upload accepts")
+	cmd.Flags().DurationVar(&importTimeout, "import-timeout", server.DefaultImportTimeout, "how long checking an import's artifacts, or receiving an upload, may take")
+	return cmd
+}
