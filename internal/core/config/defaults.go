@@ -144,6 +144,9 @@ func (c *Cluster) ApplyDefaults() {
 		if comp.OKToStop != nil {
 			comp.OKToStop.applyDefaults(DefaultCheckTimeout)
 		}
+		if comp.Backup != nil {
+			comp.Backup.applyDefaults(comp.pos)
+		}
 		for j := range comp.Run.Files {
 			if comp.Run.Files[j].Mode == 0 {
 				comp.Run.Files[j].Mode = DefaultFileMode // 0000 cannot be asked for: nobody could read it

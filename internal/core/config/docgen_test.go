@@ -77,9 +77,10 @@ var defaultsDoc = map[string]string{
 	"Check.interval":                       DefaultCheckInterval.String() + " (a role check: " + DefaultRoleInterval.String() + ")",
 	"Check.success_threshold":              fmt.Sprint(DefaultThreshold),
 	"Check.failure_threshold":              fmt.Sprint(DefaultThreshold),
-	"Call.timeout":                         DefaultCheckTimeout.String() + " in checks, version and ok_to_stop calls, " + DefaultHookTimeout.String() + " in hooks, undos and migrations",
+	"Call.timeout":                         DefaultCheckTimeout.String() + " in checks, version and ok_to_stop calls, " + DefaultHookTimeout.String() + " in hooks, undos and migrations, " + DefaultBackupTimeout.String() + " in backup calls",
 	"Call.method":                          defaultMethodWithABody + " with a body, else " + defaultMethod,
 	"Call.expect_status":                   "any 2xx",
+	"Backup.keep":                          fmt.Sprint(DefaultBackupKeep),
 	"CrashLoop.exits":                      fmt.Sprint(DefaultCrashExits),
 	"CrashLoop.window":                     DefaultCrashWindow.String(),
 	"Policy.on_failure":                    DefaultOnFailure,
@@ -150,9 +151,16 @@ ok_to_stop: {exec: [ceph, osd, ok-to-stop, "{{.Vars.id}}"], timeout: 5s}`,
 	"Adopt":     `{pid_file: "/var/run/kv/{{.Name}}.pid"}`,
 	"Role":      `{name: leader, check: {http: "http://{{.Address}}/jsz", json: {path: meta_cluster.leader, equals: "{{.Name}}"}}}`,
 	"CrashLoop": `{exits: 3, window: 1m}`,
-	"Workload":  `{kind: StatefulSet, namespace: shop, name: kv, container: kv}`,
-	"Strategy":  `{type: canary, max_batch: 4, max_unavailable: 4, max_unavailable_per_domain: 1}`,
-	"Member":    `{name: kv-1, host: host-1, address: "127.0.0.1:2379", vars: {peer: "127.0.0.1:2380"}, domain: rack-1}`,
+	"Backup": `dir: /var/backups/kv
+data: "/var/lib/kv/{{.Name}}"
+command: {exec: [kv-backup, --data, "/var/lib/kv/{{.Name}}", --to, "{{.Backup}}"]}
+sums: SHA256SUMS
+check: {exec: [kv-backup, --check, "{{.Backup}}"]}
+restore: {exec: [kv-restore, --from, "{{.Backup}}", --data, "/var/lib/kv/{{.Name}}"]}
+keep: 2`,
+	"Workload": `{kind: StatefulSet, namespace: shop, name: kv, container: kv}`,
+	"Strategy": `{type: canary, max_batch: 4, max_unavailable: 4, max_unavailable_per_domain: 1}`,
+	"Member":   `{name: kv-1, host: host-1, address: "127.0.0.1:2379", vars: {peer: "127.0.0.1:2380"}, domain: rack-1}`,
 	"Run": `args: [etcd, --name, "{{.Name}}", --data-dir, data]
 env: {GOMAXPROCS: "2"}
 stop_timeout: 10s
@@ -352,7 +360,7 @@ func text(cg *ast.CommentGroup) string {
 // order is the order of the reference's sections: the description's
 // shape, top down.
 var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
-	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Workload", "Commands", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks",
+	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Backup", "Workload", "Commands", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks",
 	"Policy", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus"}
 
 // typeDoc writes a field's type as a reader of YAML sees it.

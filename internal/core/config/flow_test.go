@@ -67,7 +67,7 @@ func TestValidateFlow(t *testing.T) {
 				"t.yaml:35: releases[1].flow[2].component: must name the component whose running member (.Any) the action's calls are made against (known: api, kv)",
 				"t.yaml:35: releases[1].flow[2].calls: an action needs at least one call"}},
 		{"an action's call checked", flow(kv, api, `{stage: action, name: net, component: kv, calls: [{http: "http://{{.Adress}}/x"}]}`),
-			[]string{"t.yaml:35: releases[1].flow[2].calls[0].http: template: no field Adress (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .To, .Vars, .Members, .PID)"}},
+			[]string{"t.yaml:35: releases[1].flow[2].calls[0].http: template: no field Adress (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .To, .Backup, .Vars, .Members, .PID)"}},
 		{"migration calls without their stage", append(flow(kv, api), edit{"    downgrade_to: [2.0.x]\n", "    downgrade_to: [2.0.x]\n    migrations: {component: kv, finalize: [{http: \"http://{{.Any}}/f\", method: POST}]}\n"}),
 			[]string{"t.yaml:31: releases[1].migrations.finalize: the flow has no finalize stage: these calls would never be made; add {stage: finalize}"}},
 		{"the pin in a member's arguments", []edit{{`args: [kv, "--raft={{.Vars.raft}}"]`, `args: [kv, "--raft={{.Vars.raft}}", "--pin={{.Pin}}"]`}}, nil},

@@ -16,7 +16,7 @@ func TestOKToStopRules(t *testing.T) {
 		{"an http call about the member", okToStop(`{http: "http://{{.Address}}/admin/ok-to-stop?id={{.Name}}&raft={{.Vars.raft}}"}`), nil},
 		{"an exec call", okToStop(`{exec: [ceph, osd, ok-to-stop, "{{.Name}}"], pattern: "safe to stop"}`), nil},
 		{"a field the member does not have", okToStop(`{http: "http://{{.Adress}}/admin/ok-to-stop"}`),
-			[]string{`t.yaml:17: components[0].ok_to_stop.http: template: no field Adress (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .To, .Vars, .Members, .PID)`}},
+			[]string{`t.yaml:17: components[0].ok_to_stop.http: template: no field Adress (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .To, .Backup, .Vars, .Members, .PID)`}},
 		{"no kind of call", okToStop(`{timeout: 1s}`),
 			[]string{"t.yaml:17: components[0].ok_to_stop: needs one of http, tcp or exec"}},
 		{"an undo", okToStop(`{http: "http://{{.Address}}/ok", undo: {http: "http://{{.Address}}/not-ok"}}`),

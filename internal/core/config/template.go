@@ -46,7 +46,10 @@ type TemplateData struct {
 	// To is the member a switchover hands the role to (hooks.switchover:
 	// an upgraded member; in its undo, the member that held it before);
 	// empty in every other call.
-	To      string
+	To string
+	// Backup is the directory of the member's backup (backup.command,
+	// check and restore); empty in every other call.
+	Backup  string
 	Vars    map[string]string // the member's vars
 	Members []MemberRef       // every member of the component, in order
 	// PID is the member's process id while it runs (process substrate;

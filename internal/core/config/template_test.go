@@ -49,7 +49,7 @@ func TestRenderErrors(t *testing.T) {
 	for _, tc := range []struct{ tmpl, want string }{
 		{"plain {not a template}", ""},
 		{"{{.Name}}-{{.Vars.a}}-{{.Version}}", ""},
-		{"{{.Adress}}", "template: no field Adress (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .To, .Vars, .Members, .PID)"},
+		{"{{.Adress}}", "template: no field Adress (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .To, .Backup, .Vars, .Members, .PID)"},
 		{"{{range .Members}}{{.Nmae}}{{end}}", "template: no field Nmae (there are .Name, .Address, .Host, .Vars)"},
 		{"{{.Vars.b}}", `template: at <.Vars.b>: map has no entry for key "b"`},
 		{"{{.Name", "not a valid template: unclosed action"},

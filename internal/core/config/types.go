@@ -255,7 +255,47 @@ type Component struct {
 	// and logs commands on its members' hosts (ssh substrate); ferry's
 	// helper does what they leave out.
 	Commands *Commands `yaml:"commands"`
-	pos      positions
+	// Backup backs each member's data up before the member goes down
+	// for an upgrade that cannot avoid downtime (strategy offline), and
+	// restores it if the upgrade fails after that: StarlingX's simplex
+	// upgrade. ferry verifies each backup before anything is installed.
+	Backup *Backup `yaml:"backup"`
+	pos    positions
+}
+
+// Backup is how a member's data is backed up, verified and restored,
+// with exec calls ferry makes on its own machine (each argument a
+// template over the member, .Backup the backup's directory). The backup
+// is taken with the member stopped (no acknowledged write can land
+// after it), verified (ferry's checksum over its files, then the
+// restore check) before the release is installed, and restored, with
+// its checksum checked again, when the upgrade goes back.
+type Backup struct {
+	// Dir is the absolute directory the backups go in, outside every
+	// member's data; each backup is a directory of its own in it,
+	// ferry-MEMBER-UPGRADE (.Backup), made empty by ferry before the
+	// command runs.
+	Dir string `yaml:"dir"`
+	// Data is the member's data directory (a template over the member):
+	// Dir may be neither inside it nor around it.
+	Data string `yaml:"data"`
+	// Command writes the backup into .Backup (exec).
+	Command *Call `yaml:"command"`
+	// Sums, if set, is a file the command writes in .Backup, each line
+	// "SHA256  FILE" (sha256sum's format): ferry's checksum of every
+	// file must match it, and every file must be listed.
+	Sums string `yaml:"sums"`
+	// Check is the restore check: passing means the backup in .Backup
+	// can be restored (exec; it must not change the backup).
+	Check *Call `yaml:"check"`
+	// Restore puts the data of .Backup back in place of the member's,
+	// the member stopped (exec; idempotent: it may be made again after
+	// ferry's own crash).
+	Restore *Call `yaml:"restore"`
+	// Keep is how many backups of each member are kept once an upgrade
+	// completes, the newest (every one is kept until then, and after an
+	// upgrade that went back).
+	Keep int `yaml:"keep"`
 }
 
 // Adopt says how the agent finds a member's process when ferry did not

@@ -438,6 +438,7 @@ func (v *validator) component(comp *Component, cpath string, cline int) {
 		}
 	}
 	v.adoption(comp, cpath, at)
+	v.backup(comp, cpath, at)
 	if c := comp.OKToStop; c != nil {
 		// About one member, like a member check: its name and address
 		// are the candidate's. An undo is refused (undoOK is off here).

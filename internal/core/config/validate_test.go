@@ -57,7 +57,7 @@ func TestValidateRules(t *testing.T) {
 			[]string{"t.yaml:24: components[1].members[1].address: \"localhost\" is not host:port"}},
 		// strategy
 		{"strategy type", []edit{{"type: canary", "type: blue-green"}},
-			[]string{"t.yaml:21: components[1].strategy.type: unknown strategy \"blue-green\"; known: active-standby, by-domain, canary, one-at-a-time"}},
+			[]string{"t.yaml:21: components[1].strategy.type: unknown strategy \"blue-green\"; known: active-standby, by-domain, canary, offline, one-at-a-time"}},
 		{"quorum above members", []edit{{"quorum: 2", "quorum: 4"}},
 			[]string{"t.yaml:7: components[0].strategy.quorum: quorum 4 is more than the 3 members"}},
 		{"quorum equal to members", []edit{{"quorum: 2", "quorum: 3"}},
@@ -111,7 +111,7 @@ func TestValidateRules(t *testing.T) {
 		{"undo of an undo", []edit{{"pre_stop: [{exec: [step-down, \"{{.Name}}\"]}]", "pre_stop: [{exec: [a], undo: {exec: [b], undo: {exec: [c]}}}]"}},
 			[]string{"t.yaml:18: components[0].hooks.pre_stop[0].undo.undo: an undo has no undo of its own"}},
 		{"undo template checked", []edit{{"pre_stop: [{exec: [step-down, \"{{.Name}}\"]}]", "pre_stop: [{exec: [a], undo: {exec: [b, \"{{.Nme}}\"]}}]"}},
-			[]string{"t.yaml:18: components[0].hooks.pre_stop[0].undo.exec[1]: template: no field Nme (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .To, .Vars, .Members, .PID)"}},
+			[]string{"t.yaml:18: components[0].hooks.pre_stop[0].undo.exec[1]: template: no field Nme (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .To, .Backup, .Vars, .Members, .PID)"}},
 		{"pre_phase with undo", []edit{{"pre_stop: [{exec: [step-down, \"{{.Name}}\"]}]", "pre_phase: [{http: \"http://{{.Any}}/noout\", method: POST, undo: {http: \"http://{{.Any}}/noout\", method: DELETE}}]"}},
 			nil},
 		{"upgrade hooks", []edit{{"policy: {on_failure: rollback}", "policy: {on_failure: rollback}\nhooks: {pre_upgrade: [{exec: [freeze], undo: {exec: [thaw]}}], post_upgrade: [{exec: [report, \"{{.Version}}\"]}]}"}},
@@ -166,7 +166,7 @@ func TestValidateRules(t *testing.T) {
 				"t.yaml:15: components[0].health.member.failure_threshold: -1 is not from 1 to 100: the consecutive failures that make a check unhealthy; write one in that range, or leave it out for the default 1"}},
 		// templates
 		{"template field typo", []edit{{`"http://{{.Address}}/ready"`, `"http://{{.Adress}}/ready"`}},
-			[]string{"t.yaml:15: components[0].health.member.http: template: no field Adress (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .To, .Vars, .Members, .PID)"}},
+			[]string{"t.yaml:15: components[0].health.member.http: template: no field Adress (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .To, .Backup, .Vars, .Members, .PID)"}},
 		{"template member field typo", []edit{{`[kv, "--raft={{.Vars.raft}}"]`, `[kv, "{{range .Members}}{{.Adress}}{{end}}"]`}},
 			[]string{"t.yaml:13: components[0].run.args[1]: template: no field Adress (there are .Name, .Address, .Host, .Vars)"}},
 		{"template var missing", []edit{{`"--raft={{.Vars.raft}}"`, `"--raft={{.Vars.raf}}"`}},
@@ -176,7 +176,7 @@ func TestValidateRules(t *testing.T) {
 		{"template syntax", []edit{{`"--raft={{.Vars.raft}}"`, `"--raft={{.Vars.raft"`}},
 			[]string{"t.yaml:13: components[0].run.args[1]: not a valid template: unclosed action"}},
 		{"env name and template", []edit{{`    run:` + "\n", "    run:\n      env: {\"1X\": \"{{.Nope}}\"}\n"}},
-			[]string{"t.yaml:13: components[0].run.env[\"1X\"]: \"1X\" is not an environment variable name", "t.yaml:13: components[0].run.env[\"1X\"]: template: no field Nope (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .To, .Vars, .Members, .PID)"}},
+			[]string{"t.yaml:13: components[0].run.env[\"1X\"]: \"1X\" is not an environment variable name", "t.yaml:13: components[0].run.env[\"1X\"]: template: no field Nope (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .To, .Backup, .Vars, .Members, .PID)"}},
 		// durations
 		{"soak not below deadline", []edit{{"    order: 2\n", "    order: 2\n    soak: 1m\n    deadline: 1m\n"}},
 			[]string{"t.yaml:21: components[1].soak: soak 1m is not shorter than deadline 1m: no member could finish its step in time; shorten the soak, or lengthen the deadline (up to 24h)"}},

@@ -74,7 +74,7 @@ func TestValidate(t *testing.T) {
 	}{
 		{"canary ok", Settings{Type: Canary, MaxUnavailable: 2, MaxBatch: 2}, 4, "", ""},
 		{"one-at-a-time ok", Settings{Type: OneAtATime, MaxUnavailable: 1, MaxBatch: 1}, 3, "", ""},
-		{"unknown type", Settings{Type: "rolling", MaxUnavailable: 1, MaxBatch: 1}, 3, "type", "unknown strategy \"rolling\"; known: active-standby, by-domain, canary, one-at-a-time"},
+		{"unknown type", Settings{Type: "rolling", MaxUnavailable: 1, MaxBatch: 1}, 3, "type", "unknown strategy \"rolling\"; known: active-standby, by-domain, canary, offline, one-at-a-time"},
 		{"max_unavailable 0", Settings{Type: Canary, MaxUnavailable: 0, MaxBatch: 1}, 3, "max_unavailable", "must be at least 1"},
 		{"max_unavailable above members", Settings{Type: Canary, MaxUnavailable: 5, MaxBatch: 1}, 3, "max_unavailable", "more than the 3 members"},
 		{"max_batch 0", Settings{Type: Canary, MaxUnavailable: 1, MaxBatch: 0}, 3, "max_batch", "at least 1"},

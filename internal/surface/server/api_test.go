@@ -33,7 +33,7 @@ func TestHealthzIsPublic(t *testing.T) {
 	c := serve(t, newTestServer(t, offlineCluster(t)))
 	var h Healthz
 	c.do("GET", "/v1/healthz", nil, "Authorization", "").expect(t, "healthz without a token", 200).json(t, &h)
-	if h.Status != "ok" || h.Cluster != "offline" {
+	if h.Status != "ok" || h.Cluster != "no-agent" {
 		t.Fatalf("healthz = %+v", h)
 	}
 	c.do("GET", "/v1/healthz?x=1", nil).expect(t, "healthz with an unknown parameter", 400, CodeBadRequest)

@@ -130,7 +130,7 @@ func offlineCluster(t *testing.T) offline {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256([]byte("#!/bin/sh\n"))
-	desc := fmt.Sprintf(`cluster: offline
+	desc := fmt.Sprintf(`cluster: no-agent
 substrate: process
 hosts:
   - {name: host-1, agent: "127.0.0.1:1"}
