@@ -1,5 +1,6 @@
 // Package step describes, as data, the steps of one member's move to
-// its target version: drain, stop, start, soak, rejoin. Each step says
+// its target version: drain, stop, (back up or restore,) start, soak,
+// rejoin. Each step says
 // what action the engine takes in it, how its completion is seen in
 // what was observed, when it has nothing to do, and what ends it
 // badly. The state machine (package upgrade) walks Move generically;
@@ -84,6 +85,12 @@ type Facts struct {
 	Exits      int
 	CrashLimit int
 	ExitDetail string
+	// Backup is the member's backup, for the backup steps.
+	Backup BackupFacts
+	// Refused is set when the step's last action was refused in a way
+	// no retry mends (a backup that does not verify): the move fails at
+	// once, with it.
+	Refused string
 }
 
 // Def is one step of a member's move.
@@ -140,6 +147,8 @@ var Move = []Def{
 		Skip:     func(f Facts) bool { return !f.Running || f.OnTarget },
 		Complete: func(f Facts) bool { return f.Acted },
 	},
+	backingUp,
+	restoring,
 	{
 		Name: Starting, Action: ActStart,
 		// Started again when it is not running its target: after an exit

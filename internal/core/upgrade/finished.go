@@ -53,7 +53,7 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 		u.Effects.Close(e.Key)
 	case a.Step != "":
 		finishedBatchStep(&u, a, err, took, now)
-	case a.Kind == ActHooks && a.Member == "":
+	case (a.Kind == ActHooks || a.Kind == ActPrune) && a.Member == "":
 		h := u.Hook
 		if h == nil || h.Acting != a.Seq {
 			return u
@@ -80,6 +80,9 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 		if err != nil {
 			m.Retries++
 			m.Detail = fmt.Sprintf("%s failed (try %d): %v", Describe(a), m.Tries, err)
+			if errors.Is(err, ErrRefused) && asked(m.Step, a) {
+				m.Refused = fmt.Sprintf("%s: %v", Describe(a), err)
+			}
 			return u
 		}
 		if !asked(m.Step, a) {
@@ -101,6 +104,10 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 			}
 		case ActStop:
 			m.Stopped = now.Add(-took)
+		case ActRestore:
+			b := m.Backup
+			b.Restored = now
+			m.Backup = b
 		}
 	}
 	return u
@@ -123,6 +130,12 @@ func Describe(a Action) string {
 		return fmt.Sprintf("%s of release %s", a.Stage, a.Version)
 	case ActLock:
 		return "lock host " + a.Host
+	case ActBackup:
+		return fmt.Sprintf("back up %s (%s) into %s", a.Member, a.Version, a.Backup)
+	case ActRestore:
+		return fmt.Sprintf("restore %s (%s) from %s", a.Member, a.Version, a.Backup)
+	case ActPrune:
+		return "prune the backups of " + a.Component
 	case ActUndo:
 		if a.Member != "" {
 			return fmt.Sprintf("undo %s of %s", a.Effect, a.Member)

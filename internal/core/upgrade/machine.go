@@ -526,6 +526,9 @@ func (s *stepper) ending() {
 		s.wait("ending %s once its undos are done: %s", u.Ending, owed)
 		return
 	}
+	if !s.pruneBackups() {
+		return
+	}
 	if !u.UpgradeHooks.Closed {
 		if !s.hooks("post_upgrade", "", s.maxGateDeadline()) && !s.failed {
 			return

@@ -41,6 +41,11 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member, o Me
 			return m
 		}
 		f := s.facts(comp, m, o, owed)
+		if f.Refused != "" {
+			m = s.edit(n)
+			s.failMember(m, f.Refused)
+			return m
+		}
 		if def.Fail != nil {
 			if why := def.Fail(f); why != "" {
 				m = s.edit(n)
@@ -176,6 +181,8 @@ func (s *stepper) facts(comp *config.Component, m *Member, o MemberHealth, owed 
 		Exits:        m.Exits,
 		CrashLimit:   comp.CrashLoop.Exits,
 		ExitDetail:   m.ExitDetail,
+		Backup:       s.backupFacts(comp, m),
+		Refused:      m.Refused,
 	}
 }
 
@@ -280,6 +287,13 @@ func (s *stepper) try(comp *config.Component, n string, def step.Def) {
 		a.Kind = ActStop
 	case step.ActStart:
 		a.Kind, a.Version = ActStart, m.Target
+	case step.ActBackup, step.ActRestore:
+		a.Kind = ActionKind(def.Action)
+		m = s.edit(n)
+		if !s.backupAction(comp, m, &a) {
+			s.fail("member %s: step %s, but %s describes no backup", m.Name, def.Name, comp.Name)
+			return
+		}
 	default:
 		s.fail("member %s: step %s has an action ferry does not know (%q)", m.Name, def.Name, def.Action)
 		return
@@ -299,5 +313,6 @@ func (s *stepper) setStep(m *Member, st MemberStep) {
 		m.Tries = 0
 		m.LastTry = time.Time{}
 		m.Acted = false
+		m.Refused = ""
 	}
 }

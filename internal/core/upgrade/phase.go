@@ -356,7 +356,7 @@ func (s *stepper) resetMove(m *Member) {
 	m.Began, m.HealthySince, m.Started, m.LastExit, m.StartDone, m.Stopped = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
 	m.HealthyPID, m.HealthyStarted = 0, time.Time{}
 	m.Exits, m.RestartsSeen, m.Retries, m.Busy = 0, 0, 0, 0
-	m.SoakBroke, m.CrashLoop, m.ExitDetail = false, false, ""
+	m.SoakBroke, m.CrashLoop, m.ExitDetail, m.Refused = false, false, "", ""
 }
 
 // runBatch advances the members of batch b; once all are done the

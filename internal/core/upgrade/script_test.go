@@ -30,7 +30,10 @@ import (
 //	                   member unready while its hook runs, 50 actions
 //	                   long)|slow (50 actions long), or undo kind=fail;
 //	                   hook=lock kind=fail|fail-once (every host's
-//	                   lock), or host=H kind=fail (host H's lock)
+//	                   lock), or host=H kind=fail (host H's lock),
+//	                   or backup=M kind=unverified|fail-once (member
+//	                   M's backup does not verify, or its command
+//	                   fails once)
 //	begin to=V         plans and starts the upgrade; prints the plan
 //	run [for=D] [until=state:S|step:M:S|batch:N|effects|switching|host:H:S]
 //	intent kind=K      pause, resume, abort, finalize
@@ -98,6 +101,8 @@ func TestScripts(t *testing.T) {
 				switch {
 				case args["member"] != "":
 					w.faults[args["member"]] = args["kind"]
+				case args["backup"] != "":
+					w.faults["backup:"+args["backup"]] = args["kind"]
 				case args["hook"] != "":
 					w.faults["hook:"+args["hook"]] = args["kind"]
 				case args["host"] != "":

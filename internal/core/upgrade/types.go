@@ -48,6 +48,9 @@ type Upgrade struct {
 	// UpgradeHooks is the same for the upgrade's pre_upgrade and
 	// post_upgrade hooks.
 	UpgradeHooks HookProgress `json:"upgrade_hooks,omitzero"`
+	// PrunedBackups are the components whose backups were pruned to
+	// their backup.keep as the upgrade completed.
+	PrunedBackups []string `json:"pruned_backups,omitempty"`
 	// Hook is the hook list being run for the cluster or a phase.
 	Hook *HookRun `json:"hook,omitempty"`
 	// GateSince is when the engine began waiting on a cluster gate (the
@@ -207,6 +210,13 @@ type Member struct {
 	// CrashLoop is set when its move failed on a crash loop.
 	CrashLoop bool   `json:"crash_loop,omitempty"`
 	Detail    string `json:"detail,omitempty"`
+	// Refused is why its step's last action was refused in a way no
+	// retry mends (a backup that does not verify): the move fails on it.
+	Refused string `json:"refused,omitempty"`
+	// Backup is the member's backup in this upgrade (its component's
+	// backup:), recorded before it is taken; replaced whole, never
+	// changed in place (records share it).
+	Backup MemberBackup `json:"backup,omitzero"`
 }
 
 // Batch is one batch as it was formed and run.
@@ -510,6 +520,13 @@ const (
 	ActUndo  ActionKind = "undo"  // undo an effect of the journal
 	ActStage ActionKind = "stage" // run the target release's calls of Stage
 	ActLock  ActionKind = "lock"  // lock Host: its lock calls (its unlock is the undo of its effect)
+	// ActBackup backs the member's data up into Backup and verifies it;
+	// ActRestore restores it from there, its Files checked first;
+	// ActPrune keeps the newest backups of Component's members, as many
+	// as its backup.keep, once the upgrade completes.
+	ActBackup  ActionKind = "backup"
+	ActRestore ActionKind = "restore"
+	ActPrune   ActionKind = "prune-backups"
 )
 
 // Action is one thing for the engine to do.
@@ -541,6 +558,10 @@ type Action struct {
 	// is for (a switchover), To the member it hands the role to.
 	Step step.Name `json:"step,omitempty"`
 	To   string    `json:"to,omitempty"`
+	// Backup is the backup's directory of an ActBackup or ActRestore;
+	// Sums, an ActRestore's, the checksums recorded when it was taken.
+	Backup string `json:"backup,omitempty"`
+	Sums   string `json:"sums,omitempty"`
 }
 
 // Decision is what Step decided: the record to persist, the actions to

@@ -3,6 +3,7 @@ package upgrade
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,6 +78,10 @@ type world struct {
 	asks    []wask
 	answers map[string]Answer
 	faults  map[string]string // member or hook → fault
+	// backups are the backups taken, by directory: the data they hold;
+	// pruned the components whose backups were pruned.
+	backups map[string]string
+	pruned  []string
 
 	trace    strings.Builder
 	lastWait string
@@ -100,6 +105,9 @@ type wmember struct {
 	exitAt              time.Time // a crash-after fault
 	restarts            int
 	detail              string
+	// data is what the member's data holds: the release that last wrote
+	// it (a start on another release migrates it).
+	data string
 }
 
 type wgate struct {
@@ -126,10 +134,10 @@ func newWorld(c *config.Cluster, version string) *world {
 	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	w := &world{unchecked: raceDetector, c: c, now: t0, t0: t0, members: map[string]*wmember{}, drained: map[string]bool{}, flags: map[string]bool{},
 		took: 10 * time.Millisecond, ready: 100 * time.Millisecond, gateTook: 10 * time.Millisecond, gateEvery: time.Second, tick: 100 * time.Millisecond,
-		gates: map[string]*wgate{}, faults: map[string]string{}, says: map[string]string{}, answers: map[string]Answer{}}
+		gates: map[string]*wgate{}, faults: map[string]string{}, says: map[string]string{}, answers: map[string]Answer{}, backups: map[string]string{}}
 	for _, comp := range c.ComponentsInOrder() {
 		for _, m := range comp.Members {
-			w.members[m.Name] = &wmember{name: m.Name, comp: comp.Name, version: version, running: true, healthy: true, healthySince: t0, started: t0}
+			w.members[m.Name] = &wmember{name: m.Name, comp: comp.Name, version: version, running: true, healthy: true, healthySince: t0, started: t0, data: "written by " + version}
 			w.order = append(w.order, m.Name)
 		}
 		if comp.Health.Cluster != nil {
@@ -386,6 +394,9 @@ func (w *world) apply(a Action) error {
 		}
 		m.running, m.healthy, m.version, m.started, m.restarts = true, false, a.Version, w.now, 0
 		m.pin = a.Pin
+		if !strings.HasSuffix(m.data, " "+a.Version) {
+			m.data += ", migrated to " + a.Version
+		}
 		m.detail = "starting"
 		fault := w.faults[m.name]
 		if a.Version == w.from {
@@ -455,8 +466,43 @@ func (w *world) apply(a Action) error {
 			}
 		}
 	case ActStage:
+	case ActBackup:
+		if m.running {
+			return errors.New("the member runs: its data is live")
+		}
+		switch w.faults["backup:"+m.name] {
+		case "unverified":
+			return fmt.Errorf("%w: restore check of %s: exit status 1", ErrRefused, a.Backup)
+		case "fail-once":
+			w.faults["backup:"+m.name] = ""
+			return errors.New("backup command: exit status 2")
+		}
+		w.backups[a.Backup] = m.data
+	case ActRestore:
+		if m.running {
+			return errors.New("the member runs: its data is live")
+		}
+		data, ok := w.backups[a.Backup]
+		if !ok {
+			return fmt.Errorf("%w: no backup in %s", ErrRefused, a.Backup)
+		}
+		m.data = data
+	case ActPrune:
+		w.pruned = append(w.pruned, a.Component)
 	}
 	return nil
+}
+
+// fold folds the outcome of action a into u, as the engine does.
+func (w *world) fold(u Upgrade, a Action, err error) Upgrade {
+	if a.Kind == ActBackup {
+		sums := ""
+		if err == nil {
+			sums = fmt.Sprintf("%x  data\n", sha256.Sum256([]byte(w.backups[a.Backup])))
+		}
+		return BackedUp(u, a, sums, err, w.took, w.now)
+	}
+	return Finished(u, a, err, w.took, w.now)
 }
 
 // handOver gives the role of comp (held by the world's one leader) to
@@ -557,7 +603,7 @@ func (w *world) finish() {
 	for _, r := range w.complete() {
 		before := w.u
 		in := w.u
-		w.pure(in, func() { w.u = Finished(in, r.a, r.err, w.took, w.now) })
+		w.pure(in, func() { w.u = w.fold(in, r.a, r.err) })
 		if r.err != nil {
 			w.logf("fail #%d %s: %v", r.a.Seq, Describe(r.a), r.err)
 		}
@@ -742,7 +788,7 @@ func (w *world) away(d time.Duration, kill bool) {
 	for _, r := range done {
 		before := w.u
 		in := w.u
-		w.pure(in, func() { w.u = Finished(in, r.a, r.err, w.took, w.now) })
+		w.pure(in, func() { w.u = w.fold(in, r.a, r.err) })
 		w.report(before, w.u)
 	}
 }
@@ -804,6 +850,15 @@ func (w *world) status() string {
 	fmt.Fprintf(&b, "batches: %s\n", cmp.Or(strings.Join(sizes, ", "), "-"))
 	for _, r := range w.u.Refusals {
 		fmt.Fprintf(&b, "refused: %s\n", r)
+	}
+	if len(w.backups) > 0 {
+		for _, dir := range sortedKeys(w.backups) {
+			fmt.Fprintf(&b, "backup %s: %s\n", dir, w.backups[dir])
+		}
+		for _, n := range w.order {
+			fmt.Fprintf(&b, "%s data: %s\n", n, w.members[n].data)
+		}
+		fmt.Fprintf(&b, "backups pruned: %s\n", cmp.Or(strings.Join(w.pruned, ", "), "-"))
 	}
 	b.WriteString(w.hosts.status(w.u))
 	return b.String()
