@@ -20,15 +20,11 @@ const DefaultBackupKeep = 1
 
 var backupKeepRange = countRange{1, 100, DefaultBackupKeep, "how many backups of each member are kept once an upgrade completes"}
 
-// BackupDirName is the directory of the backup of member taken by
-// upgrade id, in the component's backup dir: ferry makes it, and keeps
-// or removes only directories so named.
-func BackupDirName(member, id string) string { return "ferry-" + member + "-" + id }
-
-// BackupPath is the backup's directory (.Backup) of member taken by
-// upgrade id.
+// BackupPath is the directory (.Backup) of the backup of member taken
+// by upgrade id: DIR/MEMBER/ID. ferry makes it, and keeps or removes
+// only the directories in DIR/MEMBER.
 func (b *Backup) BackupPath(member, id string) string {
-	return filepath.Join(b.Dir, BackupDirName(member, id))
+	return filepath.Join(b.Dir, member, id)
 }
 
 // Calls lists the backup's calls by key, in the order they are made.

@@ -273,7 +273,7 @@ type Component struct {
 type Backup struct {
 	// Dir is the absolute directory the backups go in, outside every
 	// member's data; each backup is a directory of its own in it,
-	// ferry-MEMBER-UPGRADE (.Backup), made empty by ferry before the
+	// MEMBER/UPGRADE-ID (.Backup), made empty by ferry before the
 	// command runs.
 	Dir string `yaml:"dir"`
 	// Data is the member's data directory (a template over the member):

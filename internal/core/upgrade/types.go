@@ -48,6 +48,10 @@ type Upgrade struct {
 	// UpgradeHooks is the same for the upgrade's pre_upgrade and
 	// post_upgrade hooks.
 	UpgradeHooks HookProgress `json:"upgrade_hooks,omitzero"`
+	// Downtime is the downtime the operator accepted when the upgrade
+	// began (--accept-downtime), in words: its phases that take their
+	// component down (strategy offline).
+	Downtime string `json:"downtime,omitempty"`
 	// PrunedBackups are the components whose backups were pruned to
 	// their backup.keep as the upgrade completed.
 	PrunedBackups []string `json:"pruned_backups,omitempty"`

@@ -47,6 +47,14 @@ func (e *Engine) timeout(u upgrade.Upgrade, a upgrade.Action) time.Duration {
 		return d
 	case upgrade.ActStage:
 		return sum(e.stageCalls(a))
+	case upgrade.ActBackup, upgrade.ActRestore:
+		if info, ok := e.members[a.Member]; ok && info.comp.Backup != nil {
+			return backupTimeout(info.comp.Backup, a)
+		}
+	case upgrade.ActPrune:
+		if comp := e.c.Component(a.Component); comp != nil && comp.Backup != nil {
+			return backupTimeout(comp.Backup, a)
+		}
 	case upgrade.ActLock:
 		if calls, driverOp := e.hostTimeout(a.Host, true); !driverOp {
 			return sum(calls)
@@ -85,6 +93,10 @@ func (e *Engine) do(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) (s
 		return e.runHooks(ctx, u, a)
 	case upgrade.ActLock:
 		return e.lockHost(ctx, a.Host, a.Version, a.Pin, true)
+	case upgrade.ActRestore:
+		return e.restore(ctx, a)
+	case upgrade.ActPrune:
+		return e.pruneBackups(ctx, a)
 	}
 	info, ok := e.members[a.Member]
 	if !ok {

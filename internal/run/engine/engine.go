@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/core/plan"
+	"github.com/ferry-upgrade/ferry/internal/core/strategy"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/health"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
@@ -215,7 +216,21 @@ func (e *Engine) Plan(ctx context.Context, to string) (plan.Plan, Snapshot, erro
 
 // Begin plans an upgrade to version to and records it as the current
 // upgrade; it refuses (store.ErrActive) while another one is running.
+// An upgrade that cannot be zero-downtime is refused (ErrDowntime):
+// BeginWith accepts it.
 func (e *Engine) Begin(ctx context.Context, to string) (upgrade.Upgrade, error) {
+	return e.BeginWith(ctx, to, BeginOptions{})
+}
+
+// BeginOptions are what an operator accepts when beginning an upgrade.
+type BeginOptions struct {
+	// AcceptDowntime: an upgrade with a phase whose strategy takes its
+	// component down (offline) may begin (--accept-downtime).
+	AcceptDowntime bool
+}
+
+// BeginWith is Begin with the operator's options.
+func (e *Engine) BeginWith(ctx context.Context, to string, opts BeginOptions) (upgrade.Upgrade, error) {
 	if cur, ok, err := e.cfg.Store.Current(); err != nil {
 		return upgrade.Upgrade{}, err
 	} else if ok && !cur.State.Terminal() {
@@ -235,9 +250,14 @@ func (e *Engine) Begin(ctx context.Context, to string) (upgrade.Upgrade, error) 
 	if err := e.requireHostLocks(); err != nil {
 		return upgrade.Upgrade{}, err
 	}
+	downtime := Downtime(e.c, p)
+	if downtime != "" && !opts.AcceptDowntime {
+		return upgrade.Upgrade{}, fmt.Errorf("%w: the upgrade to %s cannot be zero-downtime: %s; nothing was changed: give --accept-downtime to accept it", ErrDowntime, to, downtime)
+	}
 	now := e.now()
 	u := upgrade.New(newID(now), p, snap.Versions(), nil, now)
 	u.Description = e.c.Digest
+	u.Downtime = downtime
 	if len(p.Path) > 1 {
 		u.Final = p.Path[len(p.Path)-1]
 	}
@@ -250,6 +270,32 @@ func (e *Engine) Begin(ctx context.Context, to string) (upgrade.Upgrade, error) 
 	}
 	e.emit(now, u, store.Event{Kind: "state", Message: msg})
 	return u, nil
+}
+
+// ErrDowntime is returned by Begin when the upgrade cannot keep every
+// component serving (a phase of strategy offline) and the operator has
+// not accepted it.
+var ErrDowntime = errors.New("downtime not accepted")
+
+// Downtime says, component by component, why plan p cannot keep every
+// component serving ("" when it can): its phases whose strategy takes
+// downtime.
+func Downtime(c *config.Cluster, p plan.Plan) string {
+	var why []string
+	for _, ph := range p.Phases {
+		comp := c.Component(ph.Component)
+		if comp == nil {
+			continue
+		}
+		var ms []strategy.Member
+		for _, m := range ph.Members() {
+			ms = append(ms, strategy.Member{Name: m})
+		}
+		if d := strategy.Downtime(ph.Strategy, ph.Settings, ms); d != "" {
+			why = append(why, comp.Name+": "+d)
+		}
+	}
+	return strings.Join(why, "; ")
 }
 
 // ErrNothingToDo is returned by Begin when every member runs the target

@@ -24,7 +24,9 @@ func (e *Engine) Run(ctx context.Context) (upgrade.Upgrade, error) {
 		if err != nil || u.State != upgrade.StateCompleted || u.Final == "" || u.Final == u.To {
 			return u, err
 		}
-		if _, err := e.Begin(ctx, u.Final); err != nil {
+		// The next step takes the downtime the operator accepted for
+		// the first one (the same description, the same strategies).
+		if _, err := e.BeginWith(ctx, u.Final, BeginOptions{AcceptDowntime: u.Downtime != ""}); err != nil {
 			return u, fmt.Errorf("engine: the next step towards %s: %w", u.Final, err)
 		}
 	}
@@ -36,6 +38,8 @@ type outcome struct {
 	err    error
 	detail string
 	took   time.Duration
+	// sums are a backup's files' checksums (upgrade.ActBackup).
+	sums string
 }
 
 // journalReq is a driver's effect to record (or to drop, done) before
@@ -259,11 +263,17 @@ func (l *loop) dispatch(actx context.Context, a upgrade.Action) {
 		defer l.wg.Done()
 		defer cancel()
 		start := l.e.now()
-		detail, err := l.e.do(ctx, u, a)
+		var detail, sums string
+		var err error
+		if a.Kind == upgrade.ActBackup {
+			detail, sums, err = l.e.backup(ctx, a)
+		} else {
+			detail, err = l.e.do(ctx, u, a)
+		}
 		if err != nil && ctx.Err() == context.DeadlineExceeded {
 			err = fmt.Errorf("%w (its deadline of %s passed)", err, l.e.timeout(u, a))
 		}
-		l.outcomes <- outcome{a: a, err: err, detail: detail, took: l.e.since(start)}
+		l.outcomes <- outcome{a: a, err: err, detail: detail, took: l.e.since(start), sums: sums}
 	}()
 }
 
@@ -295,7 +305,11 @@ func (l *loop) finished(o outcome) error {
 	delete(l.inflight, o.a.Seq)
 	now := e.now()
 	before := l.u
-	l.u = upgrade.Finished(l.u, o.a, o.err, o.took, now)
+	if o.a.Kind == upgrade.ActBackup {
+		l.u = upgrade.BackedUp(l.u, o.a, o.sums, o.err, o.took, now)
+	} else {
+		l.u = upgrade.Finished(l.u, o.a, o.err, o.took, now)
+	}
 	ev := store.Event{Kind: "action", Member: o.a.Member, Component: e.componentOf(o.a),
 		DurationMS: float64(o.took.Microseconds()) / 1000}
 	what := upgrade.Describe(o.a)

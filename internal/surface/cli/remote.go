@@ -53,7 +53,7 @@ func remoteErr(err error) error {
 	switch {
 	case ce.Status == http.StatusConflict:
 		return &exitError{code: 3, err: err}
-	case ce.Code == "preflight_failed":
+	case ce.Code == "preflight_failed", ce.Code == "downtime_not_accepted":
 		return &exitError{code: 5, err: err}
 	}
 	return err
@@ -198,12 +198,12 @@ func (g *globals) remoteStatus(ctx context.Context) error {
 // server drives it. With traffic, the server's impact report is then
 // fetched, its verdict printed and the report written to report (by
 // default DATA-DIR/reports/ID.json, where 'ferry bundle' finds it).
-func (g *globals) remoteStart(ctx context.Context, to string, withTraffic, quiet bool, report string) error {
+func (g *globals) remoteStart(ctx context.Context, to string, withTraffic, acceptDowntime, quiet bool, report string) error {
 	c, err := g.client()
 	if err != nil {
 		return err
 	}
-	u, err := c.Start(ctx, to, withTraffic)
+	u, err := c.Start(ctx, to, client.StartOptions{Traffic: withTraffic, AcceptDowntime: acceptDowntime})
 	if errors.Is(err, client.ErrNothingToDo) {
 		return g.nothingToDo(to, err.Error())
 	}

@@ -21,7 +21,7 @@ import (
 func upgradeCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "upgrade", Short: "start, follow and resume upgrades"}
 	var to, trafficFlag, report string
-	var quiet bool
+	var quiet, acceptDowntime bool
 	start := &cobra.Command{
 		Use:   "start --to VERSION",
 		Short: "plan and run an upgrade, with a live progress view",
@@ -31,7 +31,7 @@ func upgradeCmd(g *globals) *cobra.Command {
 				return errors.New("--to VERSION is required")
 			}
 			if g.remote() {
-				return g.remoteStart(cmd.Context(), to, cmd.Flags().Changed("traffic"), quiet, report)
+				return g.remoteStart(cmd.Context(), to, cmd.Flags().Changed("traffic"), acceptDowntime, quiet, report)
 			}
 			var pr *proofRun
 			if cmd.Flags().Changed("traffic") {
@@ -40,9 +40,10 @@ func upgradeCmd(g *globals) *cobra.Command {
 					trafficFlag = fromDescription
 				}
 			}
-			return g.runUpgrade(cmd.Context(), to, quiet, pr, trafficFlag)
+			return g.runUpgrade(cmd.Context(), to, engine.BeginOptions{AcceptDowntime: acceptDowntime}, quiet, pr, trafficFlag)
 		},
 	}
+	start.Flags().BoolVar(&acceptDowntime, "accept-downtime", false, "begin an upgrade that cannot be zero-downtime (a component of strategy offline goes down); without it such an upgrade is refused, saying why")
 	start.Flags().StringVar(&to, "to", "", "target release version")
 	start.Flags().StringVar(&trafficFlag, "traffic", "", "drive traffic during the upgrade and judge its impact: the description's traffic spec, or --traffic=FILE")
 	start.Flags().Lookup("traffic").NoOptDefVal = fromDescription
@@ -132,7 +133,7 @@ of the previous release could not read what the new one then writes.`,
 // takes up the current one) and drives it to its end.
 // A run that ends in a state other than completed (or, for an abort,
 // rolled-back) exits with code 4.
-func (g *globals) runUpgrade(ctx context.Context, to string, quiet bool, pr *proofRun, spec string, ok ...upgrade.State) error {
+func (g *globals) runUpgrade(ctx context.Context, to string, opts engine.BeginOptions, quiet bool, pr *proofRun, spec string, ok ...upgrade.State) error {
 	c, err := g.load()
 	if err != nil {
 		return err
@@ -178,10 +179,13 @@ func (g *globals) runUpgrade(ctx context.Context, to string, quiet bool, pr *pro
 		}
 	}
 	if to != "" {
-		u, err := e.Begin(ctx, to)
+		u, err := e.BeginWith(ctx, to, opts)
 		if err != nil {
 			if pr != nil {
 				pr.session.Stop(ctx)
+			}
+			if errors.Is(err, engine.ErrDowntime) {
+				return &exitError{code: 5, err: err}
 			}
 			if errors.Is(err, store.ErrActive) {
 				return &exitError{code: 3, err: fmt.Errorf("%w\n  to continue it: ferry upgrade resume", err)}
@@ -418,9 +422,9 @@ func (g *globals) request(ctx context.Context, kind upgrade.IntentKind, quiet bo
 	}
 	unlock()
 	if kind == upgrade.IntentAbort {
-		return g.runUpgrade(ctx, "", quiet, nil, "", upgrade.StateRolledBack)
+		return g.runUpgrade(ctx, "", engine.BeginOptions{}, quiet, nil, "", upgrade.StateRolledBack)
 	}
-	return g.runUpgrade(ctx, "", quiet, nil, "")
+	return g.runUpgrade(ctx, "", engine.BeginOptions{}, quiet, nil, "")
 }
 
 // printEffects lists, loudly, the changes ferry made outside the

@@ -29,10 +29,20 @@ func (c *Client) Current(ctx context.Context) (u upgrade.Upgrade, ok bool, err e
 
 // Start asks the server to start an upgrade to version to (with the
 // description's traffic around it, if traffic) and returns its record.
-func (c *Client) Start(ctx context.Context, to string, traffic bool) (upgrade.Upgrade, error) {
+// StartOptions are a start's: the description's traffic around it,
+// and the downtime the operator accepts (a component of strategy
+// offline).
+type StartOptions struct {
+	Traffic, AcceptDowntime bool
+}
+
+func (c *Client) Start(ctx context.Context, to string, opts StartOptions) (upgrade.Upgrade, error) {
 	body := map[string]any{"to": to}
-	if traffic {
+	if opts.Traffic {
 		body["traffic"] = true
+	}
+	if opts.AcceptDowntime {
+		body["accept_downtime"] = true
 	}
 	var st struct {
 		Upgrade     upgrade.Upgrade `json:"upgrade"`

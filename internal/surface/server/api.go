@@ -273,6 +273,10 @@ type StartRequest struct {
 	// baseline first (the request returns after it), each batch judged,
 	// the report at the end (GET /v1/upgrade/report).
 	Traffic bool `json:"traffic,omitempty"`
+	// AcceptDowntime begins an upgrade that cannot be zero-downtime (a
+	// component of strategy offline); without it such an upgrade is
+	// refused (422, code downtime_not_accepted), saying why.
+	AcceptDowntime bool `json:"accept_downtime,omitempty"`
 }
 
 func (s *Server) postUpgrade(w http.ResponseWriter, r *http.Request) error {
@@ -322,7 +326,7 @@ func (s *Server) postUpgrade(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	u, err := s.drive.Begin(r.Context(), req.To)
+	u, err := s.drive.BeginWith(r.Context(), req.To, engine.BeginOptions{AcceptDowntime: req.AcceptDowntime})
 	if err != nil {
 		s.stopTraffic(nil)
 		unlock()
@@ -334,6 +338,8 @@ func (s *Server) postUpgrade(w http.ResponseWriter, r *http.Request) error {
 		case errors.Is(err, engine.ErrNothingToDo):
 			writeJSON(w, http.StatusOK, engine.NothingToDo{NothingToDo: true, To: req.To, Message: err.Error()})
 			return nil
+		case errors.Is(err, engine.ErrDowntime):
+			return errf(http.StatusUnprocessableEntity, CodeDowntimeNotAccepted, "%v (field \"accept_downtime\": true)", err)
 		case errors.As(err, &pe):
 			e := errf(http.StatusUnprocessableEntity, CodePreflightFailed, "the cluster is not fit to upgrade to %s, nothing was changed: %s", req.To, failedChecks(pe.Preflight))
 			e.Checks = pe.Preflight.Checks

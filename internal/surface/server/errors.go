@@ -14,33 +14,34 @@ import (
 // Error codes: stable, documented in api/openapi.yaml; clients match
 // on them, never on the message.
 const (
-	CodeBadRequest        = "bad_request"         // 400: a malformed body or parameter
-	CodeUnknownRelease    = "unknown_release"     // 400 (POST) or 404 (GET): not in the catalog
-	CodeUnauthorized      = "unauthorized"        // 401
-	CodeNotFound          = "not_found"           // 404: no such route
-	CodeNoUpgrade         = "no_upgrade"          // 404: no current upgrade
-	CodeMethodNotAllowed  = "method_not_allowed"  // 405
-	CodeUpgradeInProgress = "upgrade_in_progress" // 409: a second start, or another process drives it
-	CodeClusterLocked     = "cluster_locked"      // 409: the upgrade began with another description
-	CodeUpgradeEnded      = "upgrade_ended"       // 409: nothing to pause, resume, abort
-	CodeUpgradeNotEnded   = "upgrade_not_ended"   // 409: DELETE while it runs
-	CodeAlreadyPaused     = "already_paused"      // 409
-	CodeAbortRefused      = "abort_refused"       // 409: rolling back already, or finalized
-	CodeFinalizeRefused   = "finalize_refused"    // 409
-	CodeBodyTooLarge      = "body_too_large"      // 413
-	CodeBodyTimeout       = "body_timeout"        // 408: a body not received within its endpoint's time bound
-	CodeUnsupportedMedia  = "unsupported_media_type"
-	CodePreflightFailed   = "preflight_failed"  // 422: the cluster is not fit, nothing changed
-	CodeObserveFailed     = "observe_failed"    // 503: the cluster could not be observed
-	CodeNoReport          = "no_report"         // 404: no upgrade ran with traffic
-	CodeNoTrafficSpec     = "no_traffic_spec"   // 422: "traffic": true, and the description has no traffic:
-	CodeChecksumMismatch  = "checksum_mismatch" // 422: an imported artifact is not what its sha256 says
-	CodeReleaseExists     = "release_exists"    // 409: an import of a version the catalog has, different
-	CodeInvalidRelease    = "invalid_release"   // 422: the catalog with the imported release would not be valid
-	CodeInvalidOverride   = "invalid_override"  // 422: an unknown predicate, member or effect, or all at once
-	CodeArtifactRefused   = "artifact_refused"  // 422: an import's artifact path is not a regular file under an artifact root, or too large
-	CodeImportAbandoned   = "import_abandoned"  // 408 or 503: an import or upload stopped before its end (its client left, the deadline, the server stopping)
-	CodeInternal          = "internal"          // 500: the store failed
+	CodeBadRequest          = "bad_request"         // 400: a malformed body or parameter
+	CodeUnknownRelease      = "unknown_release"     // 400 (POST) or 404 (GET): not in the catalog
+	CodeUnauthorized        = "unauthorized"        // 401
+	CodeNotFound            = "not_found"           // 404: no such route
+	CodeNoUpgrade           = "no_upgrade"          // 404: no current upgrade
+	CodeMethodNotAllowed    = "method_not_allowed"  // 405
+	CodeUpgradeInProgress   = "upgrade_in_progress" // 409: a second start, or another process drives it
+	CodeClusterLocked       = "cluster_locked"      // 409: the upgrade began with another description
+	CodeUpgradeEnded        = "upgrade_ended"       // 409: nothing to pause, resume, abort
+	CodeUpgradeNotEnded     = "upgrade_not_ended"   // 409: DELETE while it runs
+	CodeAlreadyPaused       = "already_paused"      // 409
+	CodeAbortRefused        = "abort_refused"       // 409: rolling back already, or finalized
+	CodeFinalizeRefused     = "finalize_refused"    // 409
+	CodeBodyTooLarge        = "body_too_large"      // 413
+	CodeBodyTimeout         = "body_timeout"        // 408: a body not received within its endpoint's time bound
+	CodeUnsupportedMedia    = "unsupported_media_type"
+	CodePreflightFailed     = "preflight_failed"      // 422: the cluster is not fit, nothing changed
+	CodeDowntimeNotAccepted = "downtime_not_accepted" // 422: the upgrade cannot be zero-downtime and "accept_downtime" was not given
+	CodeObserveFailed       = "observe_failed"        // 503: the cluster could not be observed
+	CodeNoReport            = "no_report"             // 404: no upgrade ran with traffic
+	CodeNoTrafficSpec       = "no_traffic_spec"       // 422: "traffic": true, and the description has no traffic:
+	CodeChecksumMismatch    = "checksum_mismatch"     // 422: an imported artifact is not what its sha256 says
+	CodeReleaseExists       = "release_exists"        // 409: an import of a version the catalog has, different
+	CodeInvalidRelease      = "invalid_release"       // 422: the catalog with the imported release would not be valid
+	CodeInvalidOverride     = "invalid_override"      // 422: an unknown predicate, member or effect, or all at once
+	CodeArtifactRefused     = "artifact_refused"      // 422: an import's artifact path is not a regular file under an artifact root, or too large
+	CodeImportAbandoned     = "import_abandoned"      // 408 or 503: an import or upload stopped before its end (its client left, the deadline, the server stopping)
+	CodeInternal            = "internal"              // 500: the store failed
 )
 
 // apiError is the one error type handlers return; it becomes the JSON

@@ -1,0 +1,199 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/core/config"
+	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+	"github.com/ferry-upgrade/ferry/internal/trust/checksum"
+)
+
+// The backup steps of a member whose component describes a backup
+// (upgrade.ActBackup, ActRestore, ActPrune): the description's exec
+// calls, made by ferry on its own machine, and ferry's own checksum of
+// the backup's files there. A backup that does not verify is
+// upgrade.ErrRefused: its move fails at once, nothing installed.
+
+// backupTimeout bounds a backup action: its calls, and the checksums
+// (read twice) of what they wrote.
+func backupTimeout(b *config.Backup, a upgrade.Action) time.Duration {
+	const sums = 2 * time.Minute
+	switch a.Kind {
+	case upgrade.ActBackup:
+		return actionMargin + b.Command.Timeout.D() + b.Check.Timeout.D() + 2*sums
+	case upgrade.ActRestore:
+		return actionMargin + b.Restore.Timeout.D() + sums
+	}
+	return actionMargin + sums
+}
+
+// backupOf is the backup described for member n's component, and the
+// data of its calls with .Backup dir.
+func (e *Engine) backupOf(n, version, dir string) (*config.Backup, config.TemplateData, error) {
+	info, ok := e.members[n]
+	if !ok {
+		return nil, config.TemplateData{}, fmt.Errorf("unknown member %q", n)
+	}
+	b := info.comp.Backup
+	if b == nil {
+		return nil, config.TemplateData{}, fmt.Errorf("%s describes no backup", info.comp.Name)
+	}
+	if want := b.BackupPath(n, ""); filepath.Dir(dir) != filepath.Clean(want) {
+		// The record names a directory ferry made for this member: any
+		// other is not ferry's to empty or restore from.
+		return nil, config.TemplateData{}, fmt.Errorf("%w: backup directory %s is not in %s", upgrade.ErrRefused, dir, want)
+	}
+	data := e.callData(n, "", version)
+	data.Backup = dir
+	return b, data, nil
+}
+
+// backup backs member a.Member up into a.Backup and verifies it; it
+// returns ferry's sums of its files (sha256sum's format).
+func (e *Engine) backup(ctx context.Context, a upgrade.Action) (detail, sums string, err error) {
+	b, data, err := e.backupOf(a.Member, a.Version, a.Backup)
+	if err != nil {
+		return "", "", err
+	}
+	// Anew: a try lost with ferry's process may have left half of one.
+	if err := os.RemoveAll(a.Backup); err != nil {
+		return "", "", err
+	}
+	if err := os.MkdirAll(a.Backup, 0o700); err != nil {
+		return "", "", err
+	}
+	if r := e.prober.Do(ctx, *b.Command, data); !r.OK {
+		return "", "", fmt.Errorf("backup command: %s", r.Detail)
+	}
+	var skip []string
+	if b.Sums != "" {
+		skip = append(skip, filepath.ToSlash(b.Sums))
+	}
+	got, err := checksum.Dir(ctx, a.Backup, skip...)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: checksum of the backup: %w", upgrade.ErrRefused, err)
+	}
+	if len(got) == 0 {
+		return "", "", fmt.Errorf("%w: the backup command wrote no file into %s", upgrade.ErrRefused, a.Backup)
+	}
+	if b.Sums != "" {
+		text, err := os.ReadFile(filepath.Join(a.Backup, b.Sums))
+		if err != nil {
+			return "", "", fmt.Errorf("%w: the backup's sums file: %w", upgrade.ErrRefused, err)
+		}
+		want, err := checksum.ParseSums(string(text), b.Sums)
+		if err != nil {
+			return "", "", fmt.Errorf("%w: %w", upgrade.ErrRefused, err)
+		}
+		if d := checksum.Compare(got, want); d != "" {
+			return "", "", fmt.Errorf("%w: checksum: %s (%s)", upgrade.ErrRefused, d, b.Sums)
+		}
+	}
+	if r := e.prober.Do(ctx, *b.Check, data); !r.OK {
+		if ctx.Err() != nil {
+			return "", "", fmt.Errorf("restore check: %s", r.Detail)
+		}
+		return "", "", fmt.Errorf("%w: restore check: %s", upgrade.ErrRefused, r.Detail)
+	}
+	again, err := checksum.Dir(ctx, a.Backup, skip...)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: checksum of the backup after its restore check: %w", upgrade.ErrRefused, err)
+	}
+	if d := checksum.Compare(again, got); d != "" {
+		return "", "", fmt.Errorf("%w: the backup changed during its restore check: %s", upgrade.ErrRefused, d)
+	}
+	return fmt.Sprintf("%d files in %s, checksummed, restore check passed", len(got), a.Backup), checksum.FormatSums(got), nil
+}
+
+// restore checks member a.Member's backup against the sums recorded
+// when it was verified, then restores it.
+func (e *Engine) restore(ctx context.Context, a upgrade.Action) (string, error) {
+	b, data, err := e.backupOf(a.Member, a.Version, a.Backup)
+	if err != nil {
+		return "", err
+	}
+	want, err := checksum.ParseSums(a.Sums, "the record's sums")
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", upgrade.ErrRefused, err)
+	}
+	var skip []string
+	if b.Sums != "" {
+		skip = append(skip, filepath.ToSlash(b.Sums))
+	}
+	got, err := checksum.Dir(ctx, a.Backup, skip...)
+	if err != nil {
+		return "", fmt.Errorf("%w: checksum of the backup: %w", upgrade.ErrRefused, err)
+	}
+	if d := checksum.Compare(got, want); d != "" {
+		return "", fmt.Errorf("%w: the backup changed since it was verified: %s; not restored", upgrade.ErrRefused, d)
+	}
+	if r := e.prober.Do(ctx, *b.Restore, data); !r.OK {
+		return "", fmt.Errorf("restore command: %s", r.Detail)
+	}
+	return fmt.Sprintf("%d files checked, restored from %s", len(got), a.Backup), nil
+}
+
+// pruneBackups keeps the newest backup.keep backups of each member of
+// component a.Component (the directories ferry made in DIR/MEMBER),
+// removing the others.
+func (e *Engine) pruneBackups(ctx context.Context, a upgrade.Action) (string, error) {
+	comp := e.c.Component(a.Component)
+	if comp == nil || comp.Backup == nil {
+		return "", fmt.Errorf("component %q describes no backup", a.Component)
+	}
+	var removed []string
+	var errs []error
+	for _, m := range comp.Members {
+		dir := filepath.Dir(comp.Backup.BackupPath(m.Name, "x"))
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		type backup struct {
+			name string
+			at   time.Time
+		}
+		var bs []backup
+		for _, ent := range entries {
+			if !ent.IsDir() {
+				continue
+			}
+			info, err := ent.Info()
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			bs = append(bs, backup{ent.Name(), info.ModTime()})
+		}
+		sort.Slice(bs, func(i, j int) bool { return bs[i].at.After(bs[j].at) })
+		for _, old := range bs[min(len(bs), comp.Backup.Keep):] {
+			if err := ctx.Err(); err != nil {
+				return "", err
+			}
+			p := filepath.Join(dir, old.name)
+			if err := os.RemoveAll(p); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			removed = append(removed, p)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return "", err
+	}
+	if len(removed) == 0 {
+		return fmt.Sprintf("kept the newest %d of each member: nothing older", comp.Backup.Keep), nil
+	}
+	return fmt.Sprintf("kept the newest %d of each member; removed %s", comp.Backup.Keep, strings.Join(removed, ", ")), nil
+}
