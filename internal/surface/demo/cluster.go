@@ -108,8 +108,48 @@ type ClusterOptions struct {
 	// makes each handover wait that long before it happens.
 	Coordinator  bool
 	SlowHandover time.Duration
-	Logger       *slog.Logger
+	// Simplex makes kv one member (kv-1) that cannot avoid downtime:
+	// strategy offline, its data backed up before it goes (a tar of its
+	// data directory and a sha256sum of it, into DIR/backups), verified
+	// (the checksum, then tar's listing as the restore check), restored
+	// by the rollback; the newest 2 kept. Fault files make the next
+	// backup fail to verify: DIR/faults/backup-corrupt (the tar changed
+	// after its sums were written), DIR/faults/restore-check-fails.
+	Simplex bool
+	Logger  *slog.Logger
 }
+
+// kvMore, kvHooks and kvBackup are kv's parts of the description that
+// a simplex kv (ClusterOptions.Simplex) replaces.
+const (
+	kvMore = `
+      - {name: kv-2, host: ${KV2HOST}, address: "127.0.0.1:${KV2}", vars: {raft: "127.0.0.1:${KV2R}"}}
+      - {name: kv-3, host: ${KV3HOST}, address: "127.0.0.1:${KV3}", vars: {raft: "127.0.0.1:${KV3R}"}}`
+	kvHooks = `
+    hooks:
+      # Ceph's ok-to-stop is the quorum check; the leader hands its
+      # leadership over before it stops, so writes barely notice.
+      pre_stop: [{http: "http://{{.Address}}/admin/step-down", method: POST, timeout: 5s}]`
+	kvBackup = `
+    # One member: the upgrade cannot avoid downtime. Its data is backed
+    # up with it stopped, verified, and restored if the upgrade goes
+    # back. The commands are fixed scripts; every value is an argument.
+    backup:
+      dir: ${DIR}/backups
+      data: "${DIR}/data/{{.Name}}"
+      command:
+        exec: [sh, -c, 'cd "$1" && tar -C "$2" -cf data.tar . && sha256sum data.tar > SHA256SUMS && if [ -e "$3/faults/backup-corrupt" ]; then echo corrupt >> data.tar; fi',
+               backup, "{{.Backup}}", "${DIR}/data/{{.Name}}", "${DIR}"]
+        timeout: 30s
+      sums: SHA256SUMS
+      check:
+        exec: [sh, -c, 'if [ -e "$2/faults/restore-check-fails" ]; then echo "fault: restore-check-fails" >&2; exit 1; fi; tar -tf "$1/data.tar" > /dev/null',
+               check, "{{.Backup}}", "${DIR}"]
+      restore:
+        exec: [sh, -c, 'rm -rf "$2" && mkdir -p "$2" && tar -C "$2" -xf "$1/data.tar"', restore, "{{.Backup}}", "${DIR}/data/{{.Name}}"]
+        timeout: 30s
+      keep: 2`
+)
 
 // coordComponent is the coordinator pair's part of the description
 // (ClusterOptions.Coordinator); its ${...} are filled in with the
@@ -273,6 +313,14 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 			"    # (no while the operator holds it), asked before its batch and\n" +
 			"    # again after its drain.\n" +
 			`    ok_to_stop: {http: "http://{{.Address}}/admin/ok-to-stop", timeout: 1s}`
+	}
+	vars["KVSTRATEGY"] = "{type: one-at-a-time, quorum: 2, max_unavailable: 1}"
+	vars["KVMORE"], vars["KVHOOKS"] = kvMore, kvHooks
+	vars["KVADDRS"] = "127.0.0.1:${KV1},127.0.0.1:${KV2},127.0.0.1:${KV3}"
+	if o.Simplex {
+		vars["KVSTRATEGY"] = "{type: offline}"
+		vars["KVMORE"], vars["KVHOOKS"] = "", kvBackup
+		vars["KVADDRS"] = "127.0.0.1:${KV1}"
 	}
 	if o.Pin {
 		vars["PINARGS"] = `, --pin, "{{.Pin}}"`
