@@ -49,6 +49,8 @@ func TestNext(t *testing.T) {
 	domHost := Settings{Type: ByDomain, MaxUnavailable: 4, MaxBatch: 4, MaxUnavailablePerHost: 1}
 	as := Settings{Type: ActiveStandby, MaxUnavailable: 1, MaxBatch: 1}
 	as2 := Settings{Type: ActiveStandby, MaxUnavailable: 2, MaxBatch: 2}
+	off1 := Settings{Type: Offline, MaxUnavailable: 1, MaxBatch: 1}
+	off3 := Settings{Type: Offline, MaxUnavailable: 3, MaxBatch: 3}
 	three := []string{"a1/zone-a:p", "a2/zone-a:p", "a3/zone-a:p", "b1/zone-b:p", "b2/zone-b:p", "c1/zone-c:p"}
 	for _, tc := range []struct {
 		name string
@@ -89,6 +91,11 @@ func TestNext(t *testing.T) {
 		{"active-standby: the standby first", view("ctl", as, 0, "c1:pr", "c2:p"), nil, []string{"c2"}, 1, "the standbys first"},
 		{"active-standby: the standbys first, max_batch at a time, down first", view("ctl", as2, 0, "c1:pr", "c2:p", "c3:p", "c4:pd"), nil, []string{"c4", "c2"}, 2, "the standbys first, 2 at a time"},
 		{"active-standby: the active last, after a switchover", view("ctl", as, 0, "c1:pr", "c2"), []string{"c2=clean"}, []string{"c1"}, 1, "once the role is switched over"},
+
+		// offline
+		{"offline: its one member", view("kv", off1, 0, "k1:pr"), nil, []string{"k1"}, 1, "every member at once (offline: downtime accepted)"},
+		{"offline: every member of a host at once, the leader too", view("kv", off3, 0, "k1@h1:p", "k2@h1:pr", "k3@h1:pd"), nil, []string{"k3", "k1", "k2"}, 3, "every member at once"},
+		{"offline: a budget written lower holds the rest", view("kv", Settings{Type: Offline, MaxUnavailable: 2, MaxBatch: 2}, 0, "k1:p", "k2:p", "k3:p"), nil, []string{"k1", "k2"}, 3, ""},
 		{"active-standby: a standby left waits the active", view("ctl", as, 0, "c1:pr", "c2", "c3:p"), []string{"c2=clean"}, []string{"c3"}, 1, "the standbys first"},
 		{"active-standby: the role moved by itself: no switchover", view("ctl", as, 0, "c1:p", "c2:r"), []string{"c2=clean"}, []string{"c1"}, 1, "the standbys first"},
 		{"active-standby: no member holds the role: the healthy wait", view("ctl", as, 0, "c1:p", "c2:p"), nil, nil, 1, "no member holds the role"},

@@ -310,3 +310,35 @@ func TestOverride(t *testing.T) {
 		t.Errorf("k1 over budget with quorum off: %v", r)
 	}
 }
+
+// TestOffline: offline's own rules, its expected batch (every member)
+// and its reason for downtime, which the other strategies do not have.
+func TestOffline(t *testing.T) {
+	st, _ := Lookup(Offline)
+	if ps := Validate(Settings{Type: Offline, MaxUnavailable: 1, MaxBatch: 1}, members(1)); len(ps) != 0 {
+		t.Errorf("one member: %v", ps)
+	}
+	if ps := Validate(Settings{Type: Offline, MaxUnavailable: 1, MaxBatch: 1}, members(3)); len(ps) != 1 || ps[0].Field != "max_unavailable" || !strings.Contains(ps[0].Reason, "set max_unavailable: 3") {
+		t.Errorf("three members, max_unavailable 1: %v", ps)
+	}
+	if ps := Validate(Settings{Type: Offline, MaxUnavailable: 1, MaxBatch: 1, Quorum: 1}, members(1)); len(ps) != 1 || ps[0].Field != "quorum" {
+		t.Errorf("a quorum: %v", ps)
+	}
+	if got := sizes(st.Expected(st.Defaults(Settings{Type: Offline, MaxUnavailable: 3}), members(3))); !reflect.DeepEqual(got, []int{3}) {
+		t.Errorf("expected batches %v, want [3]", got)
+	}
+	if d := Downtime(Offline, Settings{}, members(1)); !strings.Contains(d, "its one member (m1) goes down") {
+		t.Errorf("downtime of one member: %q", d)
+	}
+	if d := Downtime(Offline, Settings{}, members(2)); !strings.Contains(d, "its 2 members (m1, m2) go down at once") {
+		t.Errorf("downtime of two members: %q", d)
+	}
+	for _, n := range Names() {
+		if d := Downtime(n, Settings{}, members(3)); (d != "") != (n == Offline) {
+			t.Errorf("strategy %s: downtime %q", n, d)
+		}
+	}
+	if got := TakingDowntime(); !reflect.DeepEqual(got, []string{Offline}) {
+		t.Errorf("TakingDowntime() = %v", got)
+	}
+}

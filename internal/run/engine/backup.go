@@ -109,7 +109,7 @@ func (e *Engine) backup(ctx context.Context, a upgrade.Action) (detail, sums str
 	if d := checksum.Compare(again, got); d != "" {
 		return "", "", fmt.Errorf("%w: the backup changed during its restore check: %s", upgrade.ErrRefused, d)
 	}
-	return fmt.Sprintf("%d files in %s, checksummed, restore check passed", len(got), a.Backup), checksum.FormatSums(got), nil
+	return fmt.Sprintf("%s in %s, checksummed, restore check passed", files(len(got)), a.Backup), checksum.FormatSums(got), nil
 }
 
 // restore checks member a.Member's backup against the sums recorded
@@ -137,7 +137,7 @@ func (e *Engine) restore(ctx context.Context, a upgrade.Action) (string, error) 
 	if r := e.prober.Do(ctx, *b.Restore, data); !r.OK {
 		return "", fmt.Errorf("restore command: %s", r.Detail)
 	}
-	return fmt.Sprintf("%d files checked, restored from %s", len(got), a.Backup), nil
+	return fmt.Sprintf("%s checked, restored from %s", files(len(got)), a.Backup), nil
 }
 
 // pruneBackups keeps the newest backup.keep backups of each member of
@@ -176,7 +176,12 @@ func (e *Engine) pruneBackups(ctx context.Context, a upgrade.Action) (string, er
 			}
 			bs = append(bs, backup{ent.Name(), info.ModTime()})
 		}
-		sort.Slice(bs, func(i, j int) bool { return bs[i].at.After(bs[j].at) })
+		sort.Slice(bs, func(i, j int) bool {
+			if !bs[i].at.Equal(bs[j].at) {
+				return bs[i].at.After(bs[j].at)
+			}
+			return bs[i].name > bs[j].name
+		})
 		for _, old := range bs[min(len(bs), comp.Backup.Keep):] {
 			if err := ctx.Err(); err != nil {
 				return "", err
@@ -196,4 +201,11 @@ func (e *Engine) pruneBackups(ctx context.Context, a upgrade.Action) (string, er
 		return fmt.Sprintf("kept the newest %d of each member: nothing older", comp.Backup.Keep), nil
 	}
 	return fmt.Sprintf("kept the newest %d of each member; removed %s", comp.Backup.Keep, strings.Join(removed, ", ")), nil
+}
+
+func files(n int) string {
+	if n == 1 {
+		return "1 file"
+	}
+	return fmt.Sprintf("%d files", n)
 }

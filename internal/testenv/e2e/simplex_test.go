@@ -24,7 +24,8 @@ import (
 // on real processes, in turn:
 //
 //   - without --accept-downtime: refused (exit 5), naming kv-1 and
-//     why; nothing changed;
+//     why, through the data directory and through a server; nothing
+//     changed;
 //   - a backup whose checksum does not match its sums file, then one
 //     whose restore check fails: each stops the upgrade before the
 //     install (no start on the target in the events), rolled back,
@@ -99,14 +100,20 @@ func TestSimplexBackupAndRestore(t *testing.T) {
 	}
 
 	t.Run("refused without accept-downtime", func(t *testing.T) {
-		out, code := ferry(t, cl, "upgrade", "start", "--to", "2.0.0", "-q")
-		t.Logf("exit %d: %s", code, strings.TrimSpace(out))
-		if code != 5 {
-			t.Errorf("exit %d, want 5", code)
-		}
-		for _, want := range []string{"cannot be zero-downtime", "kv: strategy offline", "kv-1", "--accept-downtime", "nothing was changed"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("the refusal does not say %q", want)
+		// Through the data directory, and through a server (the API's
+		// POST /v1/upgrade without "accept_downtime"); the server ends
+		// with this subtest.
+		addr := startServer(t, cl)
+		for _, via := range [][]string{nil, {"--addr", addr}} {
+			out, code := ferry(t, cl, append(via, "upgrade", "start", "--to", "2.0.0", "-q")...)
+			t.Logf("%v: exit %d: %s", via, code, strings.TrimSpace(out))
+			if code != 5 {
+				t.Errorf("%v: exit %d, want 5", via, code)
+			}
+			for _, want := range []string{"cannot be zero-downtime", "kv: strategy offline", "kv-1", "accept-downtime", "nothing was changed"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("%v: the refusal does not say %q", via, want)
+				}
 			}
 		}
 		if u, ok := status(t, cl); ok {
