@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,6 +14,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/trust/checksum"
+	"github.com/ferry-upgrade/ferry/internal/trust/safefile"
 )
 
 // The backup steps of a member whose component describes a backup
@@ -20,6 +22,96 @@ import (
 // calls, made by ferry on its own machine, and ferry's own checksum of
 // the backup's files there. A backup that does not verify is
 // upgrade.ErrRefused: its move fails at once, nothing installed.
+
+// Backups is where the backup steps' files are. ferry reads them (their
+// checksums, the sums file the command wrote), makes each backup's
+// directory empty before its command runs, and prunes old ones; the
+// description's calls do the rest.
+type Backups interface {
+	// Empty makes dir an empty directory (its parents made).
+	Empty(dir string) error
+	// Sums are the SHA-256 of every file under dir, in path order,
+	// skip left out; anything but files and directories is refused.
+	Sums(ctx context.Context, dir string, skip ...string) ([]checksum.Sum, error)
+	// ReadFile reads the file at path (a backup's sums file).
+	ReadFile(path string) ([]byte, error)
+	// Prune keeps the newest keep directories in dir (by modification
+	// time), removes the others and returns them; a dir that does not
+	// exist has none.
+	Prune(ctx context.Context, dir string, keep int) ([]string, error)
+}
+
+// FileBackups are backups on ferry's own file system.
+type FileBackups struct{}
+
+func (FileBackups) Empty(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.MkdirAll(dir, 0o700)
+}
+
+func (FileBackups) Sums(ctx context.Context, dir string, skip ...string) ([]checksum.Sum, error) {
+	return checksum.Dir(ctx, dir, skip...)
+}
+
+func (FileBackups) ReadFile(path string) ([]byte, error) {
+	f, _, err := safefile.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxSumsFile))
+}
+
+// maxSumsFile bounds a sums file: a line per file of a backup.
+const maxSumsFile = 16 << 20
+
+func (FileBackups) Prune(ctx context.Context, dir string, keep int) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	type backup struct {
+		name string
+		at   time.Time
+	}
+	var bs []backup
+	var errs []error
+	for _, ent := range entries {
+		if !ent.IsDir() {
+			continue
+		}
+		info, err := ent.Info()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		bs = append(bs, backup{ent.Name(), info.ModTime()})
+	}
+	sort.Slice(bs, func(i, j int) bool {
+		if !bs[i].at.Equal(bs[j].at) {
+			return bs[i].at.After(bs[j].at)
+		}
+		return bs[i].name > bs[j].name
+	})
+	var removed []string
+	for _, old := range bs[min(len(bs), keep):] {
+		if err := ctx.Err(); err != nil {
+			return removed, err
+		}
+		p := filepath.Join(dir, old.name)
+		if err := os.RemoveAll(p); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, p)
+	}
+	return removed, errors.Join(errs...)
+}
 
 // backupTimeout bounds a backup action: its calls, and the checksums
 // (read twice) of what they wrote.
@@ -62,11 +154,9 @@ func (e *Engine) backup(ctx context.Context, a upgrade.Action) (detail, sums str
 	if err != nil {
 		return "", "", err
 	}
+	fs := e.cfg.Backups
 	// Anew: a try lost with ferry's process may have left half of one.
-	if err := os.RemoveAll(a.Backup); err != nil {
-		return "", "", err
-	}
-	if err := os.MkdirAll(a.Backup, 0o700); err != nil {
+	if err := fs.Empty(a.Backup); err != nil {
 		return "", "", err
 	}
 	if r := e.prober.Do(ctx, *b.Command, data); !r.OK {
@@ -76,7 +166,7 @@ func (e *Engine) backup(ctx context.Context, a upgrade.Action) (detail, sums str
 	if b.Sums != "" {
 		skip = append(skip, filepath.ToSlash(b.Sums))
 	}
-	got, err := checksum.Dir(ctx, a.Backup, skip...)
+	got, err := fs.Sums(ctx, a.Backup, skip...)
 	if err != nil {
 		return "", "", fmt.Errorf("%w: checksum of the backup: %w", upgrade.ErrRefused, err)
 	}
@@ -84,7 +174,7 @@ func (e *Engine) backup(ctx context.Context, a upgrade.Action) (detail, sums str
 		return "", "", fmt.Errorf("%w: the backup command wrote no file into %s", upgrade.ErrRefused, a.Backup)
 	}
 	if b.Sums != "" {
-		text, err := os.ReadFile(filepath.Join(a.Backup, b.Sums))
+		text, err := fs.ReadFile(filepath.Join(a.Backup, b.Sums))
 		if err != nil {
 			return "", "", fmt.Errorf("%w: the backup's sums file: %w", upgrade.ErrRefused, err)
 		}
@@ -102,7 +192,7 @@ func (e *Engine) backup(ctx context.Context, a upgrade.Action) (detail, sums str
 		}
 		return "", "", fmt.Errorf("%w: restore check: %s", upgrade.ErrRefused, r.Detail)
 	}
-	again, err := checksum.Dir(ctx, a.Backup, skip...)
+	again, err := fs.Sums(ctx, a.Backup, skip...)
 	if err != nil {
 		return "", "", fmt.Errorf("%w: checksum of the backup after its restore check: %w", upgrade.ErrRefused, err)
 	}
@@ -127,7 +217,7 @@ func (e *Engine) restore(ctx context.Context, a upgrade.Action) (string, error) 
 	if b.Sums != "" {
 		skip = append(skip, filepath.ToSlash(b.Sums))
 	}
-	got, err := checksum.Dir(ctx, a.Backup, skip...)
+	got, err := e.cfg.Backups.Sums(ctx, a.Backup, skip...)
 	if err != nil {
 		return "", fmt.Errorf("%w: checksum of the backup: %w", upgrade.ErrRefused, err)
 	}
@@ -151,47 +241,10 @@ func (e *Engine) pruneBackups(ctx context.Context, a upgrade.Action) (string, er
 	var removed []string
 	var errs []error
 	for _, m := range comp.Members {
-		dir := filepath.Dir(comp.Backup.BackupPath(m.Name, "x"))
-		entries, err := os.ReadDir(dir)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
+		gone, err := e.cfg.Backups.Prune(ctx, filepath.Dir(comp.Backup.BackupPath(m.Name, "x")), comp.Backup.Keep)
+		removed = append(removed, gone...)
 		if err != nil {
 			errs = append(errs, err)
-			continue
-		}
-		type backup struct {
-			name string
-			at   time.Time
-		}
-		var bs []backup
-		for _, ent := range entries {
-			if !ent.IsDir() {
-				continue
-			}
-			info, err := ent.Info()
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			bs = append(bs, backup{ent.Name(), info.ModTime()})
-		}
-		sort.Slice(bs, func(i, j int) bool {
-			if !bs[i].at.Equal(bs[j].at) {
-				return bs[i].at.After(bs[j].at)
-			}
-			return bs[i].name > bs[j].name
-		})
-		for _, old := range bs[min(len(bs), comp.Backup.Keep):] {
-			if err := ctx.Err(); err != nil {
-				return "", err
-			}
-			p := filepath.Join(dir, old.name)
-			if err := os.RemoveAll(p); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			removed = append(removed, p)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -35,6 +35,10 @@ type Config struct {
 	// A simulation answers them itself. The engine bounds each call by
 	// its timeout on Clock, whatever Calls does.
 	Calls Caller
+	// Backups holds the files of the backup steps (default FileBackups:
+	// ferry's own file system, where the description's backup commands
+	// write). A simulation keeps none.
+	Backups Backups
 	// OnEvent, if set, is called with every event once it is stored
 	// (the CLI's live view). It must not block for long.
 	OnEvent func(store.Event)
@@ -112,6 +116,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Calls == nil {
 		cfg.Calls = health.NewProber()
+	}
+	if cfg.Backups == nil {
+		cfg.Backups = FileBackups{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

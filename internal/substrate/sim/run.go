@@ -160,7 +160,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	st.dropEvents = cfg.NoEvents
 	var evMu sync.Mutex
 	var timeline []Entry
-	eng, err := engine.New(engine.Config{Cluster: c, Driver: w, Store: st, Clock: clock, Calls: w, ExitOnPause: len(cfg.Requests) == 0,
+	eng, err := engine.New(engine.Config{Cluster: c, Driver: w, Store: st, Clock: clock, Calls: w, Backups: backups{}, ExitOnPause: len(cfg.Requests) == 0,
 		OnEvent: func(ev store.Event) {
 			switch ev.Kind {
 			case "state", "batch", "outage":
@@ -188,7 +188,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return err
 		}
 		res.Plan = p
-		if _, err := eng.Begin(ctx, cfg.To); err != nil {
+		// A simulation touches nothing: the downtime an offline phase
+		// would take is simulated, not refused (the plan shows it).
+		if _, err := eng.BeginWith(ctx, cfg.To, engine.BeginOptions{AcceptDowntime: true}); err != nil {
 			return err
 		}
 		u, err = eng.Run(ctx)
@@ -344,6 +346,7 @@ func rewrite(orig *config.Cluster, memberChecks bool, tick time.Duration) *confi
 		}
 		comp.Adopt = nil
 		comp.Workload = nil
+		rewriteBackup(&comp, sim)
 		c.Components[i] = comp
 	}
 	c.Hooks = config.UpgradeHooks{PreUpgrade: calls(callHook, orig.Hooks.PreUpgrade), PostUpgrade: calls(callHook, orig.Hooks.PostUpgrade)}
