@@ -463,7 +463,8 @@ type Member struct {
 	Address string `yaml:"address"`
 	// Vars are the member's own values for templates ({{.Vars.peer}}).
 	Vars map[string]string `yaml:"vars"`
-	// Domain is the member's failure domain (default: its host's).
+	// Domain is the member's failure domain (default: its host's; a member
+	// found on Kubernetes takes its node's topology.kubernetes.io/zone).
 	Domain string `yaml:"domain" text:"name"`
 	// Adopt, if set, replaces its component's adopt for this member.
 	Adopt *Adopt `yaml:"adopt"`
