@@ -43,6 +43,16 @@ type Cluster struct {
 	// Hooks are calls made at the start and the end of every upgrade
 	// (a cluster-wide flag set for its duration, and unset).
 	Hooks UpgradeHooks `yaml:"hooks"`
+	// SigningKey is the public key every release's artifacts (its
+	// loads) must be signed with, unless a release names its own: a
+	// file holding an Ed25519 key (32 bytes raw, base64, hex, or PEM)
+	// or a minisign public key. With a key, an artifact with a path
+	// needs a signature; a load that does not verify is refused at
+	// import, preflight and `ferry cluster up` before anything moves
+	// (StarlingX's load-import checks its .sig the same way). Relative
+	// to the description file. An import through the server is checked
+	// against this key: a request cannot name its own.
+	SigningKey string `yaml:"signing_key"`
 
 	// File is the path the description was read from, for messages.
 	File string `yaml:"-"`
@@ -663,7 +673,11 @@ type Release struct {
 	// APIs, unpin rollout, migrate; StarlingX's networking upgraded
 	// between its two controller phases.
 	Flow []FlowStage `yaml:"flow"`
-	pos  positions
+	// SigningKey is the public key this release's artifacts are signed
+	// with, when not the description's signing_key (a key rotated at
+	// this release).
+	SigningKey string `yaml:"signing_key"`
+	pos        positions
 }
 
 // The kinds of stage of a flow (FlowStage.Stage).
@@ -817,6 +831,12 @@ type Artifact struct {
 	// SHA256 is the artifact's checksum, 64 hex digits, checked before it
 	// is used.
 	SHA256 string `yaml:"sha256"`
+	// Signature is the artifact's detached signature (an Ed25519
+	// signature: 64 bytes raw, base64 or hex; or a minisign .minisig),
+	// checked after the checksum against the release's signing key;
+	// required when the release has a key. Relative to the description
+	// file.
+	Signature string `yaml:"signature"`
 }
 
 // Policy is what the engine does around the steps.

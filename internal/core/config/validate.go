@@ -957,6 +957,14 @@ func (v *validator) artifacts(r *Release, path string, at func(string) int) {
 		case !sha256RE.MatchString(a.SHA256):
 			v.add(at(rel+".sha256"), p+".sha256", "must be 64 hex digits (a SHA-256), not %d characters %q", len(a.SHA256), truncate(a.SHA256, 70))
 		}
+		switch key := c.SigningKeyOf(r); {
+		case a.Signature != "" && a.Image != "":
+			v.add(at(rel+".signature"), p+".signature", "is for a file: an image is checked by its digest (sha256), which ferry pins it to")
+		case a.Signature != "" && key == "":
+			v.add(at(rel+".signature"), p+".signature", "names a signature but no signing_key says which public key checks it: set signing_key on the release or the description")
+		case a.Signature == "" && a.Path != "" && key != "":
+			v.add(at(rel), p+".signature", "must be set: the loads of release %s are signed (signing_key %s), and an artifact without a signature would go unchecked", r.Version, key)
+		}
 		if name, digest, pinned := strings.Cut(a.Image, "@"); pinned {
 			// ferry pins the image to sha256 itself (name@sha256:…): a
 			// digest written here too is either the same, said twice, or
