@@ -280,4 +280,3 @@ func sha512Sum(b []byte) []byte {
 	h.Write(b)
 	return h.Sum(nil)
 }
-
