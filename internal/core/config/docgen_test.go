@@ -169,6 +169,7 @@ cluster: {http: "http://{{.Any}}/health", json: {path: health, equals: "true"}}`
 	"JSONMatch": `{path: leader, equals_path: header.member_id}`,
 	"Hooks": `pre_stop: [{http: "http://lb:8001/admin/backends/{{.Name}}/drain", method: POST,
             undo: {http: "http://lb:8001/admin/backends/{{.Name}}/enable", method: POST}}]`,
+	"Alarm":        `{name: no management-affecting alarms, exec: [fm, alarm-list, --mgmt_affecting, --nowrap], pattern: '^$', timeout: 10s}`,
 	"UpgradeHooks": `pre_upgrade: [{exec: [alerts, silence, "{{.Version}}"], undo: {exec: [alerts, unsilence]}}]`,
 	"Release": `version: 2.0.0
 upgrade_from: ["1.0.x"]
@@ -353,7 +354,7 @@ func text(cg *ast.CommentGroup) string {
 // order is the order of the reference's sections: the description's
 // shape, top down.
 var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
-	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Workload", "Commands", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks",
+	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Workload", "Commands", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks", "Alarm",
 	"Policy", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus"}
 
 // typeDoc writes a field's type as a reader of YAML sees it.

@@ -53,6 +53,12 @@ type Cluster struct {
 	// to the description file. An import through the server is checked
 	// against this key: a request cannot name its own.
 	SigningKey string `yaml:"signing_key"`
+	// Alarms are named checks of the whole cluster that the health
+	// query (`ferry health --to`, and the preflight of every upgrade)
+	// makes besides its own: StarlingX's "no management affecting
+	// alarms", a monitoring system's firing alerts. Each must pass for
+	// an upgrade to start; {{.Version}} is the target.
+	Alarms []Alarm `yaml:"alarms"`
 
 	// File is the path the description was read from, for messages.
 	File string `yaml:"-"`
@@ -649,6 +655,15 @@ type UpgradeHooks struct {
 	PreUpgrade []Call `yaml:"pre_upgrade"`
 	// PostUpgrade runs at the end, once those undos have run.
 	PostUpgrade []Call `yaml:"post_upgrade"`
+}
+
+// Alarm is one named check of the health query: a call (http, tcp or
+// exec, with its expected status, JSON field or pattern) that passes
+// when nothing alarms.
+type Alarm struct {
+	// Name is how the health query lists it ("alarm NAME").
+	Name string `yaml:"name"`
+	Call `yaml:",inline"`
 }
 
 // Release is one version in the catalog, with its artifacts.

@@ -133,6 +133,7 @@ func (v *validator) cluster() {
 	v.policy()
 	v.traffic()
 	v.upgradeHooks()
+	v.alarms()
 }
 
 // upgradeHooks checks the cluster's pre_upgrade and post_upgrade hooks:
@@ -154,6 +155,29 @@ func (v *validator) upgradeHooks() {
 			v.call(&l.calls[i], rel, c.pos.at(rel), samples, false)
 		}
 		v.undoOK = false
+	}
+}
+
+// alarms checks the health query's named checks: a name each, once,
+// and a call that renders for the target release.
+func (v *validator) alarms() {
+	c := v.c
+	samples := []TemplateData{{Version: "0.0.0"}}
+	if len(c.Releases) > 0 {
+		samples[0].Version = c.Releases[0].Version
+	}
+	seen := map[string]int{}
+	for i := range c.Alarms {
+		a := &c.Alarms[i]
+		rel := index("alarms", i)
+		line := c.pos.at(rel)
+		if first, dup := seen[a.Name]; dup && a.Name != "" {
+			v.add(line, rel+".name", "duplicate alarm %q (also alarms[%d])", a.Name, first)
+		} else if a.Name == "" {
+			v.add(line, rel+".name", "must be set: the health query lists the check by it")
+		}
+		seen[a.Name] = i
+		v.call(&a.Call, rel, line, samples, false)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/core/plan"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 )
@@ -75,12 +76,13 @@ type lockHolders interface{ EngineLockHolders() []string }
 // RunPreflight checks that an upgrade to version to may start: no other
 // upgrade in progress, no other ferry process holding the engine lock,
 // every host answering, every member running healthy, every cluster
-// gate green, the target in the catalog and reachable from what runs,
-// and the artifacts of the target (and of the running release, which a
-// rollback needs) present with the right checksums and, for a signed
-// release, signatures that verify with its key. With to empty it checks
-// the cluster's health alone. It is StarlingX's health-query-upgrade:
-// `ferry health --to` prints it, `ferry upgrade start` refuses on it.
+// gate green, every alarm of the description quiet, the target in the
+// catalog and reachable from what runs, and the artifacts of the target
+// (and of the running release, which a rollback needs) present with the
+// right checksums and, for a signed release, signatures that verify
+// with its key. With to empty it checks the cluster's health alone. It
+// is StarlingX's health-query-upgrade: `ferry health --to` prints it,
+// `ferry upgrade start` refuses on it.
 func (e *Engine) RunPreflight(ctx context.Context, to string) Preflight {
 	pf := Preflight{To: to}
 	add := func(name string, ok bool, detail string) {
@@ -115,6 +117,10 @@ func (e *Engine) RunPreflight(ctx context.Context, to string) Preflight {
 		if g, ok := snap.Obs.Gates[comp.Name]; ok {
 			add("cluster gate "+comp.Name, g.Healthy, orDash(g.Detail))
 		}
+	}
+	for _, a := range e.c.Alarms {
+		r := e.prober.Do(ctx, a.Call, config.TemplateData{Version: to})
+		add("alarm "+a.Name, r.OK, orDash(r.Detail))
 	}
 	running := map[string]bool{}
 	for _, v := range snap.Versions() {

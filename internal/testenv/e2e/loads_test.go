@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,10 +64,13 @@ func TestSignedLoads(t *testing.T) {
 			{Version: "1.0.0", Path: bin.sample["1.0.0"]},
 			{Version: "2.0.0", Path: load, UpgradeFrom: []string{"1.0.x"}, SigningKey: keyFile, Signature: sigFile},
 		}})
-	desc, err := os.ReadFile(cl.File)
+	// An alarm of the description's, which the health query makes too.
+	orig, err := os.ReadFile(cl.File)
 	if err != nil {
 		t.Fatal(err)
 	}
+	desc := append(bytes.Clone(orig), "\nalarms: [{name: monitoring quiet, exec: [\"true\"]}]\n"...)
+	write(t, cl.File, desc, 0o644)
 	keyID := strings.ToUpper(strconv.FormatUint(pub.ID(), 16))
 
 	t.Run("health --to prints every named check", func(t *testing.T) {
@@ -77,7 +81,7 @@ func TestSignedLoads(t *testing.T) {
 		t.Logf("ferry health --to 2.0.0:\n%s", out)
 		for _, want := range []string{"no upgrade in progress", "engine lock free", "hosts answer", "member kv-1 healthy", "member api-4 healthy",
 			"cluster gate kv", "release 2.0.0 in the catalog", "upgrade path to 2.0.0", "artifact of kv 2.0.0", "sha256 matches",
-			"signature of kv 2.0.0", "signature of api 2.0.0", "verifies with the minisign key " + keyID, "artifact of kv 1.0.0"} {
+			"alarm monitoring quiet", "signature of kv 2.0.0", "signature of api 2.0.0", "verifies with the minisign key " + keyID, "artifact of kv 1.0.0"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("health output lacks %q", want)
 			}
@@ -88,6 +92,22 @@ func TestSignedLoads(t *testing.T) {
 		loads := releaseLoads(t, cl)
 		if loads["1.0.0"].Load != engine.LoadActive || loads["2.0.0"].Load != engine.LoadImported || loads["2.0.0"].Signed != keyFile {
 			t.Errorf("releases: %+v", loads)
+		}
+	})
+
+	t.Run("an alarm that fires fails the health query and the start", func(t *testing.T) {
+		write(t, cl.File, bytes.Replace(desc, []byte(`exec: ["true"]`), []byte(`exec: ["false"]`), 1), 0o644)
+		defer write(t, cl.File, desc, 0o644)
+		out, code := ferry(t, cl, "health", "--to", "2.0.0")
+		if code != 1 || !regexp.MustCompile(`alarm monitoring quiet +FAIL`).MatchString(out) {
+			t.Errorf("health: exit %d, want 1 with the alarm failing\n%s", code, out)
+		}
+		out, code = ferry(t, cl, "upgrade", "start", "--to", "2.0.0", "-q")
+		if code != 5 || !strings.Contains(out, "FAIL  alarm monitoring quiet") {
+			t.Errorf("start: exit %d, want 5 naming the alarm\n%s", code, out)
+		}
+		if _, ok := status(t, cl); ok {
+			t.Errorf("a refused start left an upgrade record")
 		}
 	})
 
