@@ -132,10 +132,19 @@ func TestSignedLoads(t *testing.T) {
 		if u, ok := status(t, cl); ok {
 			t.Errorf("a refused start left an upgrade record: %s %s", u.ID, u.State)
 		}
+		// cluster up at the release checks its load the same way.
+		if out, code := ferry(t, cl, "cluster", "up", "--version", "2.0.0"); code == 0 || !strings.Contains(out, sigFile) || !strings.Contains(out, "nothing was started") {
+			t.Errorf("cluster up with the load refused: exit %d\n%s", code, out)
+		}
 		if out, code := ferry(t, cl, "events", "--all", "-o", "json"); code != 0 || strings.Contains(out, "stopping") || strings.Contains(out, "upgrade-started") {
 			t.Errorf("events after a refused start (exit %d):\n%s", code, out)
 		}
 		expectAllOn(t, cl, "1.0.0")
+		if out, code := ferry(t, cl, "releases", "list"); code != 0 || !regexp.MustCompile(`(?m)^2\.0\.0 +available +error `).MatchString(out) {
+			t.Errorf("releases list: exit %d, want 2.0.0's load in error\n%s", code, out)
+		} else {
+			t.Logf("ferry releases list:\n%s", out)
+		}
 		if l := releaseLoads(t, cl)["2.0.0"]; l.Load != engine.LoadError || !strings.Contains(l.LoadDetail, sigFile) {
 			t.Errorf("release 2.0.0's load: %+v, want error naming %s", l, sigFile)
 		}
