@@ -273,28 +273,21 @@ func (v *Verifier) Verify() error {
 // ReadPublicKey reads the public key in the file at path (through
 // safefile: a FIFO, a device or a file over MaxFile is refused before
 // it is read). Its errors name the file.
-func ReadPublicKey(path string) (PublicKey, error) {
-	b, err := safefile.Read(path, MaxFile, safefile.DefaultTimeout)
-	if err != nil {
-		return PublicKey{}, fmt.Errorf("public key %w", err)
-	}
-	k, err := ParsePublicKey(b)
-	if err != nil {
-		return PublicKey{}, fmt.Errorf("public key %s: %w", path, err)
-	}
-	return k, nil
-}
+func ReadPublicKey(path string) (PublicKey, error) { return read(path, "public key", ParsePublicKey) }
 
 // ReadSignature reads the detached signature in the file at path, as
 // ReadPublicKey reads a key.
-func ReadSignature(path string) (Signature, error) {
+func ReadSignature(path string) (Signature, error) { return read(path, "signature", ParseSignature) }
+
+func read[T any](path, what string, parse func([]byte) (T, error)) (T, error) {
+	var zero T
 	b, err := safefile.Read(path, MaxFile, safefile.DefaultTimeout)
 	if err != nil {
-		return Signature{}, fmt.Errorf("signature %w", err)
+		return zero, fmt.Errorf("%s %w", what, err)
 	}
-	s, err := ParseSignature(b)
+	v, err := parse(b)
 	if err != nil {
-		return Signature{}, fmt.Errorf("signature %s: %w", path, err)
+		return zero, fmt.Errorf("%s %s: %w", what, path, err)
 	}
-	return s, nil
+	return v, nil
 }
