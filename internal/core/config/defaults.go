@@ -178,6 +178,9 @@ func (c *Cluster) ApplyDefaults() {
 	}
 	applyHookDefaults(c.Hooks.PreUpgrade)
 	applyHookDefaults(c.Hooks.PostUpgrade)
+	for i := range c.Alarms {
+		c.Alarms[i].applyDefaults(DefaultHookTimeout)
+	}
 	c.applyHostsDefaults()
 	if c.Policy.UndoDeadline == 0 && !c.pos.written("policy.undo_deadline") {
 		c.Policy.UndoDeadline = DefaultUndoDeadline

@@ -43,6 +43,22 @@ type Cluster struct {
 	// Hooks are calls made at the start and the end of every upgrade
 	// (a cluster-wide flag set for its duration, and unset).
 	Hooks UpgradeHooks `yaml:"hooks"`
+	// SigningKey is the public key every release's artifacts (its
+	// loads) must be signed with, unless a release names its own: a
+	// file holding an Ed25519 key (32 bytes raw, base64, hex, or PEM)
+	// or a minisign public key. With a key, an artifact with a path
+	// needs a signature; a load that does not verify is refused at
+	// import, preflight and `ferry cluster up` before anything moves
+	// (StarlingX's load-import checks its .sig the same way). Relative
+	// to the description file. An import through the server is checked
+	// against this key: a request cannot name its own.
+	SigningKey string `yaml:"signing_key"`
+	// Alarms are named checks of the whole cluster that the health
+	// query (`ferry health --to`, and the preflight of every upgrade)
+	// makes besides its own: StarlingX's "no management affecting
+	// alarms", a monitoring system's firing alerts. Each must pass for
+	// an upgrade to start; {{.Version}} is the target.
+	Alarms []Alarm `yaml:"alarms"`
 
 	// File is the path the description was read from, for messages.
 	File string `yaml:"-"`
@@ -642,6 +658,15 @@ type UpgradeHooks struct {
 	PostUpgrade []Call `yaml:"post_upgrade"`
 }
 
+// Alarm is one named check of the health query: a call (http, tcp or
+// exec, with its expected status, JSON field or pattern) that passes
+// when nothing alarms.
+type Alarm struct {
+	// Name is how the health query lists it ("alarm NAME").
+	Name string `yaml:"name"`
+	Call `yaml:",inline"`
+}
+
 // Release is one version in the catalog, with its artifacts.
 type Release struct {
 	// Version is MAJOR.MINOR.PATCH with an optional -suffix, as the
@@ -664,7 +689,11 @@ type Release struct {
 	// APIs, unpin rollout, migrate; StarlingX's networking upgraded
 	// between its two controller phases.
 	Flow []FlowStage `yaml:"flow"`
-	pos  positions
+	// SigningKey is the public key this release's artifacts are signed
+	// with, when not the description's signing_key (a key rotated at
+	// this release).
+	SigningKey string `yaml:"signing_key"`
+	pos        positions
 }
 
 // The kinds of stage of a flow (FlowStage.Stage).
@@ -818,6 +847,12 @@ type Artifact struct {
 	// SHA256 is the artifact's checksum, 64 hex digits, checked before it
 	// is used.
 	SHA256 string `yaml:"sha256"`
+	// Signature is the artifact's detached signature (an Ed25519
+	// signature: 64 bytes raw, base64 or hex; or a minisign .minisig),
+	// checked after the checksum against the release's signing key;
+	// required when the release has a key. Relative to the description
+	// file.
+	Signature string `yaml:"signature"`
 }
 
 // Policy is what the engine does around the steps.

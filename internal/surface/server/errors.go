@@ -30,17 +30,18 @@ const (
 	CodeBodyTooLarge      = "body_too_large"      // 413
 	CodeBodyTimeout       = "body_timeout"        // 408: a body not received within its endpoint's time bound
 	CodeUnsupportedMedia  = "unsupported_media_type"
-	CodePreflightFailed   = "preflight_failed"  // 422: the cluster is not fit, nothing changed
-	CodeObserveFailed     = "observe_failed"    // 503: the cluster could not be observed
-	CodeNoReport          = "no_report"         // 404: no upgrade ran with traffic
-	CodeNoTrafficSpec     = "no_traffic_spec"   // 422: "traffic": true, and the description has no traffic:
-	CodeChecksumMismatch  = "checksum_mismatch" // 422: an imported artifact is not what its sha256 says
-	CodeReleaseExists     = "release_exists"    // 409: an import of a version the catalog has, different
-	CodeInvalidRelease    = "invalid_release"   // 422: the catalog with the imported release would not be valid
-	CodeInvalidOverride   = "invalid_override"  // 422: an unknown predicate, member or effect, or all at once
-	CodeArtifactRefused   = "artifact_refused"  // 422: an import's artifact path is not a regular file under an artifact root, or too large
-	CodeImportAbandoned   = "import_abandoned"  // 408 or 503: an import or upload stopped before its end (its client left, the deadline, the server stopping)
-	CodeInternal          = "internal"          // 500: the store failed
+	CodePreflightFailed   = "preflight_failed"   // 422: the cluster is not fit, nothing changed
+	CodeObserveFailed     = "observe_failed"     // 503: the cluster could not be observed
+	CodeNoReport          = "no_report"          // 404: no upgrade ran with traffic
+	CodeNoTrafficSpec     = "no_traffic_spec"    // 422: "traffic": true, and the description has no traffic:
+	CodeChecksumMismatch  = "checksum_mismatch"  // 422: an imported artifact is not what its sha256 says
+	CodeSignatureMismatch = "signature_mismatch" // 422: an imported artifact's signature does not verify with the description's signing_key, or cannot be read
+	CodeReleaseExists     = "release_exists"     // 409: an import of a version the catalog has, different
+	CodeInvalidRelease    = "invalid_release"    // 422: the catalog with the imported release would not be valid
+	CodeInvalidOverride   = "invalid_override"   // 422: an unknown predicate, member or effect, or all at once
+	CodeArtifactRefused   = "artifact_refused"   // 422: an import's artifact path is not a regular file under an artifact root, or too large
+	CodeImportAbandoned   = "import_abandoned"   // 408 or 503: an import or upload stopped before its end (its client left, the deadline, the server stopping)
+	CodeInternal          = "internal"           // 500: the store failed
 )
 
 // apiError is the one error type handlers return; it becomes the JSON
