@@ -385,12 +385,20 @@ type hookList struct {
 }
 
 func (h *Hooks) lists() []hookList {
-	return []hookList{{"pre_stop", h.PreStop, true}, {"post_start", h.PostStart, false},
+	out := []hookList{{"pre_stop", h.PreStop, true}, {"post_start", h.PostStart, false},
 		{"pre_phase", h.PrePhase, true}, {"post_phase", h.PostPhase, false}, {"switchover", h.Switchover, false}}
+	for _, name := range sortedKeys(h.Steps) {
+		out = append(out, hookList{StepHooks + name, h.Steps[name], false})
+	}
+	return out
 }
 
+// StepHooks begins the name of an extra step's own hook list
+// (Hooks.Steps): steps.NAME.
+const StepHooks = "steps."
+
 // List returns the component's hook list named key (pre_stop,
-// post_start, pre_phase, post_phase, switchover), or nil.
+// post_start, pre_phase, post_phase, switchover, steps.NAME), or nil.
 func (h *Hooks) List(key string) []Call {
 	for _, l := range h.lists() {
 		if l.key == key {

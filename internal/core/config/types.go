@@ -630,6 +630,13 @@ type Hooks struct {
 	// "mgr fail". Its undo is the same list made again with .To the
 	// member that held the role before (an abort hands it back).
 	Switchover []Call `yaml:"switchover"`
+	// Steps are the hook lists of the other steps a strategy may add
+	// before a batch (package step's extra steps, each registered by
+	// name in a file of its own), by the name the step gives its list
+	// (its list is then steps.NAME): made once for the component like
+	// switchover, with .To the member the step hands over to; an undo
+	// makes the same list with .To the member that held it before.
+	Steps map[string][]Call `yaml:"steps"`
 }
 
 // UpgradeHooks are calls made at the start and the end of an upgrade.
