@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -222,10 +223,11 @@ func (c *Cluster) ApplyDefaults() {
 		}
 		for j := range r.Flow {
 			st := &r.Flow[j]
-			if st.Stage != StageAction {
+			k, ok := LookupStageKind(st.Stage) // a registered kind's stage: an action, …
+			if !ok {
 				continue
 			}
-			if st.Deadline == 0 && !r.pos.written(index("flow", j)+".deadline") {
+			if st.Deadline == 0 && slices.Contains(k.Takes, "deadline") && !r.pos.written(index("flow", j)+".deadline") {
 				st.Deadline = m.Deadline
 			}
 			for k := range st.Calls {
