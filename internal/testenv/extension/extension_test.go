@@ -39,6 +39,10 @@ type system struct {
 	promoted    []string
 	promotedAt  []int
 	checkpoints []int
+	// abortOnPromote: a promotion asks the engine to abort (the
+	// operator's request, through the store), from inside its call.
+	abortOnPromote bool
+	store          *store.Store
 }
 
 func (s *system) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -53,6 +57,15 @@ func (s *system) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.primary = r.URL.Query().Get("to")
 		s.promoted = append(s.promoted, s.primary)
 		s.promotedAt = append(s.promotedAt, len(s.world.Ops()))
+		if s.abortOnPromote && len(s.promoted) == 1 {
+			cur, _, err := s.store.Current()
+			if err == nil {
+				_, err = s.store.Request(cur.ID, upgrade.IntentAbort, time.Now(), nil)
+			}
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+			}
+		}
 	case r.URL.Path == "/checkpoint" && r.Method == http.MethodPost:
 		s.checkpoints = append(s.checkpoints, len(s.world.Ops()))
 	default:
@@ -112,61 +125,8 @@ releases:
 // step promoted api-1 once, after it moved and before api-2 stopped.
 func TestUpgradeWithOneOfEach(t *testing.T) {
 	sys := &system{primary: "api-2"}
-	srv := httptest.NewServer(sys)
-	defer srv.Close()
-	c, err := config.Parse([]byte(description(srv.URL)), "ext.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	drv, err := substrate.New(c, substrate.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	world, ok := drv.(*extension.World)
-	if !ok {
-		t.Fatalf("substrate %s built a %T, not the in-memory world", c.Substrate, drv)
-	}
-	sys.mu.Lock()
-	sys.world = world
-	sys.mu.Unlock()
-	sub, err := substrate.Lookup(c.Substrate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sub.CheckDriver(drv); err != nil {
-		t.Errorf("the driver lacks what its capabilities say: %v", err)
-	}
-	st, err := store.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var events []store.Event
-	e, err := engine.New(engine.Config{Cluster: c, Driver: drv, Store: st, OnEvent: func(ev store.Event) {
-		mu.Lock()
-		events = append(events, ev)
-		mu.Unlock()
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if _, err := e.Begin(ctx, "2.0.0"); err != nil {
-		t.Fatal(err)
-	}
-	u, err := e.Run(ctx)
-	mu.Lock()
-	evs := slices.Clone(events)
-	mu.Unlock()
-	defer func() {
-		if t.Failed() {
-			for _, ev := range evs {
-				t.Logf("event %s %s: %s", ev.Kind, ev.Member, ev.Message)
-			}
-			t.Logf("world: %s", strings.Join(world.Ops(), "; "))
-		}
-	}()
+	u, evs, world, err := upgradeWith(t, sys)
+	ctx := context.Background()
 	if err != nil || u.State != upgrade.StateCompleted {
 		t.Fatalf("upgrade ended %s (%s), err %v; want completed", u.State, u.Reason, err)
 	}
@@ -223,6 +183,105 @@ func TestUpgradeWithOneOfEach(t *testing.T) {
 		t.Error("no effect event journals the promotion")
 	}
 	t.Logf("%s; the world: %s; promoted %v, checkpoints after %v operations", strings.Join(states, "; "), strings.Join(ops, "; "), promoted, checkpoints)
+	if o := u.Effects.Owed(func(effect.Scope) bool { return true }); len(o) != 0 {
+		t.Errorf("effects still owed at the end: %v", o)
+	}
+}
+
+// upgradeWith runs an upgrade of the description to 2.0.0 on the
+// in-memory substrate through the real engine and bbolt store, with
+// sys answering the description's calls, and returns how it ended, its
+// events and the world. The events and the world are logged if the
+// test fails.
+func upgradeWith(t *testing.T, sys *system) (upgrade.Upgrade, []store.Event, *extension.World, error) {
+	t.Helper()
+	srv := httptest.NewServer(sys)
+	t.Cleanup(srv.Close)
+	c, err := config.Parse([]byte(description(srv.URL)), "ext.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	drv, err := substrate.New(c, substrate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	world, ok := drv.(*extension.World)
+	if !ok {
+		t.Fatalf("substrate %s built a %T, not the in-memory world", c.Substrate, drv)
+	}
+	sub, err := substrate.Lookup(c.Substrate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.CheckDriver(drv); err != nil {
+		t.Errorf("the driver lacks what its capabilities say: %v", err)
+	}
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys.mu.Lock()
+	sys.world, sys.store = world, st
+	sys.mu.Unlock()
+	var mu sync.Mutex
+	var events []store.Event
+	e, err := engine.New(engine.Config{Cluster: c, Driver: drv, Store: st, OnEvent: func(ev store.Event) {
+		mu.Lock()
+		events = append(events, ev)
+		mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := e.Begin(ctx, "2.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	u, err := e.Run(ctx)
+	mu.Lock()
+	evs := slices.Clone(events)
+	mu.Unlock()
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, ev := range evs {
+				t.Logf("event %s %s: %s", ev.Kind, ev.Member, ev.Message)
+			}
+			t.Logf("world: %s", strings.Join(world.Ops(), "; "))
+		}
+	})
+	return u, evs, world, err
+}
+
+// TestAbortAfterThePromotionUndoesIt: the operator aborts while the
+// step's call is made (the request is written from inside the call):
+// the upgrade rolls back, every member returns to 1.0.0, api-2 never
+// moved, and the step's undo, journaled before its call, promotes
+// api-2 back, once.
+func TestAbortAfterThePromotionUndoesIt(t *testing.T) {
+	sys := &system{primary: "api-2", abortOnPromote: true}
+	u, evs, world, err := upgradeWith(t, sys)
+	if err != nil || u.State != upgrade.StateRolledBack {
+		t.Fatalf("upgrade ended %s (%s), err %v; want rolled-back", u.State, u.Reason, err)
+	}
+	for _, m := range []string{"db-1", "db-2", "api-1", "api-2", "api-3"} {
+		if v := world.Version(m); v != "1.0.0" {
+			t.Errorf("%s runs %q at the end; want 1.0.0", m, v)
+		}
+	}
+	ops := world.Ops()
+	if slices.Contains(ops, "stop api-2") {
+		t.Errorf("api-2, the holder that never moved, was stopped: %s", strings.Join(ops, "; "))
+	}
+	sys.mu.Lock()
+	promoted, primary := slices.Clone(sys.promoted), sys.primary
+	sys.mu.Unlock()
+	if !slices.Equal(promoted, []string{"api-1", "api-2"}) || primary != "api-2" {
+		t.Errorf("promoted %v, %s primary at the end; want api-1, then api-2 back (the undo), api-2 primary", promoted, primary)
+	}
+	if !hasEvent(evs, "effect", "promote api-2 to primary again") {
+		t.Error("no effect event says the promotion was undone")
+	}
 	if o := u.Effects.Owed(func(effect.Scope) bool { return true }); len(o) != 0 {
 		t.Errorf("effects still owed at the end: %v", o)
 	}
@@ -314,5 +373,37 @@ func TestEachExtensionNamedOnlyInItsFile(t *testing.T) {
 		if seen[v] != 1 {
 			t.Errorf("%q is spelled %d times in %s; want once, where it is registered", v, seen[v], file)
 		}
+	}
+}
+
+// TestCheckpointValidated: the stage kind's rules are config's, at the
+// stage's line and key, like the built-in kinds': its name, its one
+// call, the keys it does not take; an unknown kind lists it.
+func TestCheckpointValidated(t *testing.T) {
+	const good = `{stage: checkpoint, name: before-api, component: db, calls: [{http: "%[1]s/checkpoint", method: POST}]}`
+	for _, tc := range []struct {
+		name, stage, want string
+	}{
+		{"no name", `{stage: checkpoint, component: db, calls: [{http: "http://x/c"}]}`,
+			"ext.yaml:34: releases[1].flow[1].name: must be set: a stage of kind checkpoint is named (its state is checkpointing-NAME)"},
+		{"two calls", `{stage: checkpoint, name: c, component: db, calls: [{http: "http://x/c"}, {http: "http://x/d"}]}`,
+			"ext.yaml:34: releases[1].flow[1].calls: a checkpoint is one call (it has 2)"},
+		{"a gate", `{stage: checkpoint, name: c, component: db, calls: [{http: "http://x/c"}], gate: {http: "http://x/g"}}`,
+			"releases[1].flow[1].gate: the checkpoint stage takes no gate"},
+		{"no component", `{stage: checkpoint, name: c, calls: [{http: "http://x/c"}]}`,
+			"releases[1].flow[1].component: must name the component whose running member (.Any) the stage's calls are made against (known: api, db)"},
+		{"an unknown kind", `{stage: checkpoints, name: c}`,
+			`releases[1].flow[1].stage: unknown stage "checkpoints"; known: expand, phase, rollout, migrate, finalize, contract, hosts, action, checkpoint`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			desc := strings.Replace(description("http://x"), fmt.Sprintf(good, "http://x"), tc.stage, 1)
+			_, err := config.Parse([]byte(desc), "ext.yaml")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v\nwant a problem %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := config.Parse([]byte(description("http://x")), "ext.yaml"); err != nil {
+		t.Errorf("the good description: %v", err)
 	}
 }
