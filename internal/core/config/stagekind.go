@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -47,7 +48,16 @@ type StageKind struct {
 	// first (gate false), made until they pass, then its gate (gate
 	// true), made until it passes. None: nothing (more) to do.
 	Calls func(st *FlowStage, gate bool) (component string, calls []Call)
+
+	// file is the source file that registered the kind (set by
+	// RegisterStageKind): the one place that may name it.
+	file string
 }
+
+// File is the source file that registered the kind: the one file that
+// may spell its name and its state (the tests of package config and
+// internal/testenv/extension hold the tree to that).
+func (k StageKind) File() string { return k.file }
 
 // builtinStageKinds are the kinds the machine walks itself, in the
 // order a reader meets them.
@@ -78,6 +88,9 @@ func RegisterStageKind(k StageKind) {
 		if o.State == k.State || strings.HasPrefix(o.State, k.State+"-") || strings.HasPrefix(k.State, o.State+"-") {
 			panic(fmt.Sprintf("config: stage kinds %s and %s have states %q and %q, which cannot be told apart", o.Name, k.Name, o.State, k.State))
 		}
+	}
+	if _, file, _, ok := runtime.Caller(1); ok {
+		k.file = file
 	}
 	stageKinds.byName[k.Name] = k
 }

@@ -5,7 +5,6 @@ import (
 	"go/token"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/ferry-upgrade/ferry/internal/substrate"
@@ -26,14 +25,13 @@ import (
 // contains the word ("applies to the process substrate") is prose, not
 // a switch, and is not counted.
 func TestNoSubstrateNamedOutsideItsPackage(t *testing.T) {
-	root := sourcetree.Root(t)
 	own := map[string]string{} // name -> its package's directory, relative to root
 	for _, name := range substrate.Names() {
 		s, err := substrate.Lookup(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		own[name] = relDir(t, root, s.Dir())
+		own[name] = sourcetree.Rel(t, s.Dir())
 	}
 	if len(own) == 0 {
 		t.Fatal("no substrate registered")
@@ -64,18 +62,4 @@ func TestNoSubstrateNamedOutsideItsPackage(t *testing.T) {
 			return true
 		})
 	})
-}
-
-// relDir is a registering package's directory relative to the root
-// (Dir is absolute, or module-relative in a -trimpath build).
-func relDir(t *testing.T, root, dir string) string {
-	t.Helper()
-	if rel, err := filepath.Rel(root, dir); err == nil && !strings.HasPrefix(rel, "..") {
-		return rel
-	}
-	if i := strings.Index(dir, "/internal/"); i >= 0 {
-		return dir[i+1:]
-	}
-	t.Fatalf("cannot place the package directory %s under %s", dir, root)
-	return ""
 }

@@ -85,3 +85,19 @@ func Walk(t testing.TB, skip func(rel string) bool, visit func(rel string, fset 
 		t.Fatalf("walked %d .go files under %s: the walk missed the tree", files, root)
 	}
 }
+
+// Rel is a directory of the module (one a registry recorded with
+// runtime.Caller: absolute, or module-relative in a -trimpath build)
+// relative to its root, the form Walk gives paths in.
+func Rel(t testing.TB, dir string) string {
+	t.Helper()
+	root := Root(t)
+	if rel, err := filepath.Rel(root, dir); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	if i := strings.Index(dir, "/internal/"); i >= 0 {
+		return dir[i+1:]
+	}
+	t.Fatalf("cannot place the package directory %s under %s", dir, root)
+	return ""
+}
