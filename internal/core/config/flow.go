@@ -96,7 +96,7 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 				pinMoved = i
 			}
 		case StageHosts:
-			unused("components", "name", "deadline", "max_unavailable", "max_unavailable_per_domain")
+			unused("components", "name", "deadline", "max_unavailable", "max_unavailable_per_domain", "strategy")
 			for j, name := range st.Components {
 				cpath := index(spath+".components", j)
 				cline := at(index(rel+".components", j))

@@ -179,6 +179,7 @@ func flowStageKeys(st *FlowStage) []string {
 		{"component", st.Component != ""}, {"components", len(st.Components) > 0}, {"name", st.Name != ""},
 		{"calls", len(st.Calls) > 0}, {"gate", st.Gate != nil}, {"deadline", st.Deadline != 0},
 		{"max_unavailable", st.MaxUnavailable != 0}, {"max_unavailable_per_domain", st.MaxUnavailablePerDomain != 0},
+		{"strategy", st.Strategy != ""},
 	} {
 		if k.set {
 			out = append(out, k.key)

@@ -718,6 +718,12 @@ type FlowStage struct {
 	// MaxUnavailablePerDomain bounds the hosts a hosts stage has locked
 	// at once in one failure domain.
 	MaxUnavailablePerDomain int `yaml:"max_unavailable_per_domain"`
+	// Strategy orders a hosts stage's hosts: a strategy that chooses
+	// hosts (by-domain: one failure domain's hosts at a time, the
+	// domain begun until it is done). Without one, a host with a member
+	// down goes first, one holding a role last, the description's order
+	// otherwise.
+	Strategy string `yaml:"strategy"`
 	// Calls are an action's calls, made until they pass, at the
 	// migrations' interval, within Deadline.
 	Calls []Call `yaml:"calls"`
