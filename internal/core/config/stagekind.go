@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 )
@@ -122,12 +121,7 @@ func StageKindOfState(state string) (StageKind, bool) {
 func StageKinds() []string {
 	stageKinds.RLock()
 	defer stageKinds.RUnlock()
-	reg := make([]string, 0, len(stageKinds.byName))
-	for n := range stageKinds.byName {
-		reg = append(reg, n)
-	}
-	sort.Strings(reg)
-	return append(slices.Clone(builtinStageKinds), reg...)
+	return append(slices.Clone(builtinStageKinds), sortedKeys(stageKinds.byName)...)
 }
 
 // FlowStage returns the stage of kind kind named name of release r's

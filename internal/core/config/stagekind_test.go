@@ -75,25 +75,11 @@ func TestNoStageKindNamedOutsideItsFile(t *testing.T) {
 	// the file declaring it.
 	consts := map[[2]string]string{}
 	sourcetree.Walk(t, nil, func(rel string, _ *token.FileSet, f *ast.File) {
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.CONST {
-				continue
+		sourcetree.StringConsts(f, func(id *ast.Ident, v string) {
+			if words[v] != "" {
+				consts[[2]string{filepath.Dir(rel), id.Name}] = rel
 			}
-			for _, sp := range g.Specs {
-				vs := sp.(*ast.ValueSpec)
-				for i, id := range vs.Names {
-					if i >= len(vs.Values) {
-						continue
-					}
-					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-						if v, err := strconv.Unquote(lit.Value); err == nil && words[v] != "" {
-							consts[[2]string{filepath.Dir(rel), id.Name}] = rel
-						}
-					}
-				}
-			}
-		}
+		})
 	})
 	configDir := filepath.Join("internal", "core", "config")
 	sourcetree.Walk(t, nil, func(rel string, fset *token.FileSet, f *ast.File) {
@@ -125,16 +111,13 @@ func TestNoStageKindNamedOutsideItsFile(t *testing.T) {
 				}
 			case *ast.Ident:
 				use(x.Pos(), dir, x.Name)
-			case *ast.BasicLit:
-				if x.Kind != token.STRING {
-					return true
-				}
-				v, err := strconv.Unquote(x.Value)
-				if file := words[v]; err == nil && file != "" && filepath.Dir(file) != configDir && file != rel {
-					t.Errorf("%s: the literal %s, a registered stage kind's word, outside %s", fset.Position(x.Pos()), x.Value, file)
-				}
 			}
 			return true
+		})
+		sourcetree.StringLits(f, func(lit *ast.BasicLit, v string) {
+			if file := words[v]; file != "" && filepath.Dir(file) != configDir && file != rel {
+				t.Errorf("%s: the literal %s, a registered stage kind's word, outside %s", fset.Position(lit.Pos()), lit.Value, file)
+			}
 		})
 	})
 }

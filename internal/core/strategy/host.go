@@ -325,7 +325,6 @@ func ExpectedHosts(maxUnavailable, perDomain int, hosts []Host) ([][]string, str
 // hostTurn says what a host's turn is, for a plan's note.
 const hostTurn = "each host locked, its members upgraded in the components' order, unlocked"
 
-
 func pluralS(n int) string {
 	if n == 1 {
 		return ""

@@ -84,25 +84,11 @@ func nameConstants(t *testing.T, registered map[string]bool) map[string]bool {
 	out := map[string]bool{}
 	for _, p := range pkgs {
 		for _, f := range p.Files {
-			for _, d := range f.Decls {
-				g, ok := d.(*ast.GenDecl)
-				if !ok || g.Tok != token.CONST {
-					continue
+			sourcetree.StringConsts(f, func(id *ast.Ident, v string) {
+				if id.IsExported() && id.Name != "Default" && registered[v] {
+					out[id.Name] = true
 				}
-				for _, sp := range g.Specs {
-					vs := sp.(*ast.ValueSpec)
-					for i, id := range vs.Names {
-						if i >= len(vs.Values) || !id.IsExported() || id.Name == "Default" {
-							continue
-						}
-						if lit, ok := vs.Values[i].(*ast.BasicLit); ok {
-							if v, err := strconv.Unquote(lit.Value); err == nil && registered[v] {
-								out[id.Name] = true
-							}
-						}
-					}
-				}
-			}
+			})
 		}
 	}
 	return out

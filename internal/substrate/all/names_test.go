@@ -4,7 +4,6 @@ import (
 	"go/ast"
 	"go/token"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"github.com/ferry-upgrade/ferry/internal/substrate"
@@ -45,21 +44,10 @@ func TestNoSubstrateNamedOutsideItsPackage(t *testing.T) {
 		return rel == registry
 	}
 	sourcetree.Walk(t, skip, func(rel string, fset *token.FileSet, f *ast.File) {
-		ast.Inspect(f, func(n ast.Node) bool {
-			lit, ok := n.(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				return true
+		sourcetree.StringLits(f, func(lit *ast.BasicLit, v string) {
+			if dir, ok := own[v]; ok && filepath.Dir(rel) != dir {
+				t.Errorf("%s: the substrate name %q outside its package (%s): ask the registry (package substrate: its capabilities, its rules) or use the package's Name", fset.Position(lit.Pos()), v, dir)
 			}
-			v, err := strconv.Unquote(lit.Value)
-			if err != nil {
-				return true
-			}
-			dir, ok := own[v]
-			if !ok || filepath.Dir(rel) == dir {
-				return true
-			}
-			t.Errorf("%s: the substrate name %q outside its package (%s): ask the registry (package substrate: its capabilities, its rules) or use the package's Name", fset.Position(lit.Pos()), v, dir)
-			return true
 		})
 	})
 }

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -348,25 +347,15 @@ func TestEachExtensionNamedOnlyInItsFile(t *testing.T) {
 	}
 	seen := map[string]int{}
 	sourcetree.Walk(t, nil, func(rel string, fset *token.FileSet, f *ast.File) {
-		ast.Inspect(f, func(n ast.Node) bool {
-			lit, ok := n.(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				return true
-			}
-			v, err := strconv.Unquote(lit.Value)
-			if err != nil {
-				return true
-			}
+		sourcetree.StringLits(f, func(lit *ast.BasicLit, v string) {
 			file, ok := own[v]
-			if !ok {
-				return true
-			}
-			if rel != filepath.Join(dir, file) {
+			switch {
+			case !ok:
+			case rel != filepath.Join(dir, file):
 				t.Errorf("%s: %s names the extension %q, which only %s may spell (the others ask its registry)", fset.Position(lit.Pos()), rel, v, filepath.Join(dir, file))
-				return true
+			default:
+				seen[v]++
 			}
-			seen[v]++
-			return true
 		})
 	})
 	for v, file := range own {

@@ -45,46 +45,24 @@ func (reverse) Adds() []string { return []string{string(Promoting)} }
 // the last alone: which member holds the role is known only at run
 // time, so the note says it goes last.
 func (reverse) Expected(s strategy.Settings, members []strategy.Member) ([][]string, string) {
-	n := len(members)
-	if n == 0 {
+	if len(members) == 0 {
 		return nil, ""
 	}
-	var sizes []int
-	for left := n - 1; left > 0; left -= max(1, s.MaxBatch) {
-		sizes = append(sizes, min(left, max(1, s.MaxBatch)))
-	}
-	return strategy.Cut(byNameDown(members), append(sizes, 1)), "highest-named first; the member holding the role (observed at run time) last, alone, once the role is promoted to an upgraded member"
+	return strategy.Cut(byNameDown(members), strategy.HolderLast(len(members), s)), "highest-named first; the member holding the role (observed at run time) last, alone, once the role is promoted to an upgraded member"
 }
 
 func (reverse) Next(r strategy.Round) strategy.Choice {
 	size := max(1, r.Settings.MaxBatch)
-	var others, holders, down []strategy.Member
-	seen := false
-	for _, c := range r.Candidates {
-		switch {
-		case c.Role:
-			holders, seen = append(holders, c), true
-		case !c.Healthy:
-			down = append(down, c)
-			others = append(others, c)
-		default:
-			others = append(others, c)
-		}
-	}
-	for _, d := range r.Done {
-		for _, m := range d.Members {
-			seen = seen || m.Role
-		}
-	}
-	switch {
-	case !seen:
-		return strategy.Choice{Members: strategy.Take(byNameDown(down), size, r.Admit), Size: size,
+	switch rs := strategy.SplitByRole(r); {
+	case !rs.Seen:
+		return strategy.Choice{Members: strategy.Take(byNameDown(rs.Down), size, r.Admit), Size: size,
 			Why: "no member holds the role right now: only members down may go until one does"}
-	case len(others) > 0:
-		return strategy.Choice{Members: strategy.Take(byNameDown(others), size, r.Admit), Size: size, Why: "the highest-named first"}
+	case len(rs.Others) > 0:
+		return strategy.Choice{Members: strategy.Take(byNameDown(rs.Others), size, r.Admit), Size: size, Why: "the highest-named first"}
+	default:
+		return strategy.Choice{Members: strategy.Take(rs.Holders, 1, r.Admit), Size: 1, Before: []string{string(Promoting)},
+			Why: "the role's holder last, alone, once an upgraded member is promoted to the role"}
 	}
-	return strategy.Choice{Members: strategy.Take(holders, 1, r.Admit), Size: 1, Before: []string{string(Promoting)},
-		Why: "the role's holder last, alone, once an upgraded member is promoted to the role"}
 }
 
 func (reverse) Explain() string {

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -100,4 +101,40 @@ func Rel(t testing.TB, dir string) string {
 	}
 	t.Fatalf("cannot place the package directory %s under %s", dir, root)
 	return ""
+}
+
+// StringLits calls visit with every string literal of f and its value.
+func StringLits(f *ast.File, visit func(lit *ast.BasicLit, v string)) {
+	ast.Inspect(f, func(n ast.Node) bool {
+		if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			if v, err := strconv.Unquote(lit.Value); err == nil {
+				visit(lit, v)
+			}
+		}
+		return true
+	})
+}
+
+// StringConsts calls visit with every constant of f declared with a
+// string literal, and its value.
+func StringConsts(f *ast.File, visit func(id *ast.Ident, v string)) {
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, sp := range g.Specs {
+			vs := sp.(*ast.ValueSpec)
+			for i, id := range vs.Names {
+				if i >= len(vs.Values) {
+					continue
+				}
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					if v, err := strconv.Unquote(lit.Value); err == nil {
+						visit(id, v)
+					}
+				}
+			}
+		}
+	}
 }
