@@ -41,7 +41,9 @@ type system struct {
 	// abortOnPromote: a promotion asks the engine to abort (the
 	// operator's request, through the store), from inside its call.
 	abortOnPromote bool
-	store          *store.Store
+	// noReturn marks the checkpoint as the point of no return.
+	noReturn bool
+	store    *store.Store
 }
 
 func (s *system) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -196,7 +198,11 @@ func upgradeWith(t *testing.T, sys *system) (upgrade.Upgrade, []store.Event, *ex
 	t.Helper()
 	srv := httptest.NewServer(sys)
 	t.Cleanup(srv.Close)
-	c, err := config.Parse([]byte(description(srv.URL)), "ext.yaml")
+	desc := description(srv.URL)
+	if sys.noReturn {
+		desc = strings.Replace(desc, "component: db, calls:", "component: db, point_of_no_return: true, calls:", 1)
+	}
+	c, err := config.Parse([]byte(desc), "ext.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,6 +289,35 @@ func TestAbortAfterThePromotionUndoesIt(t *testing.T) {
 	}
 	if o := u.Effects.Owed(func(effect.Scope) bool { return true }); len(o) != 0 {
 		t.Errorf("effects still owed at the end: %v", o)
+	}
+}
+
+// TestCheckpointAsThePointOfNoReturn: a stage of the registered kind
+// marked point_of_no_return is one like any stage: the abort asked
+// during the promotion, past it, is refused naming the stage, and the
+// upgrade completes with the role where the step put it.
+func TestCheckpointAsThePointOfNoReturn(t *testing.T) {
+	sys := &system{primary: "api-2", abortOnPromote: true, noReturn: true}
+	u, evs, world, err := upgradeWith(t, sys)
+	if err != nil || u.State != upgrade.StateCompleted {
+		t.Fatalf("upgrade ended %s (%s), err %v; want completed", u.State, u.Reason, err)
+	}
+	if u.NoReturn.String() != "checkpointing-before-api" {
+		t.Errorf("the point of no return recorded %q; want checkpointing-before-api", u.NoReturn)
+	}
+	if !hasEvent(evs, "wait", "abort refused: upgrade "+u.ID+" passed its point of no return, stage checkpointing-before-api") {
+		t.Error("no event says the abort was refused, naming the stage")
+	}
+	for _, m := range []string{"db-1", "db-2", "api-1", "api-2", "api-3"} {
+		if v := world.Version(m); v != "2.0.0" {
+			t.Errorf("%s runs %q at the end; want 2.0.0", m, v)
+		}
+	}
+	sys.mu.Lock()
+	promoted := slices.Clone(sys.promoted)
+	sys.mu.Unlock()
+	if !slices.Equal(promoted, []string{"api-1"}) {
+		t.Errorf("promoted %v; want api-1 once (kept, not undone)", promoted)
 	}
 }
 
