@@ -647,6 +647,13 @@ type Hooks struct {
 	// "mgr fail". Its undo is the same list made again with .To the
 	// member that held the role before (an abort hands it back).
 	Switchover []Call `yaml:"switchover"`
+	// Steps are the hook lists of the other steps a strategy may add
+	// before a batch (package step's extra steps, each registered by
+	// name in a file of its own), by the name the step gives its list
+	// (its list is then steps.NAME): made once for the component like
+	// switchover, with .To the member the step hands over to; an undo
+	// makes the same list with .To the member that held it before.
+	Steps map[string][]Call `yaml:"steps"`
 }
 
 // UpgradeHooks are calls made at the start and the end of an upgrade.
@@ -700,7 +707,6 @@ type Release struct {
 const (
 	StageExpand   = "expand"
 	StagePhase    = "phase"
-	StageAction   = "action"
 	StageRollout  = "rollout"
 	StageMigrate  = "migrate"
 	StageFinalize = "finalize"
@@ -709,9 +715,6 @@ const (
 	// every member of the stage's components on it upgraded, unlocked.
 	StageHosts = "hosts"
 )
-
-// StageKinds are the kinds of stage a flow may list.
-var StageKinds = []string{StageExpand, StagePhase, StageAction, StageRollout, StageMigrate, StageFinalize, StageContract, StageHosts}
 
 // FlowStage is one stage of a release's flow. Expand, migrate,
 // finalize and contract make the release's migration calls of that
@@ -723,8 +726,9 @@ var StageKinds = []string{StageExpand, StagePhase, StageAction, StageRollout, St
 // (StarlingX's workers: each host locked, every member on it upgraded
 // in the components' order, the host unlocked).
 type FlowStage struct {
-	// Stage is expand, phase, action, rollout, migrate, finalize,
-	// contract or hosts.
+	// Stage is expand, phase, rollout, migrate, finalize, contract,
+	// hosts, or a kind registered by name: action (ferry validate lists
+	// the kinds of its build).
 	Stage string `yaml:"stage"`
 	// Component is a phase's component; for an action, the component
 	// whose running member (.Any) its calls are made against.
@@ -744,6 +748,12 @@ type FlowStage struct {
 	// MaxUnavailablePerDomain bounds the hosts a hosts stage has locked
 	// at once in one failure domain.
 	MaxUnavailablePerDomain int `yaml:"max_unavailable_per_domain"`
+	// Strategy orders a hosts stage's hosts: a strategy that chooses
+	// hosts (by-domain: one failure domain's hosts at a time, the
+	// domain begun until it is done). Without one, a host with a member
+	// down goes first, one holding a role last, the description's order
+	// otherwise.
+	Strategy string `yaml:"strategy"`
 	// Calls are an action's calls, made until they pass, at the
 	// migrations' interval, within Deadline.
 	Calls []Call `yaml:"calls"`
@@ -762,10 +772,11 @@ type FlowStage struct {
 }
 
 // StageCalls are the calls an upgrade to release r makes in its stage
-// named stage (expand, migrate, finalize, contract; action, or
-// action-gate, with the action's name), and the component whose
+// of kind stage: expand, migrate, finalize, contract (the release's
+// migration calls); a registered kind's (an action's) stage named name,
+// its calls or, with gate, its gate. Component is the component whose
 // running member (.Any) they are made against.
-func (r *Release) StageCalls(stage, name string) (component string, calls []Call) {
+func (r *Release) StageCalls(stage, name string, gate bool) (component string, calls []Call) {
 	m := &r.Migrations
 	switch stage {
 	case StageExpand:
@@ -776,31 +787,13 @@ func (r *Release) StageCalls(stage, name string) (component string, calls []Call
 		return m.Component, m.Finalize
 	case StageContract:
 		return m.Component, m.Contract
-	case StageAction, StageActionGate:
-		switch st := r.FlowAction(name); {
-		case st == nil:
-		case stage == StageAction:
-			return st.Component, st.Calls
-		case st.Gate != nil:
-			return st.Component, []Call{*st.Gate}
-		default:
-			return st.Component, nil
-		}
 	}
-	return "", nil
-}
-
-// StageActionGate names the gate of an action in StageCalls.
-const StageActionGate = "action-gate"
-
-// FlowAction returns the action stage named name of release r, or nil.
-func (r *Release) FlowAction(name string) *FlowStage {
-	for i := range r.Flow {
-		if r.Flow[i].Stage == StageAction && r.Flow[i].Name == name {
-			return &r.Flow[i]
-		}
+	k, ok := LookupStageKind(stage)
+	st := r.FlowStage(stage, name)
+	if !ok || st == nil {
+		return "", nil
 	}
-	return nil
+	return k.Calls(st, gate)
 }
 
 // Migrations are calls made at fixed points of an upgrade to this

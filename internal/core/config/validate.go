@@ -440,7 +440,7 @@ func (v *validator) component(comp *Component, cpath string, cline int) {
 		// Phase hooks are made once for the component: like a cluster
 		// check, through any member that answers.
 		hs, cluster := samples, false
-		if hooks.key == "pre_phase" || hooks.key == "post_phase" || hooks.key == "switchover" {
+		if hooks.key == "pre_phase" || hooks.key == "post_phase" || hooks.key == "switchover" || strings.HasPrefix(hooks.key, StepHooks) {
 			hs, cluster = v.clusterSample(comp), true
 		}
 		v.undoOK = hooks.undo

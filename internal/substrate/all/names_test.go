@@ -4,8 +4,6 @@ import (
 	"go/ast"
 	"go/token"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/ferry-upgrade/ferry/internal/substrate"
@@ -26,14 +24,13 @@ import (
 // contains the word ("applies to the process substrate") is prose, not
 // a switch, and is not counted.
 func TestNoSubstrateNamedOutsideItsPackage(t *testing.T) {
-	root := sourcetree.Root(t)
 	own := map[string]string{} // name -> its package's directory, relative to root
 	for _, name := range substrate.Names() {
 		s, err := substrate.Lookup(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		own[name] = relDir(t, root, s.Dir())
+		own[name] = sourcetree.Rel(t, s.Dir())
 	}
 	if len(own) == 0 {
 		t.Fatal("no substrate registered")
@@ -52,21 +49,10 @@ func TestNoSubstrateNamedOutsideItsPackage(t *testing.T) {
 		if filepath.Dir(rel) == registry { // the registry's own files (the substrates live below it)
 			return
 		}
-		ast.Inspect(f, func(n ast.Node) bool {
-			lit, ok := n.(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				return true
+		sourcetree.StringLits(f, func(lit *ast.BasicLit, v string) {
+			if dir, ok := own[v]; ok && filepath.Dir(rel) != dir {
+				t.Errorf("%s: the substrate name %q outside its package (%s): ask the registry (package substrate: its capabilities, its rules) or use the package's Name", fset.Position(lit.Pos()), v, dir)
 			}
-			v, err := strconv.Unquote(lit.Value)
-			if err != nil {
-				return true
-			}
-			dir, ok := own[v]
-			if !ok || filepath.Dir(rel) == dir {
-				return true
-			}
-			t.Errorf("%s: the substrate name %q outside its package (%s): ask the registry (package substrate: its capabilities, its rules) or use the package's Name", fset.Position(lit.Pos()), v, dir)
-			return true
 		})
 	})
 	for name, dir := range own {
@@ -74,18 +60,4 @@ func TestNoSubstrateNamedOutsideItsPackage(t *testing.T) {
 			t.Errorf("substrate %s's package %s was not walked: the test would not see a name inside it", name, dir)
 		}
 	}
-}
-
-// relDir is a registering package's directory relative to the root
-// (Dir is absolute, or module-relative in a -trimpath build).
-func relDir(t *testing.T, root, dir string) string {
-	t.Helper()
-	if rel, err := filepath.Rel(root, dir); err == nil && !strings.HasPrefix(rel, "..") {
-		return rel
-	}
-	if i := strings.Index(dir, "/internal/"); i >= 0 {
-		return dir[i+1:]
-	}
-	t.Fatalf("cannot place the package directory %s under %s", dir, root)
-	return ""
 }
