@@ -57,7 +57,7 @@ faults:
 
 # Every fuzz target (the description and traffic parsers, templates,
 # versions, the API's and the agent's request bodies, JSON path
-# matching, Prometheus answers), FUZZTIME each (default 30s); CI runs
+# matching, Prometheus answers, load signatures and public keys), FUZZTIME each (default 30s); CI runs
 # their seed corpora only, as plain go test does.
 FUZZTIME ?= 30s
 fuzz:

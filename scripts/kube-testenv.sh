@@ -220,13 +220,17 @@ start_once() {
 
 	wait_for etcd "$deadline" curl -fsS "http://127.0.0.1:$etcd_port/health"
 
-	# FERRY_KUBE_SCALE=1 (a thousand fake nodes): without the node
-	# lifecycle controller and the admission plugin that taints new nodes
-	# not-ready, kwok's nodes and their pods are Ready at once and stay so.
-	local controllers='*,-nodeipam' scale_apiserver=()
+	# Without the node lifecycle controller and the admission plugin that
+	# taints new nodes not-ready, kwok's nodes and their pods are Ready at
+	# once and stay so. With it, a loaded machine (a CI run beside other
+	# work) delays kwok's node leases past the grace period: the controller
+	# marks a node NotReady and every pod on it not Ready, which the tests
+	# would count as pods ferry took down. No test is about node lifecycle.
+	# FERRY_KUBE_SCALE=1 (a thousand fake nodes) raises the API server's
+	# limits on requests in flight too.
+	local controllers='*,-nodeipam,-nodelifecycle' apiserver_flags=(--disable-admission-plugins=TaintNodesByCondition)
 	if [[ ${FERRY_KUBE_SCALE:-} == 1 ]]; then
-		controllers='*,-nodeipam,-nodelifecycle'
-		scale_apiserver=(--disable-admission-plugins=TaintNodesByCondition --max-requests-inflight=2000 --max-mutating-requests-inflight=1000)
+		apiserver_flags+=(--max-requests-inflight=2000 --max-mutating-requests-inflight=1000)
 	fi
 	spawn kube-apiserver "$BIN/kube-apiserver" \
 		--etcd-servers="http://127.0.0.1:$etcd_port" \
@@ -238,7 +242,7 @@ start_once() {
 		--service-cluster-ip-range=10.96.0.0/16 \
 		--allow-privileged=true \
 		--endpoint-reconciler-type=none \
-		"${scale_apiserver[@]}"
+		"${apiserver_flags[@]}"
 
 	# The serving certificate the apiserver generated (its CA is in the same file).
 	wait_for "kube-apiserver certificate" "$deadline" test -s "$DIR/certs/apiserver.crt"

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -181,6 +182,9 @@ func (c *Cluster) ApplyDefaults() {
 	}
 	applyHookDefaults(c.Hooks.PreUpgrade)
 	applyHookDefaults(c.Hooks.PostUpgrade)
+	for i := range c.Alarms {
+		c.Alarms[i].applyDefaults(DefaultHookTimeout)
+	}
 	c.applyHostsDefaults()
 	if c.Policy.UndoDeadline == 0 && !c.pos.written("policy.undo_deadline") {
 		c.Policy.UndoDeadline = DefaultUndoDeadline
@@ -225,10 +229,11 @@ func (c *Cluster) ApplyDefaults() {
 		}
 		for j := range r.Flow {
 			st := &r.Flow[j]
-			if st.Stage != StageAction {
+			k, ok := LookupStageKind(st.Stage) // a registered kind's stage: an action, …
+			if !ok {
 				continue
 			}
-			if st.Deadline == 0 && !r.pos.written(index("flow", j)+".deadline") {
+			if st.Deadline == 0 && slices.Contains(k.Takes, "deadline") && !r.pos.written(index("flow", j)+".deadline") {
 				st.Deadline = m.Deadline
 			}
 			for k := range st.Calls {
@@ -388,12 +393,20 @@ type hookList struct {
 }
 
 func (h *Hooks) lists() []hookList {
-	return []hookList{{"pre_stop", h.PreStop, true}, {"post_start", h.PostStart, false},
+	out := []hookList{{"pre_stop", h.PreStop, true}, {"post_start", h.PostStart, false},
 		{"pre_phase", h.PrePhase, true}, {"post_phase", h.PostPhase, false}, {"switchover", h.Switchover, false}}
+	for _, name := range sortedKeys(h.Steps) {
+		out = append(out, hookList{StepHooks + name, h.Steps[name], false})
+	}
+	return out
 }
 
+// StepHooks begins the name of an extra step's own hook list
+// (Hooks.Steps): steps.NAME.
+const StepHooks = "steps."
+
 // List returns the component's hook list named key (pre_stop,
-// post_start, pre_phase, post_phase, switchover), or nil.
+// post_start, pre_phase, post_phase, switchover, steps.NAME), or nil.
 func (h *Hooks) List(key string) []Call {
 	for _, l := range h.lists() {
 		if l.key == key {

@@ -122,6 +122,7 @@ substrate: process
 hosts: [{name: host-1, agent: "127.0.0.1:7101", token_file: agent/token}]
 components: [...]
 releases: [...]
+signing_key: keys/release.pub
 policy: {on_failure: rollback}`,
 	"Host":    `{name: host-1, agent: "10.0.0.1:7101", token_file: /etc/ferry/agent-1.token, domain: zone-a, tls: {fingerprint: "sha256:5d41402abc4b2a76b9719d911017c592ae2c6c1d8e3b8f6f0e2c1a9d8b7c6e5f"}}`,
 	"HostTLS": `{ca_file: /etc/ferry/agents-ca.pem}`,
@@ -176,12 +177,13 @@ cluster: {http: "http://{{.Any}}/health", json: {path: health, equals: "true"}}`
 	"JSONMatch": `{path: leader, equals_path: header.member_id}`,
 	"Hooks": `pre_stop: [{http: "http://lb:8001/admin/backends/{{.Name}}/drain", method: POST,
             undo: {http: "http://lb:8001/admin/backends/{{.Name}}/enable", method: POST}}]`,
+	"Alarm":        `{name: no management-affecting alarms, exec: [fm, alarm-list, --mgmt_affecting, --nowrap], pattern: '^$', timeout: 10s}`,
 	"UpgradeHooks": `pre_upgrade: [{exec: [alerts, silence, "{{.Version}}"], undo: {exec: [alerts, unsilence]}}]`,
 	"Release": `version: 2.0.0
 upgrade_from: ["1.0.x"]
 downgrade_to: []
 artifacts: {"*": {path: bin/sample-2.0.0, sha256: 9b2d4f6a8c0e1b3d5f7a9c2e4b6d8f0a1c3e5b7d9f2a4c6e8b0d1f3a5c7e9b2d}}`,
-	"Artifact": `{path: bin/etcd-3.6.8, sha256: 3f6c1e4b8a0d2f9c7e5b1a3d8f0e2c4b6a8d0f1e3c5b7a9d2f4e6c8b0a1d3f5e}`,
+	"Artifact": `{path: bin/etcd-3.6.8, sha256: 3f6c1e4b8a0d2f9c7e5b1a3d8f0e2c4b6a8d0f1e3c5b7a9d2f4e6c8b0a1d3f5e, signature: bin/etcd-3.6.8.minisig}`,
 	"Migrations": `component: kv
 expand: [{http: "http://{{.Any}}/admin/compat?level=1", method: POST}]
 migrate: [{http: "http://{{.Any}}/admin/migrate", method: POST, json: {path: done, equals: true}}]
@@ -360,7 +362,7 @@ func text(cg *ast.CommentGroup) string {
 // order is the order of the reference's sections: the description's
 // shape, top down.
 var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
-	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Backup", "Workload", "Commands", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks",
+	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Backup", "Workload", "Commands", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks", "Alarm",
 	"Policy", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus"}
 
 // typeDoc writes a field's type as a reader of YAML sees it.

@@ -18,7 +18,7 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 	phaseAt := map[string]int{}       // component -> index of its phase
 	rolloutAt := map[string]int{}     // component -> index of its rollout
 	onceAt := map[string]int{}        // expand, migrate, finalize, contract -> index
-	actionAt := map[string]int{}      // action name -> index
+	named := map[string]string{}      // a registered kind's stage name -> its path
 	hostsNamed := map[string]string{} // hosts stage name -> its path
 	noReturn, lastPhase, pinMoved := -1, -1, -1
 	for i := range r.Flow {
@@ -29,16 +29,9 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 		sat := func(key string) int { return at(rel + "." + key) }
 		// Keys a stage of this kind does not take are named, not ignored.
 		unused := func(takes ...string) {
-			for _, k := range []struct {
-				key string
-				set bool
-			}{
-				{"component", st.Component != ""}, {"components", len(st.Components) > 0}, {"name", st.Name != ""},
-				{"calls", len(st.Calls) > 0}, {"gate", st.Gate != nil}, {"deadline", st.Deadline != 0},
-				{"max_unavailable", st.MaxUnavailable != 0}, {"max_unavailable_per_domain", st.MaxUnavailablePerDomain != 0},
-			} {
-				if k.set && !slices.Contains(takes, k.key) {
-					v.add(sat(k.key), spath+"."+k.key, "the %s stage takes no %s", st.Stage, k.key)
+			for _, key := range flowStageKeys(st) {
+				if !slices.Contains(takes, key) {
+					v.add(sat(key), spath+"."+key, "the %s stage takes no %s", st.Stage, key)
 				}
 			}
 		}
@@ -103,7 +96,7 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 				pinMoved = i
 			}
 		case StageHosts:
-			unused("components", "name", "deadline", "max_unavailable", "max_unavailable_per_domain")
+			unused("components", "name", "deadline", "max_unavailable", "max_unavailable_per_domain", "strategy")
 			for j, name := range st.Components {
 				cpath := index(spath+".components", j)
 				cline := at(index(rel+".components", j))
@@ -122,41 +115,15 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 				}
 			}
 			v.hostsStage(st, spath, sat, at, rel, hostsNamed)
-		case StageAction:
-			unused("component", "name", "calls", "gate", "deadline")
-			switch {
-			case st.Name == "":
-				v.add(line, spath+".name", "an action must have a name (its state is action-NAME)")
-			case !isIdent(st.Name):
-				v.add(sat("name"), spath+".name", "%q is not a name: letters, digits, _ and -, starting with a letter", st.Name)
-			default:
-				if first, dup := actionAt[st.Name]; dup {
-					v.add(sat("name"), spath+".name", "a second action %s (also %s)", st.Name, index(fpath, first))
-				}
-				actionAt[st.Name] = i
-			}
-			comp := v.c.Component(st.Component)
-			if comp == nil {
-				v.add(sat("component"), spath+".component", "must name the component whose running member (.Any) the action's calls are made against%s", knownList(componentNames(v.c)))
-			}
-			if len(st.Calls) == 0 {
-				v.add(line, spath+".calls", "an action needs at least one call")
-			}
-			var samples []TemplateData
-			if comp != nil {
-				samples = v.clusterSample(comp)
-			}
-			for j := range st.Calls {
-				v.call(&st.Calls[j], index(spath+".calls", j), at(index(rel+".calls", j)), samples, true)
-			}
-			if st.Gate != nil {
-				v.call(st.Gate, spath+".gate", sat("gate"), samples, true)
-			}
-			v.within(sat("deadline"), spath+".deadline", st.Deadline, migrateDeadlineRange)
 		case "":
-			v.add(line, spath+".stage", "must be set: one of %s", strings.Join(StageKinds, ", "))
+			v.add(line, spath+".stage", "must be set: one of %s", strings.Join(StageKinds(), ", "))
 		default:
-			v.add(sat("stage"), spath+".stage", "unknown stage %q; known: %s", st.Stage, strings.Join(StageKinds, ", "))
+			k, ok := LookupStageKind(st.Stage)
+			if !ok {
+				v.add(sat("stage"), spath+".stage", "unknown stage %q; known: %s", st.Stage, strings.Join(StageKinds(), ", "))
+				continue
+			}
+			v.registeredStage(k, st, Node{v: v, path: spath, pos: &r.pos, line: line, under: rel}, named)
 		}
 	}
 	for _, comp := range v.c.ComponentsInOrder() {

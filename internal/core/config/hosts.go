@@ -3,7 +3,10 @@ package config
 import (
 	"net"
 	"slices"
+	"strings"
 	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/core/strategy"
 )
 
 // A host is something ferry locks and unlocks: its lock and unlock
@@ -189,6 +192,9 @@ func (v *validator) hostsStage(st *FlowStage, spath string, sat func(string) int
 		v.add(sat("max_unavailable_per_domain"), spath+".max_unavailable_per_domain", "%d is more than max_unavailable %d: it would never bind", st.MaxUnavailablePerDomain, max(1, st.MaxUnavailable))
 	}
 	v.within(sat("deadline"), spath+".deadline", st.Deadline, migrateDeadlineRange)
+	if st.Strategy != "" && !slices.Contains(strategy.HostChoosers(), st.Strategy) {
+		v.add(sat("strategy"), spath+".strategy", "%q is no strategy that orders hosts; this build's: %s", st.Strategy, strings.Join(strategy.HostChoosers(), ", "))
+	}
 	for j, name := range st.Components {
 		comp := v.c.Component(name)
 		if comp == nil {

@@ -22,6 +22,11 @@ func TestValidateHosts(t *testing.T) {
 	runTable(t, []tcase{
 		{"a hosts stage with the defaults' lock", []edit{defaults("{" + lock + `, capacity: {http: "http://lb/capacity?without={{.Address}}"}}`), flow(hosts)}, nil},
 		{"a host's own calls", []edit{hostCalls(lock), flow("{stage: hosts, name: workers, components: [kv, api], max_unavailable: 2, deadline: 1m}")}, nil},
+		{"hosts one domain at a time", []edit{hostCalls(lock), flow("{stage: hosts, components: [kv, api], strategy: by-domain}")}, nil},
+		{"a strategy that orders no hosts", []edit{hostCalls(lock), flow("{stage: hosts, components: [kv, api], strategy: canary}")},
+			[]string{`t.yaml:33: releases[1].flow[0].strategy: "canary" is no strategy that orders hosts; this build's: by-domain`}},
+		{"a hosts stage's strategy elsewhere", []edit{flow("{stage: phase, component: kv, strategy: by-domain}", "{stage: phase, component: api}")},
+			[]string{"t.yaml:33: releases[1].flow[0].strategy: the phase stage takes no strategy"}},
 		{"a lock without its unlock", []edit{defaults(`{lock: [{http: "http://lb/{{.Host}}/lock", method: POST}]}`)},
 			[]string{"t.yaml:4: host_defaults.lock: a lock needs its unlock: ferry journals the unlock as the lock's undo before the first lock call, and makes it once the host's members are done or its turn ends any other way"}},
 		{"an unlock without a lock", []edit{hostCalls(`unlock: [{http: "http://lb/{{.Host}}/unlock", method: POST}]`)},

@@ -93,6 +93,16 @@ func (r *Release) ArtifactFor(component string) (Artifact, bool) {
 	return a, ok
 }
 
+// SigningKeyOf is the public key release r's artifacts are signed with
+// (its own signing_key, else the description's; empty when its loads
+// are not signed), as written.
+func (c *Cluster) SigningKeyOf(r *Release) string {
+	if r.SigningKey != "" {
+		return r.SigningKey
+	}
+	return c.SigningKey
+}
+
 // QuorumOf returns how many of n members must stay healthy while one
 // is stopped: Quorum, or a majority (n/2+1) when Quorum is 0.
 func (s Strategy) QuorumOf(n int) int {

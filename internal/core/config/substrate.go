@@ -170,6 +170,9 @@ type Node struct {
 	path string
 	pos  *positions
 	line int
+	// under is the node's own key in pos when pos is its parent's (a
+	// flow stage's keys are its release's: flow[2].name).
+	under string
 }
 
 // Path is the path of key rel of the node (components[1].workload.kind
@@ -183,7 +186,16 @@ func (n Node) Path(rel string) string {
 
 // Line is the line of key rel of the node, or of the closest key
 // written above it.
-func (n Node) Line(rel string) int { return n.pos.at(rel, n.line) }
+func (n Node) Line(rel string) int {
+	switch {
+	case n.under == "":
+	case rel == "":
+		rel = n.under
+	default:
+		rel = n.under + "." + rel
+	}
+	return n.pos.at(rel, n.line)
+}
 
 // Add reports a problem with key rel of the node, at its line.
 func (n Node) Add(rel, format string, args ...any) {

@@ -43,6 +43,22 @@ type Cluster struct {
 	// Hooks are calls made at the start and the end of every upgrade
 	// (a cluster-wide flag set for its duration, and unset).
 	Hooks UpgradeHooks `yaml:"hooks"`
+	// SigningKey is the public key every release's artifacts (its
+	// loads) must be signed with, unless a release names its own: a
+	// file holding an Ed25519 key (32 bytes raw, base64, hex, or PEM)
+	// or a minisign public key. With a key, an artifact with a path
+	// needs a signature; a load that does not verify is refused at
+	// import, preflight and `ferry cluster up` before anything moves
+	// (StarlingX's load-import checks its .sig the same way). Relative
+	// to the description file. An import through the server is checked
+	// against this key: a request cannot name its own.
+	SigningKey string `yaml:"signing_key"`
+	// Alarms are named checks of the whole cluster that the health
+	// query (`ferry health --to`, and the preflight of every upgrade)
+	// makes besides its own: StarlingX's "no management affecting
+	// alarms", a monitoring system's firing alerts. Each must pass for
+	// an upgrade to start; {{.Version}} is the target.
+	Alarms []Alarm `yaml:"alarms"`
 
 	// File is the path the description was read from, for messages.
 	File string `yaml:"-"`
@@ -503,7 +519,8 @@ type Member struct {
 	Address string `yaml:"address"`
 	// Vars are the member's own values for templates ({{.Vars.peer}}).
 	Vars map[string]string `yaml:"vars"`
-	// Domain is the member's failure domain (default: its host's).
+	// Domain is the member's failure domain (default: its host's; a member
+	// found on Kubernetes takes its node's topology.kubernetes.io/zone).
 	Domain string `yaml:"domain" text:"name"`
 	// Adopt, if set, replaces its component's adopt for this member.
 	Adopt *Adopt `yaml:"adopt"`
@@ -670,6 +687,13 @@ type Hooks struct {
 	// "mgr fail". Its undo is the same list made again with .To the
 	// member that held the role before (an abort hands it back).
 	Switchover []Call `yaml:"switchover"`
+	// Steps are the hook lists of the other steps a strategy may add
+	// before a batch (package step's extra steps, each registered by
+	// name in a file of its own), by the name the step gives its list
+	// (its list is then steps.NAME): made once for the component like
+	// switchover, with .To the member the step hands over to; an undo
+	// makes the same list with .To the member that held it before.
+	Steps map[string][]Call `yaml:"steps"`
 }
 
 // UpgradeHooks are calls made at the start and the end of an upgrade.
@@ -679,6 +703,15 @@ type UpgradeHooks struct {
 	PreUpgrade []Call `yaml:"pre_upgrade"`
 	// PostUpgrade runs at the end, once those undos have run.
 	PostUpgrade []Call `yaml:"post_upgrade"`
+}
+
+// Alarm is one named check of the health query: a call (http, tcp or
+// exec, with its expected status, JSON field or pattern) that passes
+// when nothing alarms.
+type Alarm struct {
+	// Name is how the health query lists it ("alarm NAME").
+	Name string `yaml:"name"`
+	Call `yaml:",inline"`
 }
 
 // Release is one version in the catalog, with its artifacts.
@@ -703,14 +736,17 @@ type Release struct {
 	// APIs, unpin rollout, migrate; StarlingX's networking upgraded
 	// between its two controller phases.
 	Flow []FlowStage `yaml:"flow"`
-	pos  positions
+	// SigningKey is the public key this release's artifacts are signed
+	// with, when not the description's signing_key (a key rotated at
+	// this release).
+	SigningKey string `yaml:"signing_key"`
+	pos        positions
 }
 
 // The kinds of stage of a flow (FlowStage.Stage).
 const (
 	StageExpand   = "expand"
 	StagePhase    = "phase"
-	StageAction   = "action"
 	StageRollout  = "rollout"
 	StageMigrate  = "migrate"
 	StageFinalize = "finalize"
@@ -719,9 +755,6 @@ const (
 	// every member of the stage's components on it upgraded, unlocked.
 	StageHosts = "hosts"
 )
-
-// StageKinds are the kinds of stage a flow may list.
-var StageKinds = []string{StageExpand, StagePhase, StageAction, StageRollout, StageMigrate, StageFinalize, StageContract, StageHosts}
 
 // FlowStage is one stage of a release's flow. Expand, migrate,
 // finalize and contract make the release's migration calls of that
@@ -733,8 +766,9 @@ var StageKinds = []string{StageExpand, StagePhase, StageAction, StageRollout, St
 // (StarlingX's workers: each host locked, every member on it upgraded
 // in the components' order, the host unlocked).
 type FlowStage struct {
-	// Stage is expand, phase, action, rollout, migrate, finalize,
-	// contract or hosts.
+	// Stage is expand, phase, rollout, migrate, finalize, contract,
+	// hosts, or a kind registered by name: action (ferry validate lists
+	// the kinds of its build).
 	Stage string `yaml:"stage"`
 	// Component is a phase's component; for an action, the component
 	// whose running member (.Any) its calls are made against.
@@ -754,6 +788,12 @@ type FlowStage struct {
 	// MaxUnavailablePerDomain bounds the hosts a hosts stage has locked
 	// at once in one failure domain.
 	MaxUnavailablePerDomain int `yaml:"max_unavailable_per_domain"`
+	// Strategy orders a hosts stage's hosts: a strategy that chooses
+	// hosts (by-domain: one failure domain's hosts at a time, the
+	// domain begun until it is done). Without one, a host with a member
+	// down goes first, one holding a role last, the description's order
+	// otherwise.
+	Strategy string `yaml:"strategy"`
 	// Calls are an action's calls, made until they pass, at the
 	// migrations' interval, within Deadline.
 	Calls []Call `yaml:"calls"`
@@ -772,10 +812,11 @@ type FlowStage struct {
 }
 
 // StageCalls are the calls an upgrade to release r makes in its stage
-// named stage (expand, migrate, finalize, contract; action, or
-// action-gate, with the action's name), and the component whose
+// of kind stage: expand, migrate, finalize, contract (the release's
+// migration calls); a registered kind's (an action's) stage named name,
+// its calls or, with gate, its gate. Component is the component whose
 // running member (.Any) they are made against.
-func (r *Release) StageCalls(stage, name string) (component string, calls []Call) {
+func (r *Release) StageCalls(stage, name string, gate bool) (component string, calls []Call) {
 	m := &r.Migrations
 	switch stage {
 	case StageExpand:
@@ -786,31 +827,13 @@ func (r *Release) StageCalls(stage, name string) (component string, calls []Call
 		return m.Component, m.Finalize
 	case StageContract:
 		return m.Component, m.Contract
-	case StageAction, StageActionGate:
-		switch st := r.FlowAction(name); {
-		case st == nil:
-		case stage == StageAction:
-			return st.Component, st.Calls
-		case st.Gate != nil:
-			return st.Component, []Call{*st.Gate}
-		default:
-			return st.Component, nil
-		}
 	}
-	return "", nil
-}
-
-// StageActionGate names the gate of an action in StageCalls.
-const StageActionGate = "action-gate"
-
-// FlowAction returns the action stage named name of release r, or nil.
-func (r *Release) FlowAction(name string) *FlowStage {
-	for i := range r.Flow {
-		if r.Flow[i].Stage == StageAction && r.Flow[i].Name == name {
-			return &r.Flow[i]
-		}
+	k, ok := LookupStageKind(stage)
+	st := r.FlowStage(stage, name)
+	if !ok || st == nil {
+		return "", nil
 	}
-	return nil
+	return k.Calls(st, gate)
 }
 
 // Migrations are calls made at fixed points of an upgrade to this
@@ -857,6 +880,12 @@ type Artifact struct {
 	// SHA256 is the artifact's checksum, 64 hex digits, checked before it
 	// is used.
 	SHA256 string `yaml:"sha256"`
+	// Signature is the artifact's detached signature (an Ed25519
+	// signature: 64 bytes raw, base64 or hex; or a minisign .minisig),
+	// checked after the checksum against the release's signing key;
+	// required when the release has a key. Relative to the description
+	// file.
+	Signature string `yaml:"signature"`
 }
 
 // Policy is what the engine does around the steps.

@@ -133,6 +133,7 @@ func (v *validator) cluster() {
 	v.policy()
 	v.traffic()
 	v.upgradeHooks()
+	v.alarms()
 }
 
 // upgradeHooks checks the cluster's pre_upgrade and post_upgrade hooks:
@@ -154,6 +155,29 @@ func (v *validator) upgradeHooks() {
 			v.call(&l.calls[i], rel, c.pos.at(rel), samples, false)
 		}
 		v.undoOK = false
+	}
+}
+
+// alarms checks the health query's named checks: a name each, once,
+// and a call that renders for the target release.
+func (v *validator) alarms() {
+	c := v.c
+	samples := []TemplateData{{Version: "0.0.0"}}
+	if len(c.Releases) > 0 {
+		samples[0].Version = c.Releases[0].Version
+	}
+	seen := map[string]int{}
+	for i := range c.Alarms {
+		a := &c.Alarms[i]
+		rel := index("alarms", i)
+		line := c.pos.at(rel)
+		if first, dup := seen[a.Name]; dup && a.Name != "" {
+			v.add(line, rel+".name", "duplicate alarm %q (also alarms[%d])", a.Name, first)
+		} else if a.Name == "" {
+			v.add(line, rel+".name", "must be set: the health query lists the check by it")
+		}
+		seen[a.Name] = i
+		v.call(&a.Call, rel, line, samples, false)
 	}
 }
 
@@ -416,7 +440,7 @@ func (v *validator) component(comp *Component, cpath string, cline int) {
 		// Phase hooks are made once for the component: like a cluster
 		// check, through any member that answers.
 		hs, cluster := samples, false
-		if hooks.key == "pre_phase" || hooks.key == "post_phase" || hooks.key == "switchover" {
+		if hooks.key == "pre_phase" || hooks.key == "post_phase" || hooks.key == "switchover" || strings.HasPrefix(hooks.key, StepHooks) {
 			hs, cluster = v.clusterSample(comp), true
 		}
 		v.undoOK = hooks.undo
@@ -957,6 +981,14 @@ func (v *validator) artifacts(r *Release, path string, at func(string) int) {
 			v.add(at(rel+".sha256"), p+".sha256", "must be set: the artifact's SHA-256, 64 hex digits, checked before it is used")
 		case !sha256RE.MatchString(a.SHA256):
 			v.add(at(rel+".sha256"), p+".sha256", "must be 64 hex digits (a SHA-256), not %d characters %q", len(a.SHA256), truncate(a.SHA256, 70))
+		}
+		switch key := c.SigningKeyOf(r); {
+		case a.Signature != "" && a.Image != "":
+			v.add(at(rel+".signature"), p+".signature", "is for a file: an image is checked by its digest (sha256), which ferry pins it to")
+		case a.Signature != "" && key == "":
+			v.add(at(rel+".signature"), p+".signature", "names a signature but no signing_key says which public key checks it: set signing_key on the release or the description")
+		case a.Signature == "" && a.Path != "" && key != "":
+			v.add(at(rel), p+".signature", "must be set: the loads of release %s are signed (signing_key %s), and an artifact without a signature would go unchecked", r.Version, key)
 		}
 		if name, digest, pinned := strings.Cut(a.Image, "@"); pinned {
 			// ferry pins the image to sha256 itself (name@sha256:…): a

@@ -29,7 +29,7 @@ func TestValidateRules(t *testing.T) {
 			[]string{"t.yaml:3: hosts[0].agent: \":7101\" has no host: write host:port"}},
 		// components
 		{"no components", []edit{{"components:\n", "components: []\nx:\n"}},
-			[]string{"t.yaml:4: components: at least one component is needed", "t.yaml:5: x: unknown key; known keys: cluster, substrate, hosts, host_defaults, components, releases, policy, kubernetes, traffic, hooks"}},
+			[]string{"t.yaml:4: components: at least one component is needed", "t.yaml:5: x: unknown key; known keys: cluster, substrate, hosts, host_defaults, components, releases, policy, kubernetes, traffic, hooks, signing_key, alarms"}},
 		{"component name missing", []edit{{"  - name: api\n", "  - soak: 0s\n"}},
 			[]string{"t.yaml:19: components[1].name: must be set"}},
 		{"component name invalid", []edit{{"  - name: api\n", "  - name: Api_1\n"}},
@@ -182,7 +182,7 @@ func TestValidateRules(t *testing.T) {
 			[]string{"t.yaml:21: components[1].soak: soak 1m is not shorter than deadline 1m: no member could finish its step in time; shorten the soak, or lengthen the deadline (up to 24h)"}},
 		// releases
 		{"no releases", []edit{{"releases:\n", "releases: []\nx:\n"}},
-			[]string{"t.yaml:25: releases: at least one release is needed", "t.yaml:26: x: unknown key; known keys: cluster, substrate, hosts, host_defaults, components, releases, policy, kubernetes, traffic, hooks"}},
+			[]string{"t.yaml:25: releases: at least one release is needed", "t.yaml:26: x: unknown key; known keys: cluster, substrate, hosts, host_defaults, components, releases, policy, kubernetes, traffic, hooks, signing_key, alarms"}},
 		{"version missing", []edit{{"  - version: 1.0.0\n", "  - upgrade_from: []\n"}},
 			[]string{"t.yaml:26: releases[0].version: must be set"}},
 		{"version not semver", []edit{{"version: 2.0.0", "version: v2.0"}},
@@ -211,6 +211,18 @@ func TestValidateRules(t *testing.T) {
 			[]string{"t.yaml:27: releases[0].artifacts[\"*\"].sha256: must be set: the artifact's SHA-256, 64 hex digits, checked before it is used"}},
 		{"artifact sha256 bad", []edit{{`sha256: ` + hexA, `sha256: abc`}},
 			[]string{"t.yaml:27: releases[0].artifacts[\"*\"].sha256: must be 64 hex digits (a SHA-256), not 3 characters \"abc\""}},
+		// signed loads
+		{"signed release, artifact without signature", []edit{{"  - version: 2.0.0\n", "  - version: 2.0.0\n    signing_key: keys/release.pub\n"}},
+			[]string{"t.yaml:32: releases[1].artifacts[\"*\"].signature: must be set: the loads of release 2.0.0 are signed (signing_key keys/release.pub), and an artifact without a signature would go unchecked"}},
+		{"description's key, every release signed", []edit{{"cluster: t\n", "cluster: t\nsigning_key: k.pub\n"}, {`sha256: ` + hexB + `}}`, `sha256: ` + hexB + `, signature: bin/a-2.sig}}`}},
+			[]string{"t.yaml:28: releases[0].artifacts[\"*\"].signature: must be set: the loads of release 1.0.0 are signed (signing_key k.pub), and an artifact without a signature would go unchecked"}},
+		{"signature without a key", []edit{{`sha256: ` + hexB + `}}`, `sha256: ` + hexB + `, signature: bin/a-2.sig}}`}},
+			[]string{"t.yaml:31: releases[1].artifacts[\"*\"].signature: names a signature but no signing_key says which public key checks it: set signing_key on the release or the description"}},
+		// alarms
+		{"alarm without a name", []edit{{"policy: {on_failure: rollback}\n", "policy: {on_failure: rollback}\nalarms: [{http: \"http://mon/alerts\"}]\n"}},
+			[]string{"t.yaml:33: alarms[0].name: must be set: the health query lists the check by it"}},
+		{"alarm named twice", []edit{{"policy: {on_failure: rollback}\n", "policy: {on_failure: rollback}\nalarms:\n  - {name: a, tcp: \"mon:1\"}\n  - {name: a, tcp: \"mon:2\"}\n"}},
+			[]string{"t.yaml:35: alarms[1].name: duplicate alarm \"a\" (also alarms[0])"}},
 		// policy
 		{"policy on_failure", []edit{{"on_failure: rollback", "on_failure: retry"}},
 			[]string{"t.yaml:32: policy.on_failure: unknown policy \"retry\"; known: rollback, pause"}},

@@ -114,8 +114,12 @@ func (p *Plan) flow(c *config.Cluster, rel *config.Release, phases map[string]Ph
 				p.Flow = append(p.Flow, Stage{Kind: config.StageRollout, Component: name, PointOfNoReturn: fs.PointOfNoReturn && i == 0})
 			}
 			continue
-		case config.StageAction:
-			st.Component = ""
+		default:
+			if _, ok := config.LookupStageKind(fs.Stage); ok {
+				// A registered kind's stage (an action) is named by its
+				// Name; its calls are the release's (StageCalls).
+				st.Component = ""
+			}
 		}
 		p.Flow = append(p.Flow, st)
 	}

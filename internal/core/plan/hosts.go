@@ -34,6 +34,9 @@ type Hosts struct {
 	Domains map[string]string   `json:"domains,omitempty"`
 	// LockDeadline bounds a host's lock, retried until then.
 	LockDeadline config.Duration `json:"lock_deadline,omitempty"`
+	// Strategy orders the hosts (strategy.NextHostsBy): the stage's
+	// strategy, "" for the default order.
+	Strategy string `json:"strategy,omitempty"`
 }
 
 // Part is the phase of component comp within the hosts phase, or nil.
@@ -52,7 +55,7 @@ func (h *Hosts) Part(comp string) *Phase {
 // budgets let go together. The phase is named after the stage.
 func hostsOf(c *config.Cluster, st *config.FlowStage, phases map[string]Phase, down map[string]bool) (Phase, error) {
 	h := &Hosts{Components: st.Components, MaxUnavailable: max(1, st.MaxUnavailable), MaxUnavailablePerDomain: st.MaxUnavailablePerDomain,
-		On: map[string][]string{}, Domains: map[string]string{}, LockDeadline: st.Deadline}
+		On: map[string][]string{}, Domains: map[string]string{}, LockDeadline: st.Deadline, Strategy: st.Strategy}
 	// A Cluster built in Go may lack the defaults Parse applies.
 	ph := Phase{Component: cmp.Or(st.Name, config.DefaultHostsName), Strategy: config.StageHosts, MaxUnavailable: h.MaxUnavailable, Hosts: h,
 		Settings: strategy.Settings{MaxUnavailable: h.MaxUnavailable, MaxUnavailablePerDomain: h.MaxUnavailablePerDomain}}
@@ -102,7 +105,7 @@ func hostsOf(c *config.Cluster, st *config.FlowStage, phases map[string]Phase, d
 		slices.Sort(lost)
 		return Phase{}, fmt.Errorf("plan: the hosts stage %s: host %s of its members is not in the description's hosts", st.Name, strings.Join(lost, ", "))
 	}
-	batches, note := strategy.ExpectedHosts(h.MaxUnavailable, h.MaxUnavailablePerDomain, hosts)
+	batches, note := strategy.ExpectedHostsBy(h.Strategy, h.MaxUnavailable, h.MaxUnavailablePerDomain, hosts)
 	for _, b := range batches {
 		pb := Batch{Hosts: b}
 		for _, hn := range b {

@@ -23,10 +23,11 @@ type Plan struct {
 	Flow []Stage `json:"flow,omitempty"`
 }
 
-// Stage is one stage of an upgrade's flow: Kind is one of config's
-// Stage kinds (expand, phase, action, rollout, migrate, finalize,
-// contract, hosts); Component names a phase's or a rollout's
-// component, Name an action or a hosts stage.
+// Stage is one stage of an upgrade's flow: Kind is one of
+// config.StageKinds (expand, phase, rollout, migrate, finalize,
+// contract, hosts, and the registered ones: action…); Component names
+// a phase's or a rollout's component, Name a hosts stage or a
+// registered kind's stage.
 type Stage struct {
 	Kind      string `json:"kind"`
 	Component string `json:"component,omitempty"`

@@ -15,8 +15,10 @@ import (
 // makes is journaled with its undo before it is made.
 //
 // An extra step's action is always the component's hook list Hooks
-// (a field of config.Hooks), made once for the component, with .To the
-// member chosen by the machine to receive what the step hands over
+// (switchover, a field of config.Hooks; or, for a step defined in a
+// file of its own anywhere, "steps.NAME": the description's
+// hooks.steps.NAME), made once for the component, with .To the member
+// chosen by the machine to receive what the step hands over
 // (BatchFacts.To). Its undo is the same list made again with .To the
 // member that held it before (BatchFacts.From).
 type Extra struct {

@@ -52,40 +52,18 @@ func (activeStandby) Adds() []string { return []string{switchingOver} }
 // role is known before the upgrade, so which member is the active (and
 // goes last, after the switchover) is said in the note.
 func (activeStandby) Expected(s Settings, members []Member) ([][]string, string) {
-	n := len(members)
-	if n == 0 {
+	if len(members) == 0 {
 		return nil, ""
 	}
-	var sizes []int
-	for left := n - 1; left > 0; left -= max(1, s.MaxBatch) {
-		sizes = append(sizes, min(left, max(1, s.MaxBatch)))
-	}
-	return Cut(DefaultOrder(members), append(sizes, 1)), "the standbys first; the member holding the role (observed at run time) goes last, alone, after a switchover to an upgraded member"
+	return Cut(DefaultOrder(members), HolderLast(len(members), s)), "the standbys first; the member holding the role (observed at run time) goes last, alone, after a switchover to an upgraded member"
 }
 
 func (activeStandby) Next(r Round) Choice {
 	size := max(1, r.Settings.MaxBatch)
-	var standbys, holders, down []Member
-	seen := false
-	for _, c := range r.Candidates {
-		switch {
-		case c.Role:
-			holders = append(holders, c)
-			seen = true
-		default:
-			standbys = append(standbys, c)
-			if !c.Healthy {
-				down = append(down, c)
-			}
-		}
-	}
-	for _, d := range r.Done {
-		for _, m := range d.Members {
-			seen = seen || m.Role
-		}
-	}
+	rs := SplitByRole(r)
+	standbys, holders, down := rs.Others, rs.Holders, rs.Down
 	switch {
-	case !seen:
+	case !rs.Seen:
 		// Who is active is not known: a member down may go (replacing it
 		// costs nothing), a healthy one may be the active whose role is
 		// not seen yet, and waits.

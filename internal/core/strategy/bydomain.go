@@ -22,6 +22,8 @@ const ByDomain = "by-domain"
 
 func init() { Register(ByDomain, byDomain{}) }
 
+var _ HostChooser = byDomain{}
+
 type byDomain struct{}
 
 func (byDomain) Validate(s Settings, members []Member) []Problem {
@@ -104,6 +106,79 @@ func (byDomain) Next(r Round) Choice {
 		}
 	}
 	return Choice{Members: Take(DefaultOrder(pick.members), size, r.Admit), Size: size, Why: pick.label() + ": " + why}
+}
+
+// NextHosts, in a hosts stage whose strategy is by-domain: one failure
+// domain's hosts at a time, as its members go in a phase. The domain of
+// the last host begun goes on while it has hosts left (a host of it
+// refused now waits: no second domain is opened); then the first domain
+// by rank: a host with a member down first, one holding a role last,
+// hosts without a domain after every domain. Within a domain, hosts go
+// in OrderHosts's order, up to the batch's size.
+func (byDomain) NextHosts(r HostRound) []string {
+	gs := hostGroups(r.Candidates)
+	if len(gs) == 0 {
+		return nil
+	}
+	pick := gs[0].domain
+	if n := len(r.Begun); n > 0 {
+		for _, g := range gs {
+			if g.domain == r.Begun[n-1].Domain {
+				pick = g.domain
+			}
+		}
+	}
+	return takeHosts(hostsIn(r.Candidates, pick), r.Size, r.Admit)
+}
+
+// ExpectedHosts shows the domains one after the other, in rank, each
+// cut into batches of up to max_unavailable hosts (and
+// max_unavailable_per_domain, which one domain at a time makes the
+// bound).
+func (byDomain) ExpectedHosts(maxUnavailable, perDomain int, hosts []Host) ([][]string, string) {
+	size := max(1, maxUnavailable)
+	if perDomain > 0 {
+		size = min(size, perDomain)
+	}
+	var out [][]string
+	var parts []string
+	for _, g := range hostGroups(hosts) {
+		var names []string
+		for _, h := range hostsIn(hosts, g.domain) {
+			names = append(names, h.Name)
+		}
+		for i := 0; i < len(names); i += size {
+			out = append(out, names[i:min(i+size, len(names))])
+		}
+		label := g.domain
+		if label == "" {
+			label = "hosts without a domain"
+		}
+		parts = append(parts, fmt.Sprintf("%s (%d)", label, len(names)))
+	}
+	return out, fmt.Sprintf("one failure domain's hosts at a time, %d host%s at a time: %s; %s", size, pluralS(size), strings.Join(parts, ", "), hostTurn)
+}
+
+// hostGroups are the hosts' failure domains ranked as by-domain ranks
+// its members' (a host is down when a member on it is, holds a role
+// when a member on it does).
+func hostGroups(hs []Host) []group {
+	ms := make([]Member, len(hs))
+	for i, h := range hs {
+		ms[i] = Member{Name: h.Name, Domain: h.Domain, Healthy: len(h.Down) == 0, Role: h.Role}
+	}
+	return rankGroups(domainGroups(ms))
+}
+
+// hostsIn are the hosts of domain d, in OrderHosts's order.
+func hostsIn(hs []Host, d string) []Host {
+	var out []Host
+	for _, h := range hs {
+		if h.Domain == d {
+			out = append(out, h)
+		}
+	}
+	return OrderHosts(out)
 }
 
 func (byDomain) Explain() string {

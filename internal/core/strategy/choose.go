@@ -77,3 +77,50 @@ func nameList(ms []Member) []string {
 	}
 	return out
 }
+
+// RoleSplit is a round's candidates as a strategy that moves the member
+// holding the component's role last sees them: the others, in the
+// round's order, and those down among them; the holders; and whether a
+// member of the phase, candidate or done, was seen holding the role
+// (until one is, a healthy member may be its holder, not seen yet).
+type RoleSplit struct {
+	Others, Down, Holders []Member
+	Seen                  bool
+}
+
+// SplitByRole splits round r's candidates by the component's role.
+func SplitByRole(r Round) RoleSplit {
+	var s RoleSplit
+	for _, c := range r.Candidates {
+		switch {
+		case c.Role:
+			s.Holders, s.Seen = append(s.Holders, c), true
+		default:
+			s.Others = append(s.Others, c)
+			if !c.Healthy {
+				s.Down = append(s.Down, c)
+			}
+		}
+	}
+	for _, d := range r.Done {
+		for _, m := range d.Members {
+			s.Seen = s.Seen || m.Role
+		}
+	}
+	return s
+}
+
+// HolderLast is the batch sizes of n members moved max_batch at a time
+// with the last alone (the member holding the role, known only at run
+// time): what strategies that hand the role over before its holder
+// goes expect. None for no member.
+func HolderLast(n int, s Settings) []int {
+	if n == 0 {
+		return nil
+	}
+	var sizes []int
+	for left := n - 1; left > 0; left -= max(1, s.MaxBatch) {
+		sizes = append(sizes, min(left, max(1, s.MaxBatch)))
+	}
+	return append(sizes, 1)
+}

@@ -194,8 +194,14 @@ func OrderHosts(hs []Host) []Host {
 // (the hosts still to move, in the plan's order), up to size of them,
 // each asked of admit with those chosen before it counted as locked.
 func NextHosts(candidates []Host, size int, admit func(h Host, chosen []string) *Refusal) []string {
+	return takeHosts(OrderHosts(candidates), size, admit)
+}
+
+// takeHosts walks hosts in order and chooses up to size of those admit
+// lets go, those chosen before counted as locked.
+func takeHosts(hosts []Host, size int, admit func(h Host, chosen []string) *Refusal) []string {
 	var chosen []string
-	for _, h := range OrderHosts(candidates) {
+	for _, h := range hosts {
 		if len(chosen) >= max(1, size) {
 			break
 		}
@@ -205,6 +211,76 @@ func NextHosts(candidates []Host, size int, admit func(h Host, chosen []string) 
 		chosen = append(chosen, h.Name)
 	}
 	return chosen
+}
+
+// HostRound is what a strategy that orders hosts forms a hosts stage's
+// next batch from.
+type HostRound struct {
+	// Candidates are the hosts still to move, in the plan's order, as
+	// the host predicates see them now.
+	Candidates []Host
+	// Begun are the hosts of the stage's batches begun so far, in the
+	// order they were locked.
+	Begun []Host
+	// Size is how many hosts the batch may take.
+	Size int
+	// Admit asks the host predicates, the hosts chosen before counted
+	// as locked; never nil.
+	Admit func(h Host, chosen []string) *Refusal
+}
+
+// HostChooser is a strategy that also orders a hosts stage's hosts,
+// named by the stage's strategy key (by-domain: one failure domain's
+// hosts at a time). Without one, hosts go in OrderHosts's order.
+type HostChooser interface {
+	// NextHosts chooses the hosts of the next batch, asking r.Admit for
+	// each; the machine checks each again and forms no batch of none.
+	NextHosts(r HostRound) []string
+	// ExpectedHosts is the host batches a plan shows, each up to
+	// maxUnavailable hosts (0 means 1) and perDomain of one domain (0:
+	// no bound), and a note on what shaped them.
+	ExpectedHosts(maxUnavailable, perDomain int, hosts []Host) ([][]string, string)
+}
+
+// hostChooser is the strategy registered as name if it orders hosts.
+func hostChooser(name string) (HostChooser, bool) {
+	st, ok := Lookup(name)
+	if !ok {
+		return nil, false
+	}
+	hc, ok := st.(HostChooser)
+	return hc, ok
+}
+
+// HostChoosers lists the registered strategies that order hosts,
+// sorted: what a hosts stage's strategy may name.
+func HostChoosers() []string {
+	var out []string
+	for _, n := range Names() {
+		if _, ok := hostChooser(n); ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// NextHostsBy chooses the next host batch with the strategy registered
+// as name when it orders hosts, in OrderHosts's order otherwise ("": a
+// hosts stage that names none).
+func NextHostsBy(name string, r HostRound) []string {
+	if hc, ok := hostChooser(name); ok {
+		return hc.NextHosts(r)
+	}
+	return NextHosts(r.Candidates, r.Size, r.Admit)
+}
+
+// ExpectedHostsBy is ExpectedHosts with the strategy registered as name
+// when it orders hosts.
+func ExpectedHostsBy(name string, maxUnavailable, perDomain int, hosts []Host) ([][]string, string) {
+	if hc, ok := hostChooser(name); ok {
+		return hc.ExpectedHosts(maxUnavailable, perDomain, hosts)
+	}
+	return ExpectedHosts(maxUnavailable, perDomain, hosts)
 }
 
 // ExpectedHosts is the host batches a plan shows: the hosts in order
@@ -243,8 +319,11 @@ func ExpectedHosts(maxUnavailable, perDomain int, hosts []Host) ([][]string, str
 	if len(down) > 0 {
 		note += "; " + strings.Join(down, ", ") + " first: a member on it is down"
 	}
-	return out, note + "; each host locked, its members upgraded in the components' order, unlocked"
+	return out, note + "; " + hostTurn
 }
+
+// hostTurn says what a host's turn is, for a plan's note.
+const hostTurn = "each host locked, its members upgraded in the components' order, unlocked"
 
 func pluralS(n int) string {
 	if n == 1 {

@@ -120,19 +120,7 @@ func TestNextHosts(t *testing.T) {
 		{"none while one is locked", hostView(1, 0, "h1", "h2:l"), 1, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var cands []Host
-			for _, h := range tc.v.Hosts {
-				if !h.Locked {
-					cands = append(cands, h)
-				}
-			}
-			got := NextHosts(cands, tc.size, func(h Host, chosen []string) *Refusal {
-				tc.v.Admitted = map[string]bool{}
-				for _, c := range chosen {
-					tc.v.Admitted[c] = true
-				}
-				return AdmitHost(tc.v, h, nil)
-			})
+			got := NextHosts(unlocked(tc.v), tc.size, admitIn(tc.v))
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("NextHosts = %v, want %v", got, tc.want)
 			}
@@ -181,5 +169,93 @@ func TestPerHostCountsEveryComponent(t *testing.T) {
 	v.Settings.MaxUnavailablePerHost = 0
 	if r := Admit(v, member(v, "a1"), nil); r != nil {
 		t.Errorf("a1 without a per-host bound (kv's k1 is another component's, in zone z1 too): %s", r)
+	}
+}
+
+// unlocked are the hosts of v not locked: a round's candidates.
+func unlocked(v *HostView) []Host {
+	var out []Host
+	for _, h := range v.Hosts {
+		if !h.Locked {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// admitIn asks the host predicates of v, the hosts chosen counted as
+// admitted.
+func admitIn(v *HostView) func(h Host, chosen []string) *Refusal {
+	return func(h Host, chosen []string) *Refusal {
+		v.Admitted = map[string]bool{}
+		for _, c := range chosen {
+			v.Admitted[c] = true
+		}
+		return AdmitHost(v, h, nil)
+	}
+}
+
+// TestByDomainChoosesHosts: a hosts stage whose strategy is by-domain
+// takes one failure domain's hosts at a time (where the default order
+// would mix them), the domain begun until it is done, even while its
+// next host is refused; a domain with a member down first, the role's
+// last, hosts without a domain after every domain. Begun are the hosts
+// of the batches begun before, not in the view.
+func TestByDomainChoosesHosts(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		v              *HostView
+		begun          []string
+		size           int
+		want, defaults []string
+	}{
+		{"one domain, as many as fit", hostView(2, 0, "h1/z1", "h2/z2", "h3/z1", "h4/z2"), nil, 2, []string{"h1", "h3"}, []string{"h1", "h2"}},
+		{"the domain begun goes on", hostView(1, 0, "h2/z2", "h3/z1"), []string{"h1/z1"}, 1, []string{"h3"}, []string{"h2"}},
+		{"the domain begun is done: the next", hostView(1, 0, "h3/z2"), []string{"h1/z1"}, 1, []string{"h3"}, []string{"h3"}},
+		{"a refused host of the domain begun waits", hostView(2, 0, "h2/z1:n", "h3/z2"), []string{"h1/z1"}, 1, nil, []string{"h3"}},
+		{"a domain with a member down first", hostView(2, 0, "h1/z1", "h2/z2:d", "h3/z2"), nil, 2, []string{"h2", "h3"}, []string{"h2", "h1"}},
+		{"the role's domain last", hostView(2, 0, "h1/z1:r", "h2/z1", "h3/z2"), nil, 2, []string{"h3"}, []string{"h2", "h3"}},
+		{"hosts without a domain after every domain", hostView(1, 0, "h1", "h2/z1"), nil, 1, []string{"h2"}, []string{"h1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var begun []Host
+			for _, b := range tc.begun {
+				n, d, _ := strings.Cut(b, "/")
+				begun = append(begun, Host{Name: n, Domain: d})
+			}
+			r := HostRound{Candidates: unlocked(tc.v), Begun: begun, Size: tc.size, Admit: admitIn(tc.v)}
+			if got := NextHostsBy(ByDomain, r); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("by-domain chose %v, want %v", got, tc.want)
+			}
+			if got := NextHostsBy("", r); !reflect.DeepEqual(got, tc.defaults) {
+				t.Errorf("the default order chose %v, want %v", got, tc.defaults)
+			}
+		})
+	}
+	if got := HostChoosers(); !reflect.DeepEqual(got, []string{ByDomain}) {
+		t.Errorf("HostChoosers() = %v, want [%s]", got, ByDomain)
+	}
+}
+
+// TestByDomainExpectedHosts: a plan shows one domain's hosts after the
+// other, each cut to the host budget.
+func TestByDomainExpectedHosts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		v    *HostView
+		want [][]string
+		note string
+	}{
+		{"two at a time, one domain each", hostView(2, 0, "h1/z1", "h2/z2", "h3/z1", "h4/z2"), [][]string{{"h1", "h3"}, {"h2", "h4"}}, "z1 (2), z2 (2)"},
+		{"the domain with a member down first", hostView(2, 0, "h1/z1", "h2/z2:d", "h3/z1", "h4/z2"), [][]string{{"h2", "h4"}, {"h1", "h3"}}, "z2 (2), z1 (2)"},
+		{"per domain bounds the batch", hostView(2, 1, "h1/z1", "h2/z2", "h3/z1"), [][]string{{"h1"}, {"h3"}, {"h2"}}, "1 host at a time"},
+		{"hosts without a domain last", hostView(2, 0, "h1", "h2/z1"), [][]string{{"h2"}, {"h1"}}, "z1 (1), hosts without a domain (1)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, note := ExpectedHostsBy(ByDomain, tc.v.MaxUnavailable, tc.v.MaxUnavailablePerDomain, tc.v.Hosts)
+			if !reflect.DeepEqual(got, tc.want) || !strings.Contains(note, tc.note) {
+				t.Errorf("ExpectedHosts = %v (%q), want %v (with %q)", got, note, tc.want, tc.note)
+			}
+		})
 	}
 }

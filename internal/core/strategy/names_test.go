@@ -13,13 +13,15 @@ import (
 )
 
 // TestNoStrategyNameOutsideTheRegistry keeps a new strategy one file:
-// nothing outside this package may switch on a strategy's name or spell
-// it, so that adding a strategy changes no other package. It walks
-// every .go file of the repository outside internal/core/strategy and fails
-// on
+// nothing outside this package and the package that registers it may
+// switch on a strategy's name or spell it, so that adding a strategy
+// changes no other package. It walks every .go file of the repository
+// outside internal/core/strategy and fails on
 //
 //   - a string literal that is exactly a registered strategy's name
-//     ("canary"), in any file, tests included: a test chooses a
+//     ("canary") outside the package that registered it (Dir: a
+//     strategy of its own file elsewhere, internal/testenv/extension's
+//     reverse), in any file, tests included: a test chooses a
 //     strategy through its constant here (strategy.Canary), so that a
 //     renamed strategy is a compile error, not a silent miss;
 //   - in code that is not a test, a use of this package's name
@@ -41,6 +43,10 @@ func TestNoStrategyNameOutsideTheRegistry(t *testing.T) {
 		t.Fatalf("name constants %v for strategies %v: each strategy's file should declare its name as a constant", consts, Names())
 	}
 	self := filepath.Join("internal", "core", "strategy")
+	own := map[string]string{} // name -> the directory that registered it
+	for n := range registered {
+		own[n] = sourcetree.Rel(t, Dir(n))
+	}
 	var found []string
 	sourcetree.Walk(t, func(rel string) bool { return rel == self }, func(rel string, fset *token.FileSet, f *ast.File) {
 		isTest := strings.HasSuffix(rel, "_test.go")
@@ -51,7 +57,7 @@ func TestNoStrategyNameOutsideTheRegistry(t *testing.T) {
 				if x.Kind != token.STRING {
 					return true
 				}
-				if v, err := strconv.Unquote(x.Value); err == nil && registered[v] {
+				if v, err := strconv.Unquote(x.Value); err == nil && registered[v] && filepath.Dir(rel) != own[v] {
 					found = append(found, fset.Position(x.Pos()).String()+": the literal "+x.Value)
 				}
 			case *ast.SelectorExpr:
@@ -78,25 +84,11 @@ func nameConstants(t *testing.T, registered map[string]bool) map[string]bool {
 	out := map[string]bool{}
 	for _, p := range pkgs {
 		for _, f := range p.Files {
-			for _, d := range f.Decls {
-				g, ok := d.(*ast.GenDecl)
-				if !ok || g.Tok != token.CONST {
-					continue
+			sourcetree.StringConsts(f, func(id *ast.Ident, v string) {
+				if id.IsExported() && id.Name != "Default" && registered[v] {
+					out[id.Name] = true
 				}
-				for _, sp := range g.Specs {
-					vs := sp.(*ast.ValueSpec)
-					for i, id := range vs.Names {
-						if i >= len(vs.Values) || !id.IsExported() || id.Name == "Default" {
-							continue
-						}
-						if lit, ok := vs.Values[i].(*ast.BasicLit); ok {
-							if v, err := strconv.Unquote(lit.Value); err == nil && registered[v] {
-								out[id.Name] = true
-							}
-						}
-					}
-				}
-			}
+			})
 		}
 	}
 	return out

@@ -2,6 +2,8 @@ package strategy
 
 import (
 	"fmt"
+	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
 )
@@ -151,10 +153,13 @@ type Strategy interface {
 var (
 	mu         sync.RWMutex
 	strategies = map[string]Strategy{}
+	dirs       = map[string]string{} // name -> the directory of the file that registered it
 )
 
 // Register makes a strategy known by name; a second registration of a
-// name panics (it is a programming error, found at start-up).
+// name panics (it is a programming error, found at start-up). A
+// strategy may be registered from any package (its own file, in its
+// init): that package is where its name may be spelled (Dir).
 func Register(name string, s Strategy) {
 	mu.Lock()
 	defer mu.Unlock()
@@ -162,6 +167,18 @@ func Register(name string, s Strategy) {
 		panic("strategy: " + name + " registered twice")
 	}
 	strategies[name] = s
+	if _, file, _, ok := runtime.Caller(1); ok {
+		dirs[name] = filepath.Dir(file)
+	}
+}
+
+// Dir is the directory of the source file that registered strategy
+// name: its package, the one place besides this one that may spell its
+// name (TestNoStrategyNameOutsideTheRegistry holds the tree to that).
+func Dir(name string) string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return dirs[name]
 }
 
 // Lookup returns the strategy registered as name.

@@ -29,7 +29,7 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 		switch {
 		case err != nil:
 			u.Stage.Detail = fmt.Sprintf("try %d: %v", u.Stage.Tries, err)
-		case a.Stage == config.StageAction:
+		case registeredStage(a) && !a.Gate:
 			// Its gate, if it has one, is checked next, at once.
 			u.Stage.Called, u.Stage.Detail = true, "called"
 			u.Stage.LastTry, u.Stage.Tries = time.Time{}, 0
@@ -121,11 +121,11 @@ func Describe(a Action) string {
 	case ActStop:
 		return "stop " + a.Member
 	case ActStage:
-		switch a.Stage {
-		case config.StageAction:
-			return fmt.Sprintf("action %s of release %s", a.Name, a.Version)
-		case config.StageActionGate:
-			return fmt.Sprintf("gate of action %s of release %s", a.Name, a.Version)
+		switch {
+		case registeredStage(a) && a.Gate:
+			return fmt.Sprintf("gate of %s %s of release %s", a.Stage, a.Name, a.Version)
+		case registeredStage(a):
+			return fmt.Sprintf("%s %s of release %s", a.Stage, a.Name, a.Version)
 		}
 		return fmt.Sprintf("%s of release %s", a.Stage, a.Version)
 	case ActLock:
@@ -157,4 +157,11 @@ func Describe(a Action) string {
 func asked(n step.Name, a Action) bool {
 	def, _, ok := step.Of(n)
 	return ok && string(def.Action) == string(a.Kind) && (a.Kind != ActHooks || def.Hooks == a.Hooks)
+}
+
+// registeredStage reports whether stage action a is a registered
+// kind's stage (config.StageKind: an action), named in a.Name.
+func registeredStage(a Action) bool {
+	_, ok := config.LookupStageKind(a.Stage)
+	return ok
 }

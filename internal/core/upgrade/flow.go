@@ -26,14 +26,15 @@ func StageState(st plan.Stage) State {
 		return RollingOut(st.Component)
 	case config.StageHosts:
 		return Upgrading(st.Name)
-	case config.StageAction:
-		return Acting(st.Name)
 	case config.StageMigrate:
 		return StateMigrating
 	case config.StageFinalize:
 		return StateFinalizing
 	case config.StageContract:
 		return StateContracting
+	}
+	if k, ok := config.LookupStageKind(st.Kind); ok {
+		return State{Kind: Kind(k.State), Component: st.Name}
 	}
 	return State{}
 }

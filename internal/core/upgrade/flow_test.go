@@ -1,8 +1,10 @@
 package upgrade
 
 import (
+	"strings"
 	"testing"
 
+	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/core/plan"
 )
 
@@ -42,5 +44,32 @@ func TestFlowStates(t *testing.T) {
 	}
 	if st, err := ParseState("rolling-back"); err != nil || st != StateRollingBack {
 		t.Errorf("rolling-back read as %#v, %v", st, err)
+	}
+}
+
+// TestRegisteredStageStatesAreTheirOwn: a registered stage kind's state
+// word is no built-in state's and no prefix of one ("upgrading-x"
+// would read back as another kind), and its named states read back as
+// themselves.
+func TestRegisteredStageStatesAreTheirOwn(t *testing.T) {
+	n := 0
+	for _, name := range config.StageKinds() {
+		k, ok := config.LookupStageKind(name)
+		if !ok {
+			continue
+		}
+		n++
+		for _, b := range kinds {
+			if string(b) == k.State || strings.HasPrefix(string(b), k.State+"-") || strings.HasPrefix(k.State, string(b)+"-") {
+				t.Errorf("stage kind %s's state %q cannot be told from the state %q", k.Name, k.State, b)
+			}
+		}
+		st := StageState(plan.Stage{Kind: k.Name, Name: "x"})
+		if back, err := ParseState(st.String()); err != nil || back != st || back.Kind != Kind(k.State) {
+			t.Errorf("stage kind %s: state %q read back as %#v, %v", k.Name, st, back, err)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no stage kind registered (the action is)")
 	}
 }

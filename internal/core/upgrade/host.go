@@ -356,18 +356,29 @@ func (s *stepper) formHostBatch(ph plan.Phase, pending []string) {
 }
 
 // chooseHosts asks the host predicates about the hosts still to move
-// (pending), in their order, and chooses up to room of them, each
+// (pending), in the order the stage's strategy takes them
+// (strategy.NextHostsBy: by-domain one domain's hosts at a time, the
+// default order without one), and chooses up to room of them, each
 // counting as locked for the next. It returns the refusals, and the
 // hosts whose capacity is being asked.
 func (s *stepper) chooseHosts(ph plan.Phase, pending []string, room int) (chosen []string, refused []strategy.Refusal, asking []string) {
 	v := s.hostView(ph)
-	var candidates []strategy.Host
+	var candidates, begun []strategy.Host
 	for _, h := range v.Hosts {
 		if slices.Contains(pending, h.Name) {
 			candidates = append(candidates, h)
 		}
 	}
-	chosen = strategy.NextHosts(candidates, room, func(h strategy.Host, chosen []string) *strategy.Refusal {
+	for i := range s.u.Batches {
+		if b := &s.u.Batches[i]; b.Phase != s.u.Phase || b.Rollback != s.u.RollingBack() {
+			continue
+		}
+		for _, n := range s.u.Batches[i].Hosts {
+			begun = append(begun, strategy.Host{Name: n, Domain: ph.Hosts.Domains[n]})
+		}
+	}
+	r := strategy.HostRound{Candidates: candidates, Begun: begun, Size: room}
+	r.Admit = func(h strategy.Host, chosen []string) *strategy.Refusal {
 		v.Admitted = map[string]bool{}
 		for _, n := range chosen {
 			v.Admitted[n] = true
@@ -393,7 +404,8 @@ func (s *stepper) chooseHosts(ph plan.Phase, pending []string, room int) (chosen
 			refused = append(refused, *r)
 		}
 		return r
-	})
+	}
+	chosen = strategy.NextHostsBy(ph.Hosts.Strategy, r)
 	return chosen, refused, asking
 }
 

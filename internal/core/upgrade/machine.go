@@ -509,12 +509,16 @@ func (s *stepper) once() {
 			u.UpgradeHooks.Opened = true
 		}
 		s.next()
-	case KindExpanding, KindMigrating, KindFinalizing, KindContracting, KindAction:
+	case KindExpanding, KindMigrating, KindFinalizing, KindContracting:
 		s.stage(u.State)
 	case KindAwaitingFinalize:
 		s.wait("every member runs %s, pinned to %s; 'ferry upgrade finalize' passes the point of no return, 'ferry upgrade abort' rolls back", u.To, u.Pin)
 	case KindUpgraded, KindRolledOut:
 		s.next()
+	default:
+		if _, ok := stageKindOf(u.State.Kind); ok {
+			s.stage(u.State) // a registered kind's stage: its calls, then its gate
+		}
 	}
 }
 

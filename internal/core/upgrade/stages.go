@@ -8,34 +8,32 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/core/config"
 )
 
-// stageCalls are the calls the current migration stage or action st
-// of the target release makes next, and the stage's name for the
-// engine: an action's calls, then, once they passed, its gate.
-func (s *stepper) stageCalls(st State) ([]config.Call, string) {
+// stageCalls are the calls the current migration stage (or registered
+// kind's stage) st of the target release makes next, and the action
+// that makes them: a registered kind's calls, then, once they passed
+// (Stage.Called), its gate.
+func (s *stepper) stageCalls(st State) ([]config.Call, Action) {
+	a := Action{Kind: ActStage, Stage: stageName(st), Version: s.u.To}
 	r := s.c.Release(s.u.To)
 	if r == nil {
-		return nil, ""
+		return nil, a
 	}
-	name := stageName(st)
-	if st.Kind == KindAction {
-		name = config.StageAction
-		if s.u.Stage.Called {
-			name = config.StageActionGate
-		}
+	if k, ok := stageKindOf(st.Kind); ok {
+		a.Stage, a.Name, a.Gate = k.Name, st.Component, s.u.Stage.Called
 	}
-	_, calls := r.StageCalls(name, st.Component)
-	return calls, name
+	_, calls := r.StageCalls(a.Stage, a.Name, a.Gate)
+	return calls, a
 }
 
 // stageTimes are stage st's deadline and the pause between two tries:
-// the release's migrations', an action's own deadline.
+// the release's migrations', a registered kind's stage's own deadline.
 func (s *stepper) stageTimes(st State) (deadline, interval time.Duration) {
 	r := s.c.Release(s.u.To)
 	m := &r.Migrations
 	deadline, interval = m.Deadline.D(), m.Interval.D()
-	if st.Kind == KindAction {
-		if a := r.FlowAction(st.Component); a != nil && a.Deadline > 0 {
-			deadline = a.Deadline.D()
+	if k, ok := stageKindOf(st.Kind); ok {
+		if fs := r.FlowStage(k.Name, st.Component); fs != nil && fs.Deadline > 0 {
+			deadline = fs.Deadline.D()
 		}
 	}
 	return deadline, interval
@@ -60,14 +58,15 @@ func (s *stepper) nextStage(st State) {
 	s.next()
 }
 
-// stage advances migration stage st (or a flow's action): its calls
-// are made until they pass, at the release's interval, within its
-// deadline; an action's gate likewise once its calls passed. Finalize
+// stage advances migration stage st (or a registered kind's stage, an
+// action): its calls are made until they pass, at the release's
+// interval, within its deadline; its gate likewise once its calls
+// passed. Finalize
 // is recorded before its first call: once it may have happened, there
 // is no going back.
 func (s *stepper) stage(st State) {
 	u := &s.u
-	calls, name := s.stageCalls(st)
+	calls, a := s.stageCalls(st)
 	if len(calls) == 0 || u.Stage.Done {
 		if len(calls) > 0 || u.Stage.Called {
 			u.Boundary = s.now // what it changed is checked before a batch
@@ -106,10 +105,6 @@ func (s *stepper) stage(st State) {
 	}
 	u.Stage.LastTry = s.now
 	u.Stage.Tries++
-	a := Action{Kind: ActStage, Stage: name, Version: u.To}
-	if st.Kind == KindAction {
-		a.Name = st.Component
-	}
 	u.Stage.Acting = s.act(a)
 }
 
@@ -134,8 +129,8 @@ func (u *Upgrade) awaits(a Action) bool {
 	if u.Stage.Acting != a.Seq {
 		return false
 	}
-	if u.State.Kind == KindAction {
-		return a.Name == u.State.Component && (a.Stage == config.StageAction || a.Stage == config.StageActionGate)
+	if k, ok := stageKindOf(u.State.Kind); ok {
+		return a.Stage == k.Name && a.Name == u.State.Component
 	}
 	return stageName(u.State) == a.Stage
 }

@@ -3,6 +3,8 @@ package upgrade
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ferry-upgrade/ferry/internal/core/config"
 )
 
 // Kind is a kind of state of an upgrade, named after the seeds' states.
@@ -27,7 +29,9 @@ const (
 	// release they run, with the pin moved) runs, then passed its gate.
 	KindRollingOut Kind = "rolling-out"
 	KindRolledOut  Kind = "rolled-out"
-	// KindAction is a flow's cluster action, named in Component.
+	// KindAction is a flow's cluster action, named in Component: the
+	// state of config's registered stage kind action (a registered
+	// kind's state is config.StageKind.State, named).
 	KindAction Kind = "action"
 )
 
@@ -35,16 +39,26 @@ const (
 // component's phase carry the component.
 var kinds = []Kind{KindStarted, KindPreflight, KindExpanding, KindUpgrading, KindUpgraded, KindMigrating,
 	KindAwaitingFinalize, KindFinalizing, KindContracting, KindCompleted, KindFailed, KindPaused,
-	KindRollingBack, KindRolledBack, KindRollingOut, KindRolledOut, KindAction}
+	KindRollingBack, KindRolledBack, KindRollingOut, KindRolledOut}
 
 // named reports whether a state of kind k carries a name: its phase's
-// or rollout's component, its action's.
+// or rollout's component, a registered stage's name (an action's).
 func (k Kind) named() bool {
 	switch k {
-	case KindUpgrading, KindUpgraded, KindRollingOut, KindRolledOut, KindAction:
+	case KindUpgrading, KindUpgraded, KindRollingOut, KindRolledOut:
 		return true
 	}
-	return false
+	_, ok := stageKindOf(k)
+	return ok
+}
+
+// stageKindOf is the registered flow stage kind (config.StageKind)
+// whose stages have state kind k: the machine runs them as call stages.
+func stageKindOf(k Kind) (config.StageKind, bool) {
+	if k == "" {
+		return config.StageKind{}, false
+	}
+	return config.StageKindOfState(string(k))
 }
 
 // State is an upgrade's state: a kind, and the component whose phase
@@ -129,6 +143,15 @@ func ParseState(w string) (State, error) {
 	for _, k := range kinds {
 		if c, ok := strings.CutPrefix(w, string(k)+"-"); ok && k.named() && c != "" {
 			return State{Kind: k, Component: c}, nil
+		}
+	}
+	for _, name := range config.StageKinds() {
+		sk, ok := config.LookupStageKind(name)
+		if !ok {
+			continue
+		}
+		if c, ok := strings.CutPrefix(w, sk.State+"-"); ok && c != "" {
+			return State{Kind: Kind(sk.State), Component: c}, nil
 		}
 	}
 	return State{}, fmt.Errorf("upgrade: unknown state %q", w)

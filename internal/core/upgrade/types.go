@@ -550,10 +550,11 @@ type Action struct {
 	// Host is the host an ActLock locks.
 	Host string `json:"host,omitempty"`
 	// Stage is the migration stage of an ActStage action: expand,
-	// migrate, finalize or contract; or a flow's action (action, then
-	// action-gate), named in Name.
+	// migrate, finalize or contract; or the kind of a flow's registered
+	// stage (action), named in Name, its calls or (Gate) its gate.
 	Stage string `json:"stage,omitempty"`
 	Name  string `json:"name,omitempty"`
+	Gate  bool   `json:"gate,omitempty"`
 	// Pin is the record's pin when the action was decided: a start
 	// renders the member's run (.Pin) with it, so that members started
 	// after a rollout or finalize moved it carry the new one.

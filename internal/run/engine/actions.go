@@ -264,13 +264,14 @@ func (e *Engine) undo(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) 
 	return "", ud.Undo(ctx, ef.Key, ef.Undo.Driver)
 }
 
-// stageCalls are the calls of migration stage (or flow action) a.
+// stageCalls are the calls of migration stage (or registered kind's
+// stage, an action) a.
 func (e *Engine) stageCalls(a upgrade.Action) []config.Call {
 	r := e.c.Release(a.Version)
 	if r == nil {
 		return nil
 	}
-	_, calls := r.StageCalls(a.Stage, a.Name)
+	_, calls := r.StageCalls(a.Stage, a.Name, a.Gate)
 	return calls
 }
 
@@ -282,7 +283,7 @@ func (e *Engine) stage(ctx context.Context, a upgrade.Action) (string, error) {
 	if r == nil {
 		return "", fmt.Errorf("release %s is not in the catalog", a.Version)
 	}
-	name, calls := r.StageCalls(a.Stage, a.Name)
+	name, calls := r.StageCalls(a.Stage, a.Name, a.Gate)
 	comp := e.c.Component(name)
 	if comp == nil {
 		return "", fmt.Errorf("release %s: the component %q of its %s stage is not in the description", a.Version, name, a.Stage)

@@ -173,12 +173,8 @@ func (e *Engine) Up(ctx context.Context, version string, progress Progress) (Clu
 		if err != nil {
 			return rep, fmt.Errorf("%w: %v", ErrArtifact, err)
 		}
-		sum, err := e.sums.of(a.Path)
-		if err != nil {
+		if err := e.checkLoad(ctx, comp.Name, version, a).Refusal(); err != nil {
 			return rep, fmt.Errorf("%w: artifact of %s %s: %v; nothing was started", ErrArtifact, comp.Name, version, err)
-		}
-		if !strings.EqualFold(sum, a.SHA256) {
-			return rep, fmt.Errorf("%w: artifact of %s %s: %s has sha256 %s, the catalog says %s; nothing was started", ErrArtifact, comp.Name, version, a.Path, sum, a.SHA256)
 		}
 	}
 	snap, err := e.Observe(ctx)

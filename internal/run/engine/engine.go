@@ -88,7 +88,7 @@ type Engine struct {
 	// (Config.Calls, bounded by call).
 	prober prober
 
-	sums sums // artifact checksums, for the preflight
+	loads loads // verdicts on artifacts (checksum, signature), for the preflight
 
 	// learnt holds the versions adopted members reported through their
 	// component's version call (adopt.go), by member.

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strings"
 
+	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/core/plan"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
-	"github.com/ferry-upgrade/ferry/internal/trust/checksum"
 )
 
 // Check is one preflight check and its verdict, like one line of
@@ -70,12 +69,20 @@ func (e *PreflightError) Error() string {
 
 func (e *PreflightError) Unwrap() error { return ErrPreflight }
 
+// lockHolders is a store that can say who holds its engine lock
+// (store.Store: the data directory's flock).
+type lockHolders interface{ EngineLockHolders() []string }
+
 // RunPreflight checks that an upgrade to version to may start: no other
-// upgrade in progress, every host answering, every member running
-// healthy, every cluster gate green, the target in the catalog and
-// reachable from what runs, and the artifacts of the target (and of
-// the running release, which a rollback needs) present with the right
-// checksums. With to empty it checks the cluster's health alone.
+// upgrade in progress, no other ferry process holding the engine lock,
+// every host answering, every member running healthy, every cluster
+// gate green, every alarm of the description quiet, the target in the
+// catalog and reachable from what runs, and the artifacts of the target
+// (and of the running release, which a rollback needs) present with the
+// right checksums and, for a signed release, signatures that verify
+// with its key. With to empty it checks the cluster's health alone. It
+// is StarlingX's health-query-upgrade: `ferry health --to` prints it,
+// `ferry upgrade start` refuses on it.
 func (e *Engine) RunPreflight(ctx context.Context, to string) Preflight {
 	pf := Preflight{To: to}
 	add := func(name string, ok bool, detail string) {
@@ -87,6 +94,13 @@ func (e *Engine) RunPreflight(ctx context.Context, to string) Preflight {
 		add("no upgrade in progress", false, fmt.Sprintf("upgrade %s is %s (%s → %s)", cur.ID, cur.State, cur.From, cur.To))
 	} else {
 		add("no upgrade in progress", true, "none")
+	}
+	if lp, ok := e.cfg.Store.(lockHolders); ok {
+		if h := lp.EngineLockHolders(); len(h) > 0 {
+			add("engine lock free", false, "held by "+strings.Join(h, ", ")+": another ferry process drives this data directory")
+		} else {
+			add("engine lock free", true, "no other ferry process holds it")
+		}
 	}
 	snap, err := e.Observe(ctx)
 	if err != nil {
@@ -103,6 +117,10 @@ func (e *Engine) RunPreflight(ctx context.Context, to string) Preflight {
 		if g, ok := snap.Obs.Gates[comp.Name]; ok {
 			add("cluster gate "+comp.Name, g.Healthy, orDash(g.Detail))
 		}
+	}
+	for _, a := range e.c.Alarms {
+		r := e.prober.Do(ctx, a.Call, config.TemplateData{Version: to})
+		add("alarm "+a.Name, r.OK, orDash(r.Detail))
 	}
 	running := map[string]bool{}
 	for _, v := range snap.Versions() {
@@ -153,14 +171,10 @@ func (e *Engine) RunPreflight(ctx context.Context, to string) Preflight {
 			case a.Path == "":
 				add(name, true, "image "+a.Image+" (pulled and checked by its substrate)")
 			default:
-				sum, err := e.sums.of(a.Path)
-				switch {
-				case err != nil:
-					add(name, false, err.Error())
-				case !strings.EqualFold(sum, a.SHA256):
-					add(name, false, fmt.Sprintf("%s: sha256 %s, the catalog says %s", a.Path, sum, a.SHA256))
-				default:
-					add(name, true, a.Path+": sha256 matches")
+				lc := e.checkLoad(ctx, comp.Name, v, a)
+				add(name, lc.SumOK(), lc.SumDetail())
+				if lc.Signed {
+					add(fmt.Sprintf("signature of %s %s", comp.Name, v), lc.SigOK(), lc.SigDetail())
 				}
 			}
 		}
@@ -175,38 +189,6 @@ func (e *Engine) releaseNames() []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// sums caches artifact checksums by path, size and modification time:
-// hashing a large artifact on every preflight would be slow, and a
-// changed file is hashed again.
-type sums struct {
-	m map[string]sumEntry
-}
-
-type sumEntry struct {
-	size int64
-	mod  int64
-	sum  string
-}
-
-func (s *sums) of(path string) (string, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "", err
-	}
-	if s.m == nil {
-		s.m = map[string]sumEntry{}
-	}
-	if c, ok := s.m[path]; ok && c.size == fi.Size() && c.mod == fi.ModTime().UnixNano() {
-		return c.sum, nil
-	}
-	sum, err := checksum.File(path)
-	if err != nil {
-		return "", err
-	}
-	s.m[path] = sumEntry{size: fi.Size(), mod: fi.ModTime().UnixNano(), sum: sum}
-	return sum, nil
 }
 
 // ErrLocked is returned when a cluster description other than the one

@@ -314,8 +314,8 @@ func (l *loop) finished(o outcome) error {
 		DurationMS: float64(o.took.Microseconds()) / 1000}
 	what := upgrade.Describe(o.a)
 	switch {
-	case o.err != nil && o.a.Kind == upgrade.ActStage && (o.a.Stage == config.StageMigrate || o.a.Stage == config.StageActionGate):
-		// A migration not done yet is progress, not trouble.
+	case o.err != nil && o.a.Kind == upgrade.ActStage && (o.a.Stage == config.StageMigrate || o.a.Gate):
+		// A migration (or a gate) not done yet is progress, not trouble.
 		ev.Kind = "stage"
 		ev.Message = fmt.Sprintf("%s: not done yet: %v", what, o.err)
 	case o.err != nil:
@@ -388,7 +388,7 @@ func (e *Engine) componentOf(a upgrade.Action) string {
 		return a.Component
 	}
 	if r := e.c.Release(a.Version); r != nil && a.Kind == upgrade.ActStage {
-		comp, _ := r.StageCalls(a.Stage, a.Name)
+		comp, _ := r.StageCalls(a.Stage, a.Name, a.Gate)
 		return comp
 	}
 	return ""

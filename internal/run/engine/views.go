@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"fmt"
 	"sort"
 
 	"github.com/ferry-upgrade/ferry/internal/core/config"
@@ -102,10 +104,56 @@ type ReleaseView struct {
 	UpgradeFrom []string `json:"upgrade_from,omitempty"`
 	DowngradeTo []string `json:"downgrade_to,omitempty"`
 	Migrations  []string `json:"migrations,omitempty"` // the stages it has
+	// Load is the state of its artifacts as StarlingX's load-list
+	// names it: active (members run it), imported (verified, and an
+	// upgrade can take the cluster there), inactive (verified, no
+	// path leads there now), error (an artifact missing, or its
+	// checksum or signature does not verify: LoadDetail says which),
+	// importing (the server checks it now; not yet in the catalog).
+	Load       string `json:"load"`
+	LoadDetail string `json:"load_detail,omitempty"`
+	// Signed names the public key its artifacts are signed with (its
+	// file), empty when the release is not signed.
+	Signed string `json:"signed,omitempty"`
 }
 
-// ReleasesView lists the catalog in version order with each state.
-func (e *Engine) ReleasesView(snap Snapshot) []ReleaseView {
+// The load states of ReleaseView.Load.
+const (
+	LoadActive    = "active"
+	LoadImported  = "imported"
+	LoadInactive  = "inactive"
+	LoadError     = "error"
+	LoadImporting = "importing"
+)
+
+// loadState is release r's load state (but importing) given its
+// computed state, and why when it is error.
+func (e *Engine) loadState(ctx context.Context, r *config.Release, state string) (load, detail string) {
+	for _, comp := range e.c.ComponentsInOrder() {
+		a, err := e.artifact(comp.Name, r.Version)
+		if err != nil {
+			return LoadError, err.Error()
+		}
+		if a.Path == "" {
+			continue // an image, or a node's kubelet: its substrate checks it
+		}
+		if err := e.checkLoad(ctx, comp.Name, r.Version, a).Refusal(); err != nil {
+			return LoadError, fmt.Sprintf("artifact of %s: %v", comp.Name, err)
+		}
+	}
+	switch state {
+	case "active", "partial":
+		return LoadActive, ""
+	case "available":
+		return LoadImported, ""
+	}
+	return LoadInactive, ""
+}
+
+// ReleasesView lists the catalog in version order with each state and
+// load state (reading each artifact: a checksum and signature, cached
+// while the files do not change).
+func (e *Engine) ReleasesView(ctx context.Context, snap Snapshot) []ReleaseView {
 	count := map[string]int{}
 	total := 0
 	var running []string
@@ -146,6 +194,8 @@ func (e *Engine) ReleasesView(snap Snapshot) []ReleaseView {
 				v.State = "unavailable"
 			}
 		}
+		v.Load, v.LoadDetail = e.loadState(ctx, &r, v.State)
+		v.Signed = e.c.SigningKeyOf(&r)
 		out = append(out, v)
 	}
 	return out

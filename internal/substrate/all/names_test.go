@@ -4,8 +4,6 @@ import (
 	"go/ast"
 	"go/token"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/ferry-upgrade/ferry/internal/substrate"
@@ -26,14 +24,13 @@ import (
 // contains the word ("applies to the process substrate") is prose, not
 // a switch, and is not counted.
 func TestNoSubstrateNamedOutsideItsPackage(t *testing.T) {
-	root := sourcetree.Root(t)
 	own := map[string]string{} // name -> its package's directory, relative to root
 	for _, name := range substrate.Names() {
 		s, err := substrate.Lookup(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		own[name] = relDir(t, root, s.Dir())
+		own[name] = sourcetree.Rel(t, s.Dir())
 	}
 	if len(own) == 0 {
 		t.Fatal("no substrate registered")
@@ -44,38 +41,23 @@ func TestNoSubstrateNamedOutsideItsPackage(t *testing.T) {
 		case "testdata", "examples", "node_modules", "vendor":
 			return true
 		}
-		return rel == registry
+		return false
 	}
+	walked := map[string]bool{}
 	sourcetree.Walk(t, skip, func(rel string, fset *token.FileSet, f *ast.File) {
-		ast.Inspect(f, func(n ast.Node) bool {
-			lit, ok := n.(*ast.BasicLit)
-			if !ok || lit.Kind != token.STRING {
-				return true
+		walked[filepath.Dir(rel)] = true
+		if filepath.Dir(rel) == registry { // the registry's own files (the substrates live below it)
+			return
+		}
+		sourcetree.StringLits(f, func(lit *ast.BasicLit, v string) {
+			if dir, ok := own[v]; ok && filepath.Dir(rel) != dir {
+				t.Errorf("%s: the substrate name %q outside its package (%s): ask the registry (package substrate: its capabilities, its rules) or use the package's Name", fset.Position(lit.Pos()), v, dir)
 			}
-			v, err := strconv.Unquote(lit.Value)
-			if err != nil {
-				return true
-			}
-			dir, ok := own[v]
-			if !ok || filepath.Dir(rel) == dir {
-				return true
-			}
-			t.Errorf("%s: the substrate name %q outside its package (%s): ask the registry (package substrate: its capabilities, its rules) or use the package's Name", fset.Position(lit.Pos()), v, dir)
-			return true
 		})
 	})
-}
-
-// relDir is a registering package's directory relative to the root
-// (Dir is absolute, or module-relative in a -trimpath build).
-func relDir(t *testing.T, root, dir string) string {
-	t.Helper()
-	if rel, err := filepath.Rel(root, dir); err == nil && !strings.HasPrefix(rel, "..") {
-		return rel
+	for name, dir := range own {
+		if !walked[dir] {
+			t.Errorf("substrate %s's package %s was not walked: the test would not see a name inside it", name, dir)
+		}
 	}
-	if i := strings.Index(dir, "/internal/"); i >= 0 {
-		return dir[i+1:]
-	}
-	t.Fatalf("cannot place the package directory %s under %s", dir, root)
-	return ""
 }

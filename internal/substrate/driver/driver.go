@@ -19,9 +19,13 @@ type Member struct {
 	Name      string
 	Component string
 	Host      string
-	Address   string
-	Args      []string
-	Env       map[string]string
+	// Domain is the member's failure domain as the substrate knows it
+	// (a Kubernetes node's topology.kubernetes.io/zone label), set by
+	// Discover; a described member's domain comes from its description.
+	Domain  string
+	Address string
+	Args    []string
+	Env     map[string]string
 	// StopTimeout bounds a graceful stop before the member is killed.
 	StopTimeout time.Duration
 	// Workload is the Kubernetes object the member belongs to (nil on

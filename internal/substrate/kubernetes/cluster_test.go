@@ -242,6 +242,18 @@ spec:
 // testDaemonSet: Start of one node's member replaces that node's pod only.
 func testDaemonSet(t *testing.T, c *cluster) {
 	ctx := context.Background()
+	// Nodes 0 and 1 in zone a, 2 and 3 in zone b, 4 in none: each
+	// member's domain is its node's zone.
+	zones := map[int]string{0: "a", 1: "a", 2: "b", 3: "b"}
+	for i, z := range zones {
+		_, err := c.env.Kubectl("label", "node", fmt.Sprintf("kwok-node-%d", i), ZoneLabel+"="+z, "--overwrite")
+		must(t, err)
+	}
+	t.Cleanup(func() {
+		for i := range zones {
+			c.env.Kubectl("label", "node", fmt.Sprintf("kwok-node-%d", i), ZoneLabel+"-")
+		}
+	})
 	must(t, c.env.Apply(daemonSet))
 	w := &driver.Workload{Kind: kindDaemonSet, Namespace: "ds", Name: "agent"}
 	var ms []driver.Member
@@ -257,6 +269,11 @@ func testDaemonSet(t *testing.T, c *cluster) {
 	c.waitVersions(t, w, 5, want)
 	if ms[2].Name != "agent.kwok-node-2" || ms[2].Host != "kwok-node-2" {
 		t.Fatalf("Discover: member 2 is %+v", ms[2])
+	}
+	for i, m := range ms {
+		if m.Domain != zones[i] {
+			t.Errorf("Discover: %s's domain is %q, want its node's zone %q", m.Name, m.Domain, zones[i])
+		}
 	}
 	before := c.podsByNode(t, "ds", "app=agent")
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -187,12 +188,46 @@ func (d *Driver) Discover(ctx context.Context, component string, w driver.Worklo
 	if err != nil {
 		return nil, err
 	}
+	if err := d.domains(ctx, ms); err != nil {
+		return nil, err
+	}
 	for i := range ms {
 		ms[i].Component = component
 		wc := w
 		ms[i].Workload = &wc
 	}
 	return ms, nil
+}
+
+// ZoneLabel is the node label a member's failure domain is read from:
+// Kubernetes' well-known zone, which cloud providers and operators set.
+const ZoneLabel = "topology.kubernetes.io/zone"
+
+// domains sets each member's Domain to its node's zone (ZoneLabel), so
+// that strategies and budgets by domain see Kubernetes' own topology.
+// A node without the label leaves its members without a domain.
+func (d *Driver) domains(ctx context.Context, ms []driver.Member) error {
+	zone := map[string]string{}
+	for i := range ms {
+		node := ms[i].Host
+		if node == "" {
+			continue
+		}
+		z, seen := zone[node]
+		if !seen {
+			n, err := d.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				return apiError(ctx, err, "reading node %s's zone", node)
+			default:
+				z = n.Labels[ZoneLabel]
+			}
+			zone[node] = z
+		}
+		ms[i].Domain = z
+	}
+	return nil
 }
 
 // Observe reports the members' statuses, asking the API server once

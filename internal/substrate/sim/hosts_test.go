@@ -2,13 +2,16 @@ package sim
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/core/config"
+	"github.com/ferry-upgrade/ferry/internal/core/strategy"
 )
 
 // TestHostsSeeds runs seeded upgrades of testdata/hosts.yaml (kv in a
@@ -85,5 +88,52 @@ func TestHostsInvariantCatchesBreaches(t *testing.T) {
 				t.Errorf("%s: broken %q, want %d breach(es)", InvHosts, inv.Broken, tc.broken)
 			}
 		})
+	}
+}
+
+// TestHostsByDomain: a hosts stage whose strategy is by-domain locks
+// one zone's hosts at a time. The hosts of testdata/hosts.yaml are
+// listed zone-a, zone-b, zone-c, zone-a, … (the default order would
+// lock h1 and h3 together), with two hosts at once and two per zone:
+// every host of a zone is locked before any of the next, and no lock
+// finds a host of another zone locked. No faults: the order is the
+// stage's alone.
+func TestHostsByDomain(t *testing.T) {
+	c, err := config.Load("testdata/hosts.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]config.Host{}
+	for _, h := range c.Hosts {
+		byName[h.Name] = h
+	}
+	c.Hosts = nil
+	for _, n := range []string{"h1", "h3", "h5", "h2", "h4", "h6"} {
+		c.Hosts = append(c.Hosts, byName[n])
+	}
+	r := c.Release("2.0.0")
+	i := slices.IndexFunc(r.Flow, func(st config.FlowStage) bool { return st.Stage == config.StageHosts })
+	st := &r.Flow[i]
+	st.Strategy, st.MaxUnavailable, st.MaxUnavailablePerDomain = strategy.ByDomain, 2, 2
+	res, err := Run(context.Background(), Config{Cluster: c, To: "2.0.0", Seed: 1, Faults: &Faults{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := res.Broken(); len(b) > 0 || res.State.String() != "completed" {
+		t.Fatalf("ended %s (%s) %s; broken: %v", res.State, res.Reason, res.Err, b)
+	}
+	var zones []string // the zone of each lock, in order
+	for _, ev := range res.Events {
+		var h, from string
+		if _, err := fmt.Sscanf(ev.Message, "host %s %s → locking", &h, &from); ev.Kind == "host" && err == nil {
+			zones = append(zones, byName[strings.TrimSuffix(h, ":")].Domain)
+		}
+	}
+	want := []string{"zone-a", "zone-a", "zone-b", "zone-b", "zone-c", "zone-c"}
+	if !slices.Equal(zones, want) {
+		t.Errorf("hosts locked in the zones %v; want %v (one zone at a time)", zones, want)
+	}
+	if batches := res.Plan.Phases[1].Batches; len(batches) != 3 || !slices.Equal(batches[0].Hosts, []string{"h1", "h2"}) {
+		t.Errorf("the plan's host batches %+v; want h1 h2, then zone-b's, then zone-c's", batches)
 	}
 }

@@ -194,3 +194,19 @@ func TestInvariantsCatchBreaches(t *testing.T) {
 		})
 	}
 }
+
+// TestAlarmsAreSimulated: the description's alarms are answered by the
+// sim (its World is the engine's Caller, and rewrite makes them sim
+// calls): an alarm that would fail if it ran for real (exec false)
+// does not stop the preflight of a simulation.
+func TestAlarmsAreSimulated(t *testing.T) {
+	c := load(t)
+	c.Alarms = []config.Alarm{{Name: "monitoring quiet", Call: config.Call{Exec: []string{"false"}}}}
+	res, err := Run(context.Background(), Config{Cluster: c, To: "2.0.0", Seed: 1, NoEvents: true})
+	if err != nil {
+		t.Fatalf("seed 1: %v", err)
+	}
+	if res.State.String() != "completed" {
+		t.Fatalf("seed 1 ended %s (%s) %s", res.State, res.Reason, res.Err)
+	}
+}

@@ -247,7 +247,7 @@ func releasesCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.printReleases(e.ReleasesView(snap))
+			return g.printReleases(e.ReleasesView(cmd.Context(), snap))
 		},
 	}
 	cmd.AddCommand(list)
@@ -259,12 +259,22 @@ func (g *globals) printReleases(rv []engine.ReleaseView) error {
 		return g.printJSON(rv)
 	}
 	w := g.table()
-	fmt.Fprintln(w, "VERSION\tSTATE\tMEMBERS\tPATH\tUPGRADE_FROM\tDOWNGRADE_TO\tMIGRATIONS")
+	fmt.Fprintln(w, "VERSION\tSTATE\tLOAD\tMEMBERS\tPATH\tUPGRADE_FROM\tDOWNGRADE_TO\tMIGRATIONS\tSIGNED")
+	var errs []engine.ReleaseView
 	for _, r := range rv {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Version, r.State, r.Members, dash(strings.Join(r.Path, " → ")),
-			dash(strings.Join(r.UpgradeFrom, ",")), dash(strings.Join(r.DowngradeTo, ",")), dash(strings.Join(r.Migrations, ",")))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Version, dash(r.State), r.Load, r.Members, dash(strings.Join(r.Path, " → ")),
+			dash(strings.Join(r.UpgradeFrom, ",")), dash(strings.Join(r.DowngradeTo, ",")), dash(strings.Join(r.Migrations, ",")), dash(r.Signed))
+		if r.LoadDetail != "" {
+			errs = append(errs, r)
+		}
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	for _, r := range errs {
+		fmt.Fprintf(g.stdout, "load %s %s: %s\n", r.Version, r.Load, r.LoadDetail)
+	}
+	return nil
 }
 
 func versionsCmd(g *globals) *cobra.Command {

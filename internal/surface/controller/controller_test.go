@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -224,8 +225,11 @@ func getUpgrade(t *testing.T, env *kubetest.Env, name string) controller.Upgrade
 // app's pods not Ready at once, and the pods' UIDs, so that a test can
 // tell which were replaced.
 type observer struct {
-	mu       sync.Mutex
-	maxDown  map[string]int
+	mu      sync.Mutex
+	maxDown map[string]int
+	// worst is, per app, the pods not Ready at the moment of its
+	// maxDown (name, node, phase, Ready condition): what a failure shows.
+	worst    map[string]string
 	rounds   int
 	firstOSD time.Time // the first osd pod on 2.0.0
 	lastMon  time.Time // the last mon pod to reach 2.0.0
@@ -241,7 +245,7 @@ func observe(t *testing.T, env *kubetest.Env) *observer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := &observer{maxDown: map[string]int{}}
+	o := &observer{maxDown: map[string]int{}, worst: map[string]string{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	o.stop = func() { cancel(); <-done }
@@ -294,6 +298,29 @@ func ready(p *corev1.Pod) bool {
 	return false
 }
 
+// notReady says which pods of app are not Ready, where and why.
+func notReady(pods map[string]corev1.Pod, app string) string {
+	var out []string
+	for _, pod := range pods {
+		p := &pod
+		if p.Labels["app"] != app || ready(p) {
+			continue
+		}
+		why := string(p.Status.Phase)
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				why += fmt.Sprintf(" Ready=%s %s %s", c.Status, c.Reason, c.Message)
+			}
+		}
+		if p.DeletionTimestamp != nil {
+			why += " deleting"
+		}
+		out = append(out, fmt.Sprintf("%s on %s (%s, %s)", p.Name, p.Spec.NodeName, p.Annotations["ferry.dev/version"], why))
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
+}
+
 func (o *observer) observe(pods map[string]corev1.Pod) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -326,6 +353,7 @@ func (o *observer) observe(pods map[string]corev1.Pod) {
 		}
 		if down := n - readyN[app]; down > o.maxDown[app] {
 			o.maxDown[app] = down
+			o.worst[app] = notReady(pods, app)
 		}
 	}
 }
@@ -405,7 +433,7 @@ func TestUpgradeResource(t *testing.T) {
 		t.Errorf("the second controller did not say it started:\n%s", second.output())
 	}
 	if obs.maxDown["mon"] > 1 || obs.maxDown["osd"] > 4 || obs.maxDown["web"] > 2 {
-		t.Errorf("more pods down than the strategies allow: %v", obs.maxDown)
+		t.Errorf("more pods down than the strategies allow: %v; at the worst moment: %v", obs.maxDown, obs.worst)
 	}
 	if !obs.firstOSD.IsZero() && obs.firstOSD.Before(obs.lastMon) {
 		t.Errorf("an osd pod moved (%s) before the last mon was Ready on 2.0.0 (%s): two components at once", obs.firstOSD, obs.lastMon)
@@ -577,7 +605,7 @@ func TestBadImageRollsBack(t *testing.T) {
 	obs.stop()
 	t.Logf("rolled back in %s: %s; most pods not Ready at once %v", time.Since(began).Round(time.Millisecond), u.Status.Reason, obs.maxDown)
 	if obs.maxDown["mon"] > 1 {
-		t.Errorf("%d mon pods down at once; one at a time allows 1", obs.maxDown["mon"])
+		t.Errorf("%d mon pods down at once; one at a time allows 1: %s", obs.maxDown["mon"], obs.worst["mon"])
 	}
 	if !strings.Contains(u.Status.Reason, "mon-") {
 		t.Errorf("the reason does not name the member: %q", u.Status.Reason)

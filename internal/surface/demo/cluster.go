@@ -38,6 +38,9 @@ type Release struct {
 	Migrations string
 	// Flow is the release's flow, as YAML (flow style), or empty.
 	Flow string
+	// SigningKey and Signature, if set, sign the release's load: the
+	// public key's file and the artifact's detached signature.
+	SigningKey, Signature string
 }
 
 // KVMigrations are the sample kv store's steps to its format 2, as the
@@ -381,7 +384,12 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 		if r.Flow != "" {
 			fmt.Fprintf(&rel, "    flow: %s\n", r.Flow)
 		}
-		fmt.Fprintf(&rel, "    artifacts: {\"*\": {path: %q, sha256: %q}}\n", r.Path, sum)
+		sig := ""
+		if r.SigningKey != "" {
+			fmt.Fprintf(&rel, "    signing_key: %q\n", r.SigningKey)
+			sig = fmt.Sprintf(", signature: %q", r.Signature)
+		}
+		fmt.Fprintf(&rel, "    artifacts: {\"*\": {path: %q, sha256: %q%s}}\n", r.Path, sum, sig)
 	}
 	vars["RELEASES"] = strings.TrimRight(rel.String(), "\n")
 	// Only ${NAME} placeholders are filled in: os.Expand would also eat

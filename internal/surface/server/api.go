@@ -208,7 +208,7 @@ func (s *Server) getReleases(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, Releases{Releases: nonNil(s.view.ReleasesView(snap))})
+	writeJSON(w, http.StatusOK, Releases{Releases: nonNil(s.withImporting(s.view.ReleasesView(r.Context(), snap)))})
 	return nil
 }
 
@@ -227,7 +227,7 @@ func (s *Server) getRelease(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	for _, rv := range s.view.ReleasesView(snap) {
+	for _, rv := range s.view.ReleasesView(r.Context(), snap) {
 		if rv.Version == v {
 			writeJSON(w, http.StatusOK, rv)
 			return nil

@@ -36,6 +36,7 @@ const (
 	CodeNoReport            = "no_report"             // 404: no upgrade ran with traffic
 	CodeNoTrafficSpec       = "no_traffic_spec"       // 422: "traffic": true, and the description has no traffic:
 	CodeChecksumMismatch    = "checksum_mismatch"     // 422: an imported artifact is not what its sha256 says
+	CodeSignatureMismatch   = "signature_mismatch"    // 422: an imported artifact's signature does not verify with the description's signing_key, or cannot be read
 	CodeReleaseExists       = "release_exists"        // 409: an import of a version the catalog has, different
 	CodeInvalidRelease      = "invalid_release"       // 422: the catalog with the imported release would not be valid
 	CodeInvalidOverride     = "invalid_override"      // 422: an unknown predicate, member or effect, or all at once

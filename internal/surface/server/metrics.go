@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/ferry-upgrade/ferry/internal/core/config"
+	"github.com/ferry-upgrade/ferry/internal/core/plan"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
@@ -54,13 +55,13 @@ func newMetrics(c *config.Cluster) *metrics {
 	for _, r := range c.Releases {
 		for _, st := range r.Flow {
 			var add []upgrade.State
-			switch st.Stage {
-			case config.StageRollout:
+			switch _, registered := config.LookupStageKind(st.Stage); {
+			case st.Stage == config.StageRollout:
 				for _, comp := range st.Components {
 					add = append(add, upgrade.RollingOut(comp), upgrade.RolledOut(comp))
 				}
-			case config.StageAction:
-				add = append(add, upgrade.Acting(st.Name))
+			case registered:
+				add = append(add, upgrade.StageState(plan.Stage{Kind: st.Stage, Name: st.Name}))
 			}
 			for _, a := range add {
 				if !seen[a] {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -17,8 +18,10 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/core/config"
+	"github.com/ferry-upgrade/ferry/internal/run/engine"
 	"github.com/ferry-upgrade/ferry/internal/trust/checksum"
 	"github.com/ferry-upgrade/ferry/internal/trust/safefile"
+	"github.com/ferry-upgrade/ferry/internal/trust/signature"
 )
 
 // ImportedFile holds the releases imported through POST /v1/releases,
@@ -43,11 +46,15 @@ type ImportRequest struct {
 // absolute and name a regular file under one of the server's artifact
 // roots (DATA-DIR/artifacts, where uploads land, and each
 // --artifact-root): it is read on the server's machine, and its SHA-256
-// checked before the release is accepted.
+// checked before the release is accepted. A signature is its detached
+// signature, a file under an artifact root too, checked after the
+// checksum with the description's signing_key (required when the
+// description has one: a request cannot name its own key).
 type ImportArtifact struct {
-	Path   string `json:"path,omitempty"`
-	Image  string `json:"image,omitempty"`
-	SHA256 string `json:"sha256"`
+	Path      string `json:"path,omitempty"`
+	Image     string `json:"image,omitempty"`
+	SHA256    string `json:"sha256"`
+	Signature string `json:"signature,omitempty"`
 }
 
 // importView is rel in the import's form: the answer of POST
@@ -55,7 +62,7 @@ type ImportArtifact struct {
 func importView(rel config.Release) ImportRequest {
 	ir := ImportRequest{Version: rel.Version, UpgradeFrom: rel.UpgradeFrom, DowngradeTo: rel.DowngradeTo, Artifacts: map[string]ImportArtifact{}}
 	for k, a := range rel.Artifacts {
-		ir.Artifacts[k] = ImportArtifact{Path: a.Path, Image: a.Image, SHA256: a.SHA256}
+		ir.Artifacts[k] = ImportArtifact{Path: a.Path, Image: a.Image, SHA256: a.SHA256, Signature: a.Signature}
 	}
 	return ir
 }
@@ -63,7 +70,7 @@ func importView(rel config.Release) ImportRequest {
 func (ir ImportRequest) release() config.Release {
 	r := config.Release{Version: ir.Version, UpgradeFrom: ir.UpgradeFrom, DowngradeTo: ir.DowngradeTo, Artifacts: map[string]config.Artifact{}}
 	for name, a := range ir.Artifacts {
-		r.Artifacts[name] = config.Artifact{Path: a.Path, Image: a.Image, SHA256: strings.ToLower(a.SHA256)}
+		r.Artifacts[name] = config.Artifact{Path: a.Path, Image: a.Image, SHA256: strings.ToLower(a.SHA256), Signature: a.Signature}
 	}
 	return r
 }
@@ -101,6 +108,8 @@ func (s *Server) postRelease(w http.ResponseWriter, r *http.Request) error {
 			req.Artifacts[name] = a
 		case a.Path != "" && !filepath.IsAbs(a.Path):
 			return badRequest(`artifacts[%q].path: %q must be absolute (it is read on the server's machine), or left out to name the upload of its sha256`, name, a.Path)
+		case a.Signature != "" && !filepath.IsAbs(a.Signature):
+			return badRequest(`artifacts[%q].signature: %q must be absolute (it is read on the server's machine)`, name, a.Signature)
 		}
 	}
 	rel := req.release()
@@ -122,6 +131,7 @@ func (s *Server) postRelease(w http.ResponseWriter, r *http.Request) error {
 	// stops, or at ImportTimeout.
 	ctx, cancel := s.requestContext(r, s.cfg.ImportTimeout)
 	defer cancel()
+	defer s.loadImporting(rel.Version)()
 	s.log.Info("server: import of a release: checking its artifacts", "version", rel.Version)
 	for _, name := range slices.Sorted(mapKeys(rel.Artifacts)) {
 		a := rel.Artifacts[name]
@@ -160,6 +170,42 @@ func (s *Server) postRelease(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// loadImporting marks version as being imported (its load state
+// importing in GET /v1/releases, StarlingX's load-list while the load
+// is uploaded and checked) until the returned function is called.
+func (s *Server) loadImporting(version string) func() {
+	s.loadsMu.Lock()
+	if s.loadsImporting == nil {
+		s.loadsImporting = map[string]int{}
+	}
+	s.loadsImporting[version]++
+	s.loadsMu.Unlock()
+	return func() {
+		s.loadsMu.Lock()
+		if s.loadsImporting[version]--; s.loadsImporting[version] <= 0 {
+			delete(s.loadsImporting, version)
+		}
+		s.loadsMu.Unlock()
+	}
+}
+
+// withImporting is rv with a row for each release being imported that
+// the catalog does not list yet.
+func (s *Server) withImporting(rv []engine.ReleaseView) []engine.ReleaseView {
+	s.loadsMu.Lock()
+	defer s.loadsMu.Unlock()
+	listed := map[string]bool{}
+	for _, r := range rv {
+		listed[r.Version] = true
+	}
+	for _, v := range slices.Sorted(mapKeys(s.loadsImporting)) {
+		if !listed[v] {
+			rv = append(rv, engine.ReleaseView{Version: v, State: "unavailable", Load: engine.LoadImporting, Signed: s.cfg.Cluster.SigningKey})
+		}
+	}
+	return rv
+}
+
 // checkImport answers what the catalog and the store say of importing
 // rel: done (200 written) when the same release is there, an error
 // when it may not be imported now or at all, else nothing.
@@ -196,16 +242,25 @@ func (s *Server) withRelease(rel config.Release) config.Cluster {
 
 // checkArtifact opens the artifact a of an import (a regular file under
 // an artifact root, at most MaxArtifactSize bytes) and checks its
-// SHA-256. A mismatch says that the sums differ, not what the file's
-// is: the API must not tell what any file hashes to (the server's log
-// has it).
+// SHA-256, then its signature when it has one (StarlingX's load-import
+// with its .sig), both in one read. A mismatch says that the sums
+// differ, not what the file's is: the API must not tell what any file
+// hashes to (the server's log has it).
 func (s *Server) checkArtifact(ctx context.Context, name string, a config.Artifact) error {
+	v, err := s.signatureVerifier(name, a)
+	if err != nil {
+		return err
+	}
 	f, err := s.openArtifact(name, a.Path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	sum, _, err := checksum.Reader(ctx, f, s.cfg.MaxArtifactSize)
+	var tee []io.Writer
+	if v != nil {
+		tee = append(tee, v)
+	}
+	sum, _, err := checksum.Reader(ctx, f, s.cfg.MaxArtifactSize, tee...)
 	switch {
 	case err == nil:
 	case errors.Is(err, checksum.ErrTooLarge):
@@ -225,7 +280,52 @@ func (s *Server) checkArtifact(ctx context.Context, name string, a config.Artifa
 		return errf(http.StatusUnprocessableEntity, CodeChecksumMismatch, "artifacts[%q]: the sha256 of %s differs from the request's %s: nothing imported",
 			name, a.Path, a.SHA256)
 	}
+	if v != nil {
+		if err := v.Verify(); err != nil {
+			s.log.Warn("server: import refused: an artifact's signature does not verify", "artifact", name, "path", a.Path, "signature", a.Signature, "key", s.signingKey(), "err", err)
+			return errf(http.StatusUnprocessableEntity, CodeSignatureMismatch, "artifacts[%q]: %s: signature %s, key %s: %v: nothing imported",
+				name, a.Path, a.Signature, s.signingKey(), err)
+		}
+	}
 	return nil
+}
+
+// signingKey is the public key imports are checked against: the
+// description's (an imported release names none of its own).
+func (s *Server) signingKey() string { return s.cfg.Cluster.ResolvePath(s.cfg.Cluster.SigningKey) }
+
+// signatureVerifier reads the key and artifact a's signature (a file
+// under an artifact root, opened as an artifact is) and returns the
+// verifier its bytes go through; nil when a has no signature (the
+// catalog's validation has said whether it needs one).
+func (s *Server) signatureVerifier(name string, a config.Artifact) (*signature.Verifier, error) {
+	if a.Signature == "" || s.cfg.Cluster.SigningKey == "" {
+		return nil, nil
+	}
+	refuse := func(format string, args ...any) error {
+		return errf(http.StatusUnprocessableEntity, CodeSignatureMismatch, "artifacts[%q]: %s: nothing imported", name, fmt.Sprintf(format, args...))
+	}
+	key, err := signature.ReadPublicKey(s.signingKey())
+	if err != nil {
+		return nil, refuse("the description's signing_key cannot be used: %v", err)
+	}
+	f, err := s.openArtifact(name, a.Signature)
+	if err != nil {
+		return nil, err
+	}
+	b, err := safefile.ReadOpened(f, a.Signature, signature.MaxFile, safefile.DefaultTimeout)
+	if err != nil {
+		return nil, refuse("%v", err)
+	}
+	sig, err := signature.ParseSignature(b)
+	if err != nil {
+		return nil, refuse("signature %s: %v", a.Signature, err)
+	}
+	v, err := signature.NewVerifier(key, sig)
+	if err != nil {
+		return nil, refuse("%s: signature %s, key %s: %v", a.Path, a.Signature, s.signingKey(), err)
+	}
+	return v, nil
 }
 
 // openArtifact opens the file at path for an import if it is a regular

@@ -132,6 +132,11 @@ type Server struct {
 	// reservation and its answer (busy, but maybe not driving).
 	lockMu sync.Mutex
 
+	// loadsImporting counts the imports in flight by version (their
+	// load state importing), under loadsMu.
+	loadsMu        sync.Mutex
+	loadsImporting map[string]int
+
 	mu   sync.Mutex
 	busy bool          // an engine goroutine drives, or is being started, or an import commits
 	idle chan struct{} // closed when busy ends

@@ -37,9 +37,10 @@ type Options struct {
 	// Nodes is the number of kwok fake nodes to create, named kwok-node-0, ...
 	// Start returns once they are all Ready.
 	Nodes int
-	// Scale runs the control plane for a thousand nodes: no node
-	// lifecycle controller, no not-ready taint on new nodes (kwok's
-	// nodes would otherwise be marked NotReady and their pods with them).
+	// Scale runs the control plane for a thousand nodes: higher limits
+	// on the API server's requests in flight. (No control plane here runs
+	// the node lifecycle controller: kwok's nodes would be marked NotReady,
+	// and their pods with them, whenever the machine is slow.)
 	Scale bool
 }
 

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -83,5 +84,57 @@ func Walk(t testing.TB, skip func(rel string) bool, visit func(rel string, fset 
 	}
 	if files < minFiles {
 		t.Fatalf("walked %d .go files under %s: the walk missed the tree", files, root)
+	}
+}
+
+// Rel is a directory of the module (one a registry recorded with
+// runtime.Caller: absolute, or module-relative in a -trimpath build)
+// relative to its root, the form Walk gives paths in.
+func Rel(t testing.TB, dir string) string {
+	t.Helper()
+	root := Root(t)
+	if rel, err := filepath.Rel(root, dir); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	if i := strings.Index(dir, "/internal/"); i >= 0 {
+		return dir[i+1:]
+	}
+	t.Fatalf("cannot place the package directory %s under %s", dir, root)
+	return ""
+}
+
+// StringLits calls visit with every string literal of f and its value.
+func StringLits(f *ast.File, visit func(lit *ast.BasicLit, v string)) {
+	ast.Inspect(f, func(n ast.Node) bool {
+		if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+			if v, err := strconv.Unquote(lit.Value); err == nil {
+				visit(lit, v)
+			}
+		}
+		return true
+	})
+}
+
+// StringConsts calls visit with every constant of f declared with a
+// string literal, and its value.
+func StringConsts(f *ast.File, visit func(id *ast.Ident, v string)) {
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, sp := range g.Specs {
+			vs := sp.(*ast.ValueSpec)
+			for i, id := range vs.Names {
+				if i >= len(vs.Values) {
+					continue
+				}
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					if v, err := strconv.Unquote(lit.Value); err == nil {
+						visit(id, v)
+					}
+				}
+			}
+		}
 	}
 }
