@@ -266,6 +266,9 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 	if u.Final != "" {
 		fmt.Fprintf(g.stdout, "path:     one step towards %s\n", u.Final)
 	}
+	if u.Downtime != "" {
+		fmt.Fprintf(g.stdout, "downtime: accepted: %s\n", u.Downtime)
+	}
 	if u.Pin != "" {
 		pin := u.Pin
 		switch {
