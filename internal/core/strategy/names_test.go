@@ -40,7 +40,7 @@ func TestNoStrategyNameOutsideTheRegistry(t *testing.T) {
 	if len(consts) != len(registered) {
 		t.Fatalf("name constants %v for strategies %v: each strategy's file should declare its name as a constant", consts, Names())
 	}
-	self := filepath.Join("internal", "strategy")
+	self := filepath.Join("internal", "core", "strategy")
 	var found []string
 	sourcetree.Walk(t, func(rel string) bool { return rel == self }, func(rel string, fset *token.FileSet, f *ast.File) {
 		isTest := strings.HasSuffix(rel, "_test.go")

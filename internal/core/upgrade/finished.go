@@ -36,8 +36,8 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 		default:
 			u.Stage.Done, u.Stage.Detail = true, "done"
 		}
-	case a.Kind == ActLock:
-		u.lockFinished(a, err, took)
+	case a.Kind == ActLock || a.Kind == ActReinstall || a.Kind == ActMigrateHost:
+		u.hostFinished(a, err, took)
 	case a.Kind == ActUndo:
 		i := u.Effects.ByID(a.Effect)
 		if i < 0 || u.Effects[i].Acting != a.Seq {
@@ -123,6 +123,10 @@ func Describe(a Action) string {
 		return fmt.Sprintf("%s of release %s", a.Stage, a.Version)
 	case ActLock:
 		return "lock host " + a.Host
+	case ActReinstall:
+		return fmt.Sprintf("reinstall host %s with %s", a.Host, a.Version)
+	case ActMigrateHost:
+		return fmt.Sprintf("migrate the data of host %s to %s", a.Host, a.Version)
 	case ActUndo:
 		if a.Member != "" {
 			return fmt.Sprintf("undo %s of %s", a.Effect, a.Member)

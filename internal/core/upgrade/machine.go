@@ -543,14 +543,15 @@ func (s *stepper) ending() {
 func (s *stepper) outage() bool {
 	u := &s.u
 	var away []string
+	reinstalling := s.reinstallingMembers()
 	if sum := s.obs.summary; sum != nil {
 		for _, n := range sum.unknown {
-			if u.Members[n] != nil {
+			if u.Members[n] != nil && !reinstalling[n] {
 				away = append(away, n)
 			}
 		}
 	} else {
-		away = namesWhere(u.Members, func(n string, _ *Member) bool { return s.obs.Members[n].Unknown })
+		away = namesWhere(u.Members, func(n string, _ *Member) bool { return s.obs.Members[n].Unknown && !reinstalling[n] })
 	}
 	if len(away) > 0 {
 		detail := s.obs.Members[away[0]].Detail

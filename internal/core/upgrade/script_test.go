@@ -30,7 +30,10 @@ import (
 //	                   member unready while its hook runs, 50 actions
 //	                   long)|slow (50 actions long), or undo kind=fail;
 //	                   hook=lock kind=fail|fail-once (every host's
-//	                   lock), or host=H kind=fail (host H's lock)
+//	                   lock), or host=H kind=fail (host H's lock),
+//	                   reinstall=H kind=fail (host H not back within
+//	                   its bound after its reinstall, going up),
+//	                   migrate=H kind=fail|fail-once
 //	begin to=V         plans and starts the upgrade; prints the plan
 //	run [for=D] [until=state:S|step:M:S|batch:N|effects|switching|host:H:S]
 //	intent kind=K      pause, resume, abort, finalize
@@ -102,6 +105,10 @@ func TestScripts(t *testing.T) {
 					w.faults["hook:"+args["hook"]] = args["kind"]
 				case args["host"] != "":
 					w.faults["lock:"+args["host"]] = args["kind"]
+				case args["reinstall"] != "":
+					w.faults["reinstall:"+args["reinstall"]] = args["kind"]
+				case args["migrate"] != "":
+					w.faults["migrate:"+args["migrate"]] = args["kind"]
 				default:
 					w.faults["undo"] = args["kind"]
 				}

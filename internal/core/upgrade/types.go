@@ -510,6 +510,10 @@ const (
 	ActUndo  ActionKind = "undo"  // undo an effect of the journal
 	ActStage ActionKind = "stage" // run the target release's calls of Stage
 	ActLock  ActionKind = "lock"  // lock Host: its lock calls (its unlock is the undo of its effect)
+	// ActReinstall reinstalls Host with Version (its reinstall command);
+	// ActMigrateHost migrates its data to Version (its migrate command).
+	ActReinstall   ActionKind = "reinstall"
+	ActMigrateHost ActionKind = "migrate-host"
 )
 
 // Action is one thing for the engine to do.
@@ -526,7 +530,8 @@ type Action struct {
 	Component string `json:"component,omitempty"`
 	// Effect is the ID of the effect an ActUndo undoes.
 	Effect string `json:"effect,omitempty"`
-	// Host is the host an ActLock locks.
+	// Host is the host an ActLock locks (an ActReinstall reinstalls,
+	// an ActMigrateHost migrates).
 	Host string `json:"host,omitempty"`
 	// Stage is the migration stage of an ActStage action: expand,
 	// migrate, finalize or contract; or a flow's action (action, then

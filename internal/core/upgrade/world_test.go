@@ -182,6 +182,10 @@ func (w *world) observeMembers(obs map[string]MemberHealth) {
 			obs[n] = MemberHealth{Unknown: true, Detail: "agent of host h1: connection refused"}
 			continue
 		}
+		if w.hostAway(n) {
+			obs[n] = MemberHealth{Unknown: true, Detail: "ssh host of " + n + " does not answer (reinstalling)"}
+			continue
+		}
 		mh := MemberHealth{Running: m.running, Version: m.version, Healthy: m.running && m.healthy, Started: m.started,
 			Restarts: m.restarts, Role: n == w.leader && m.running, Seen: w.now, Checked: w.now, Detail: m.detail}
 		if mh.Healthy {
@@ -375,6 +379,10 @@ func (w *world) apply(a Action) error {
 	switch a.Kind {
 	case ActLock:
 		return w.lock(a.Host)
+	case ActReinstall:
+		return w.reinstall(a.Host, a.Version)
+	case ActMigrateHost:
+		return w.migrate(a.Host, a.Version)
 	case ActStop:
 		m.running, m.healthy, m.detail = false, false, "stopped"
 		if w.leader == m.name {
@@ -543,6 +551,10 @@ func (w *world) step() Decision {
 			m := w.members[a.Member]
 			m.healthy, m.detail = false, "GET /ready: 503 Service Unavailable (stepping down)"
 			took = 50 * w.took
+		}
+		if a.Kind == ActReinstall {
+			took = 50 * w.took // a reinstall takes its time, the host away
+			w.beginReinstall(a.Host)
 		}
 		w.inflight = append(w.inflight, &wact{a: a, at: w.now.Add(took)})
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/ferry-upgrade/ferry/internal/substrate/driver"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
 
@@ -34,6 +36,10 @@ type KnownKey struct {
 	Fingerprint, Type string
 	Line              int
 }
+
+// Unwrap makes a host key refused a driver.ErrNotTrusted: the engine
+// stops on it rather than waiting as for a host that does not answer.
+func (e *HostKeyError) Unwrap() error { return driver.ErrNotTrusted }
 
 func (e *HostKeyError) Error() string {
 	if len(e.Known) == 0 {
