@@ -480,6 +480,9 @@ func (s *stepper) once() {
 		return
 	}
 	s.abandon()
+	if s.refused() {
+		return
+	}
 	if s.outage() {
 		return
 	}
@@ -569,6 +572,34 @@ func (s *stepper) outage() bool {
 		u.Outage = nil
 	}
 	return false
+}
+
+// refused stops the upgrade when the substrate is refused (a host's
+// key is not the one ferry trusts): unlike an outage it is not waited
+// out (the answer would never be trusted), and unlike a member's
+// failure nothing is rolled back (a rollback goes through the same
+// substrate). The upgrade pauses with the reason, naming the host and
+// both keys; a resume with the cause still there pauses again. Before
+// the first member's turn it fails, nothing touched.
+func (s *stepper) refused() bool {
+	u := &s.u
+	why := s.obs.Refused
+	if why == "" || !u.Ending.IsZero() {
+		return false
+	}
+	reason := "stopped: " + why
+	switch {
+	case u.State == StatePaused:
+		if u.Reason != reason {
+			u.Reason = reason
+		}
+		s.pausedWait()
+	case u.State == StatePreflight || u.State == StateStarted:
+		s.failBy("pause", reason)
+	default:
+		s.pause(reason)
+	}
+	return true
 }
 
 // away accounts for the time ferry itself could not check: from the

@@ -39,6 +39,7 @@ import (
 //	intent kind=K      pause, resume, abort, finalize
 //	override predicate=P [member=M] | effect=ID
 //	outage on|off      the substrate stops (starts) answering
+//	refuse on|off      the substrate is refused (a host's key changed)
 //	kill member=M / heal member=M   trouble ferry did not cause
 //	ferry for=D kill|stop  ferry itself away for D: SIGKILL then a
 //	                   resume, or SIGSTOP then SIGCONT
@@ -162,6 +163,12 @@ func TestScripts(t *testing.T) {
 				return "ok"
 			case "outage":
 				w.outage = args["on"] != "" || d.CmdArgs[0].Key == "on"
+				return "ok"
+			case "refuse":
+				w.refused = ""
+				if d.CmdArgs[0].Key == "on" {
+					w.refused = "ssh host h2 (10.0.0.12:22): its key CHANGED: known_hosts holds SHA256:OLD (ssh-ed25519, line 2), and it presented SHA256:NEW (ssh-ed25519)"
+				}
 				return "ok"
 			case "kill":
 				w.exit(w.members[args["member"]], "killed")

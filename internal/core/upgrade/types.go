@@ -401,6 +401,11 @@ type Observation struct {
 	// Capacity holds the latest answer of each host's capacity call
 	// it was asked (Decision.AskHosts).
 	Capacity map[string]Answer
+	// Refused says why the substrate is refused (a host presented a key
+	// that is not the one its known_hosts holds, with both
+	// fingerprints): not an outage to wait out but a stop, the upgrade
+	// paused with the reason until an operator resumes it.
+	Refused string
 
 	// summary is what Summarize found among the members, if it ran.
 	summary *summary

@@ -57,6 +57,7 @@ type world struct {
 	lastObs     map[string]MemberHealth
 	lastObsAt   time.Time
 	outage      bool
+	refused     string // the substrate refused, in its words
 	// since is when the simulated engine's watch began (zero: not an
 	// engine's watch, as most scripts need); stale, when set, is what
 	// its first observation after ferry was away shows instead of the
@@ -171,6 +172,7 @@ func (w *world) observe(acting map[int]bool) Observation {
 		}
 	}
 	obs.Capacity = w.hosts.observe()
+	obs.Refused = w.refused
 	return obs
 }
 
