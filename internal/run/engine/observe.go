@@ -55,10 +55,10 @@ type observer struct {
 	// refused says why the substrate is refused (a host's key not the
 	// one ferry trusts), from the last observation or action that met
 	// it: the upgrade stops on it (Observation.Refused).
-	refused string
-	snap           Snapshot
-	snapGen        uint64
-	snapMembers    uint64
+	refused     string
+	snap        Snapshot
+	snapGen     uint64
+	snapMembers uint64
 
 	changed chan struct{}
 	kicks   map[string]chan struct{} // a prober to run now, by key
