@@ -322,6 +322,36 @@ func (h *Host) Rekey(t testing.TB) (old, now string) {
 	return old, now
 }
 
+// StopSSHD takes the host's sshd down and its connections with it
+// (every sshd process of its namespace: the listener and each
+// session's), as a reinstall that restarts it would; the host's other
+// processes run on.
+func (h *Host) StopSSHD() {
+	h.stopSSHD()
+	out, err := exec.Command("ip", "netns", "pids", h.NS).Output()
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(out)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil || pid <= 1 {
+			continue
+		}
+		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.HasPrefix(string(comm), "sshd") {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// StartSSHD starts the host's sshd again (with the key it had) and
+// waits until it answers.
+func (h *Host) StartSSHD() error {
+	if err := h.startSSHD(); err != nil {
+		return err
+	}
+	return h.waitSSHD(15 * time.Second)
+}
+
 // LinkDown cuts the host off: its link to the bridge goes down, and
 // nothing reaches it or leaves it (its processes run on).
 func (h *Host) LinkDown() error { return ip("link", "set", h.veth, "down") }
