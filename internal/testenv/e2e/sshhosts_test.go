@@ -324,3 +324,51 @@ func TestSSHReinstallPastItsBound(t *testing.T) {
 		t.Errorf("%s reinstalled with %v, want 2.0.0 then 1.0.0 (the rollback's)", h, reinstalls)
 	}
 }
+
+// TestSSHKeyChangedMidUpgradeStops: during the upgrade, host h3's sshd
+// goes down with its connections and comes back with another host key
+// (as a host reinstalled behind ferry's back, or a machine in the
+// middle, would). ferry dials again, is refused, and stops: the upgrade
+// pauses with the reason naming h3 and both fingerprints, never held
+// as an outage waiting for the host to answer; no member is admitted
+// after the refusal.
+func TestSSHKeyChangedMidUpgradeStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: starts a real cluster on namespace hosts")
+	}
+	cl := startSSHCluster(t)
+	bg := startFerry(t, cl.Cluster, "upgrade", "start", "--to", "2.0.0", "-q")
+	waitFor(t, 90*time.Second, "a member's move done", func() bool {
+		bg.alive(t)
+		u, ok := status(t, cl.Cluster)
+		return ok && moved(u) >= 1
+	})
+	h3 := cl.env.Hosts[2]
+	h3.StopSSHD()
+	old, now := h3.Rekey(t)
+	changed := time.Now()
+	var u upgrade.Upgrade
+	waitFor(t, 60*time.Second, "the upgrade stopped on h3's key", func() bool {
+		bg.alive(t)
+		var ok bool
+		u, ok = status(t, cl.Cluster)
+		return ok && u.State == upgrade.StatePaused
+	})
+	t.Logf("paused %s after h3's key changed: %s", time.Since(changed).Round(time.Millisecond), u.Reason)
+	for _, w := range []string{"stopped", "ssh host h3", old, now, "CHANGED"} {
+		if !strings.Contains(u.Reason, w) {
+			t.Errorf("the reason does not say %q: %s", w, u.Reason)
+		}
+	}
+	admitted := moved(u) + inFlight(u)
+	time.Sleep(3 * time.Second) // what it does meanwhile: nothing more is admitted
+	v, _ := status(t, cl.Cluster)
+	if n := moved(v) + inFlight(v); n > admitted || v.State != upgrade.StatePaused {
+		t.Errorf("after the refusal: %s, %d members moved or moving, were %d", v.State, n, admitted)
+	}
+	for _, ev := range eventsOf(t, cl.Cluster, u.ID) {
+		if ev.Kind == "outage" && strings.Contains(ev.Message, "CHANGED") {
+			t.Errorf("the refusal was taken for an outage: %s", ev.Message)
+		}
+	}
+}
