@@ -144,6 +144,28 @@ reaped() {
 	done
 }
 
+# detach MD WHAT PROGRAM ARG... runs the program in a session of its own
+# (it outlives the connection and ferry), its output appended to
+# MD/output.log: setsid -f, forked in the foreground (an asynchronous list
+# would start it with SIGINT and SIGQUIT ignored); a wrapper records the
+# pid before the exec, then the exit status. It returns once the pid and
+# its kernel start time are recorded.
+detach() {
+	_dm=$1 _what=$2
+	shift 2
+	setsid -f sh -c 'm=$1; shift
+sh -c '\''printf "%s\n" "$$" >"$0/pid.tmp" && mv -f "$0/pid.tmp" "$0/pid" && exec "$@"'\'' "$m" "$@"
+printf "%s\n" "$?" >"$m/exit"' "ferry-$_what" "$_dm" "$@" </dev/null >>"$_dm/output.log" 2>&1 9>&-
+	_i=0
+	while [ ! -s "$_dm/pid" ]; do
+		_i=$((_i + 1))
+		[ "$_i" -le 200 ] || die "the $_what did not start within 10 s"
+		sleep 0.05
+	done
+	first "$_dm/pid"
+	if procstart "$_v"; then printf '%s\n' "$_st" >"$_dm/starttime"; fi
+}
+
 op=${1:-}
 [ "$#" -gt 0 ] && shift
 case $op in
@@ -218,24 +240,8 @@ start) # DIR NAME VERSION SHA SPEC STOP_MS SIGNAL ADOPTPIDFILE NENV K=V... -- AR
 		[ "${1:-}" = "--" ] || die "no -- before the member's arguments"
 		shift
 		cd "$md" || die "cannot enter $md"
-		# setsid -f: the member in a session of its own, forked in the
-		# foreground (an asynchronous list would start it with SIGINT
-		# and SIGQUIT ignored). The wrapper records the pid before the
-		# exec, then the exit status.
-		setsid -f sh -c 'm=$1; shift
-sh -c '\''printf "%s\n" "$$" >"$0/pid.tmp" && mv -f "$0/pid.tmp" "$0/pid" && exec "$@"'\'' "$m" "$@"
-printf "%s\n" "$?" >"$m/exit"' ferry-member "$md" "$a" "$@" </dev/null >>"$md/output.log" 2>&1 9>&-
+		detach "$md" member "$a" "$@"
 	) || exit $?
-	i=0
-	while [ ! -s "$md/pid" ]; do
-		i=$((i + 1))
-		[ "$i" -le 200 ] || die "the member did not start within 10 s"
-		sleep 0.05
-	done
-	first "$md/pid"
-	if procstart "$_v"; then
-		printf '%s\n' "$_st" >"$md/starttime"
-	fi
 	t=$(date +%s%N)
 	case $t in *N) t=$(($(date +%s) * 1000000000)) ;; esac
 	printf '%s\n' "$t" >"$md/since"
@@ -326,19 +332,9 @@ bg) # DIR HOST KEY MODE -- ARGV: a host's long command (its reinstall) in a
 		exit 0
 	fi
 	need setsid "util-linux"
-	rm -f "$md/pid" "$md/starttime" "$md/exit"
+	rm -f "$md/pid" "$md/starttime" "$md/exit" "$md/output.log"
 	cd "$hd" || die "cannot enter $hd"
-	setsid -f sh -c 'm=$1; shift
-sh -c '\''printf "%s\n" "$$" >"$0/pid.tmp" && mv -f "$0/pid.tmp" "$0/pid" && exec "$@"'\'' "$m" "$@"
-printf "%s\n" "$?" >"$m/exit"' ferry-host "$md" "$@" </dev/null >"$md/output.log" 2>&1 9>&-
-	i=0
-	while [ ! -s "$md/pid" ]; do
-		i=$((i + 1))
-		[ "$i" -le 200 ] || die "the command did not start within 10 s"
-		sleep 0.05
-	done
-	first "$md/pid"
-	if procstart "$_v"; then printf '%s\n' "$_st" >"$md/starttime"; fi
+	detach "$md" command "$@"
 	echo running
 	;;
 *) die "unknown operation ${op:-(none)}" ;;

@@ -244,13 +244,7 @@ func TestSSHUpgradeUnderTraffic(t *testing.T) {
 		t.Skip("end-to-end: starts a real cluster on namespace hosts")
 	}
 	cl := startSSHCluster(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("traffic seed %d", seed)
-	stop := clientTraffic(cl.Cluster, seed)
-	start := time.Now()
-	out, code := ferry(t, cl.Cluster, "upgrade", "start", "--to", "2.0.0")
-	took := time.Since(start)
-	rec := stop()
+	out, code, took, rec := upgradeUnderTraffic(t, cl)
 	if code != 0 {
 		t.Fatalf("ferry upgrade start: exit %d\n%s", code, out)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+	"github.com/ferry-upgrade/ferry/internal/proof/traffic"
 	"github.com/ferry-upgrade/ferry/internal/testenv/sshtest"
 )
 
@@ -138,6 +139,20 @@ func startSSHHosts(t *testing.T, bound string) (*sshCluster, string, string) {
 	return cl, log, state
 }
 
+// upgradeUnderTraffic runs 'ferry upgrade start --to 2.0.0' under
+// client traffic through the balancer (its seed logged), and returns
+// its output, exit code and time, and what the clients saw.
+func upgradeUnderTraffic(t *testing.T, cl *sshCluster) (string, int, time.Duration, *traffic.Recorder) {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("traffic seed %d", seed)
+	stop := clientTraffic(cl.Cluster, seed)
+	start := time.Now()
+	out, code := ferry(t, cl.Cluster, "upgrade", "start", "--to", "2.0.0")
+	took := time.Since(start)
+	return out, code, took, stop()
+}
+
 // commandsRan reads the commands' log: each line "KIND HOST ARG on IP".
 func commandsRan(t *testing.T, log string) []string {
 	t.Helper()
@@ -164,13 +179,7 @@ func TestSSHHostsLockReinstall(t *testing.T) {
 	cl, log, state := startSSHHosts(t, "20s")
 	rw := watchReinstalls(t, cl.env, state, func(string, string, int) time.Duration { return 3 * time.Second })
 	locks := watchLocks(cl.Cluster)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("traffic seed %d", seed)
-	stop := clientTraffic(cl.Cluster, seed)
-	start := time.Now()
-	out, code := ferry(t, cl.Cluster, "upgrade", "start", "--to", "2.0.0")
-	took := time.Since(start)
-	rec := stop()
+	out, code, took, rec := upgradeUnderTraffic(t, cl)
 	most, seen, rounds := locks.end()
 	rw.end()
 	if code != 0 {
@@ -279,13 +288,7 @@ func TestSSHReinstallPastItsBound(t *testing.T) {
 		}
 		return time.Second
 	})
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("traffic seed %d", seed)
-	stop := clientTraffic(cl.Cluster, seed)
-	start := time.Now()
-	out, code := ferry(t, cl.Cluster, "upgrade", "start", "--to", "2.0.0")
-	took := time.Since(start)
-	rec := stop()
+	out, code, took, rec := upgradeUnderTraffic(t, cl)
 	rw.end()
 	t.Logf("ferry upgrade start: exit %d after %s; %s\n%s", code, took.Round(time.Millisecond), strings.Join(rw.lines(), "; "), out)
 	if code == 0 {
