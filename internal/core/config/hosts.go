@@ -256,7 +256,7 @@ func (v *validator) hostCommands(hc *HostCalls, path string, at func(string) int
 		rel := "commands." + k.key
 		kpath := cpath + "." + k.key
 		if len(cmd.Argv) == 0 || cmd.Argv[0] == "" {
-			v.add(at(rel), kpath+".argv", "must name a program: an argv such as [system, host-%s, \"{{.Host}}\"]", k.key)
+			v.add(at(rel), kpath+".argv", "must name a program: an argv such as [system, host-lock, \"{{.Host}}\"]")
 		}
 		for i, a := range cmd.Argv {
 			for _, r := range v.render(at(rel+".argv"), index(kpath+".argv", i), a, samples) {
