@@ -124,6 +124,7 @@ func TestReinstallComesBack(t *testing.T) {
 	c := d.hosts["h2"]
 	start := time.Now()
 	if err := d.ReinstallHost(ctxT(t, time.Minute), cmd, 20*time.Second); err != nil {
+		reinstallLogs(t, e.Hosts[1])
 		t.Fatalf("ReinstallHost: %v", err)
 	}
 	took := time.Since(start)
@@ -213,6 +214,20 @@ func TestReinstallNewKeyRefused(t *testing.T) {
 			t.Errorf("the refusal does not say %q", w)
 		}
 	}
+}
+
+// reinstallLogs logs what host h's reinstalls left: their state, pid,
+// exit status and output.
+func reinstallLogs(t *testing.T, h *sshtest.Host) {
+	t.Helper()
+	dir := filepath.Join(h.Dir, "hosts", h.Name)
+	_ = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			b, _ := os.ReadFile(p)
+			t.Logf("%s: %q", strings.TrimPrefix(p, dir+"/"), b)
+		}
+		return nil
+	})
 }
 
 func waitUntil(t *testing.T, limit time.Duration, ok func() bool) {

@@ -379,16 +379,33 @@ func (e *Env) cleanup() {
 	_ = ip("link", "del", e.bridge)
 }
 
-// killIn kills every process in namespace ns.
+// killIn kills every process in namespace ns: SIGTERM first, then,
+// after a second at most, SIGKILL for those left. The first lets a
+// session's shell end what it holds (this machine's root .bashrc runs
+// pyenv rehash in every SSH session, and a rehash killed outright
+// leaves its lock behind: every later session then waits 60 s on it).
 func killIn(ns string) {
-	out, err := exec.Command("ip", "netns", "pids", ns).Output()
-	if err != nil {
-		return
-	}
-	for _, f := range strings.Fields(string(out)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+	pids := func() []int {
+		out, err := exec.Command("ip", "netns", "pids", ns).Output()
+		if err != nil {
+			return nil
 		}
+		var ps []int
+		for _, f := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+				ps = append(ps, pid)
+			}
+		}
+		return ps
+	}
+	for _, pid := range pids() {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && len(pids()) > 0; {
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, pid := range pids() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
 
