@@ -63,6 +63,10 @@ type HostMove struct {
 	// rollback reinstalls the release before on a host whose reinstall
 	// began with another (even one that failed).
 	Reinstalled string `json:"reinstalled,omitempty"`
+	// Reinstalling is the sequence number of its reinstall in flight:
+	// the host may not answer until it ends, whatever its step (an
+	// abort does not cut a reinstall short).
+	Reinstalling int `json:"reinstalling,omitempty"`
 }
 
 // lockKey names the effect of host h's lock.
@@ -548,11 +552,15 @@ func (s *stepper) moveHost(ph plan.Phase, b *Batch, hm *HostMove) {
 func (s *stepper) lock(ph plan.Phase, hm *HostMove) {
 	u := &s.u
 	if hm.Acting != 0 {
-		if s.inFlight(hm.Acting) {
+		switch {
+		case s.inFlight(hm.Acting) && hm.Acting == hm.Reinstalling:
+			s.wait("host %s: waiting for its reinstall with %s to end before locking it again (a reinstall is not cut short)", hm.Name, hm.Reinstalled)
+			return
+		case s.inFlight(hm.Acting):
 			s.wait("host %s: locking", hm.Name)
 			return
 		}
-		hm.Acting = 0 // lost with a process: taken again
+		hm.Acting, hm.Reinstalling = 0, 0 // lost with a process: taken again
 	}
 	deadline := cmp.Or(ph.Hosts.LockDeadline.D(), config.DefaultLockDeadline.D())
 	if s.now.Sub(hm.Since) > deadline {
@@ -748,6 +756,9 @@ func (s *stepper) hostInFlight() bool {
 // again completes nothing).
 func (u *Upgrade) hostFinished(a Action, err error, took time.Duration) {
 	hm := u.Hosts[a.Host]
+	if hm != nil && a.Kind == ActReinstall && hm.Reinstalling == a.Seq {
+		hm.Reinstalling = 0
+	}
 	if hm == nil || hm.Acting != a.Seq {
 		return
 	}
@@ -813,7 +824,7 @@ func (s *stepper) reinstall(hm *HostMove) bool {
 			s.wait("host %s: reinstalling %s (it may not answer meanwhile)", hm.Name, version)
 			return false
 		}
-		hm.Acting, hm.Detail = 0, "" // lost with a process: taken again
+		hm.Acting, hm.Reinstalling, hm.Detail = 0, 0, "" // lost with a process: taken again
 	} else if hm.Acted {
 		return true
 	} else if hm.Tries > 0 {
@@ -829,6 +840,7 @@ func (s *stepper) reinstall(hm *HostMove) bool {
 	hm.Tries++
 	hm.LastTry = s.now
 	hm.Acting = s.act(Action{Kind: ActReinstall, Host: hm.Name, Version: version})
+	hm.Reinstalling = hm.Acting
 	s.wait("host %s: reinstalling %s (it may not answer meanwhile)", hm.Name, version)
 	return false
 }
@@ -873,7 +885,7 @@ func (s *stepper) migrate(ph plan.Phase, hm *HostMove) bool {
 func (s *stepper) reinstallingMembers() map[string]bool {
 	var out map[string]bool
 	for _, hm := range s.u.Hosts {
-		if hm.Step != HostReinstalling || hm.Acting == 0 {
+		if !s.inFlight(hm.Reinstalling) {
 			continue
 		}
 		if out == nil {
