@@ -911,3 +911,21 @@ func (s *stepper) hostCommandText(h string, cmd *config.HostCommand) string {
 	}
 	return strings.Join(argv, " ") + " (run on " + on + ")"
 }
+
+// resumeHosts gives each host held in its turn its step anew after a
+// resume: its deadline counts from now, and a reinstall that failed
+// (paused by its on_failure, or stopped by a refused host key) is
+// taken again: the driver reports a run that ended well on the host
+// without running it again, and runs one that failed again.
+func (s *stepper) resumeHosts() {
+	for _, n := range sortedKeys(s.u.Hosts) {
+		hm := s.u.Hosts[n]
+		if !hm.Step.held() || hm.Acting != 0 {
+			continue
+		}
+		hm.Since = s.now
+		if !hm.Acted {
+			hm.Tries, hm.LastTry = 0, time.Time{}
+		}
+	}
+}

@@ -387,6 +387,7 @@ func (s *stepper) resume() {
 			e.State, e.Undoing, e.Tries, e.Error = effect.StateOpen, time.Time{}, 0, ""
 		}
 	}
+	s.resumeHosts()
 	for _, n := range sortedNames(u.Members) {
 		switch m := u.Members[n]; {
 		case m.Step == StepFailed:

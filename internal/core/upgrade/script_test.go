@@ -31,8 +31,9 @@ import (
 //	                   long)|slow (50 actions long), or undo kind=fail;
 //	                   hook=lock kind=fail|fail-once (every host's
 //	                   lock), or host=H kind=fail (host H's lock),
-//	                   reinstall=H kind=fail (host H not back within
-//	                   its bound after its reinstall, going up),
+//	                   reinstall=H kind=fail|fail-once (host H not
+//	                   back within its bound after its reinstall,
+//	                   going up),
 //	                   migrate=H kind=fail|fail-once
 //	begin to=V         plans and starts the upgrade; prints the plan
 //	run [for=D] [until=state:S|step:M:S|batch:N|effects|switching|host:H:S]

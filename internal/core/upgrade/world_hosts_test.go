@@ -41,7 +41,11 @@ func (w *world) beginReinstall(h string) {
 // unless a fault of its reinstall keeps it away past its bound.
 func (w *world) reinstall(h, version string) error {
 	delete(w.hosts.reinstalling, h)
-	if w.faults["reinstall:"+h] == "fail" && version != w.from {
+	f := w.faults["reinstall:"+h]
+	if f == "fail-once" && w.faults["failed:reinstall:"+h] == "" {
+		w.faults["failed:reinstall:"+h], f = "yes", "fail"
+	}
+	if f == "fail" && version != w.from {
 		w.logf("(world) host %s does not answer after its reinstall with %s", h, version)
 		return fmt.Errorf("ssh driver: reinstall of host %s (run on %s): the host did not answer for 20.5s, more than its bound 20s", h, h)
 	}
