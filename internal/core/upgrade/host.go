@@ -918,7 +918,7 @@ func (s *stepper) hostCommandText(h string, cmd *config.HostCommand) string {
 // taken again: the driver reports a run that ended well on the host
 // without running it again, and runs one that failed again.
 func (s *stepper) resumeHosts() {
-	for _, n := range sortedKeys(s.u.Hosts) {
+	for _, n := range sortedNames(s.u.Hosts) {
 		hm := s.u.Hosts[n]
 		if !hm.Step.held() || hm.Acting != 0 {
 			continue
