@@ -2,6 +2,8 @@ package upgrade
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -766,7 +768,13 @@ func (u *Upgrade) hostFinished(a Action, err error, took time.Duration) {
 	if hostActions[hm.Step] != a.Kind {
 		return
 	}
-	if err != nil {
+	switch {
+	case err != nil && a.Kind == ActReinstall && errors.Is(err, context.Canceled):
+		// ferry stopped waiting, the host did not fail: taken again
+		// (the driver joins the run under way).
+		hm.Tries, hm.Detail = max(0, hm.Tries-1), "cancelled: taken again"
+		return
+	case err != nil:
 		hm.Detail = fmt.Sprintf("try %d: %v", hm.Tries, err)
 		return
 	}
