@@ -49,18 +49,22 @@ const (
 	Discover
 	// Undo: undo the changes the driver journals (driver.Undoer).
 	Undo
+	// ReinstallHost: reinstall a host's software and migrate its data
+	// in its move (driver.HostReinstaller).
+	ReinstallHost
 
-	lastCapability = Undo
+	lastCapability = ReinstallHost
 )
 
 var capabilityNames = map[Capability][2]string{
-	StartStop: {"start-stop", "start and stop members"},
-	ClusterUp: {"cluster-up", "bring a cluster up and down"},
-	Adopt:     {"adopt", "adopt a member it did not start"},
-	LockHost:  {"lock-host", "lock a host"},
-	Output:    {"output", "collect a member's output"},
-	Discover:  {"discover", "find members at run time"},
-	Undo:      {"undo", "undo the changes it makes outside members"},
+	StartStop:     {"start-stop", "start and stop members"},
+	ClusterUp:     {"cluster-up", "bring a cluster up and down"},
+	Adopt:         {"adopt", "adopt a member it did not start"},
+	LockHost:      {"lock-host", "lock a host"},
+	Output:        {"output", "collect a member's output"},
+	Discover:      {"discover", "find members at run time"},
+	Undo:          {"undo", "undo the changes it makes outside members"},
+	ReinstallHost: {"reinstall-host", "reinstall a host"},
 }
 
 // String is the capability's name, as refusals give it.
@@ -254,7 +258,8 @@ type Need struct {
 // Needs lists what a description needs of its substrate: start-stop
 // always; adopt for each adopt: written; discover for a component that
 // lists no members; lock-host for a host a hosts stage locks that has
-// no lock calls of its own (nor host_defaults').
+// no lock calls of its own (nor host_defaults'); reinstall-host for
+// such a host with a reinstall or migrate command.
 func Needs(c *config.Cluster) []Need {
 	needs := []Need{{Capability: StartStop}}
 	for i := range c.Components {
@@ -275,8 +280,9 @@ func Needs(c *config.Cluster) []Need {
 	return append(needs, hostLockNeeds(c)...)
 }
 
-// hostLockNeeds are the hosts a hosts stage locks without lock calls:
-// the driver must lock them itself.
+// hostLockNeeds are the hosts a hosts stage locks without lock calls
+// (the driver must lock them itself), or reinstalls (the driver
+// reinstalls them).
 func hostLockNeeds(c *config.Cluster) []Need {
 	staged := map[string]bool{}
 	for i := range c.Releases {
@@ -289,15 +295,18 @@ func hostLockNeeds(c *config.Cluster) []Need {
 	var needs []Need
 	for i := range c.Hosts {
 		h := &c.Hosts[i]
-		if len(c.CallsOf(h).Lock) > 0 {
-			continue
-		}
 		for j := range c.Components {
 			comp := &c.Components[j]
-			if staged[comp.Name] && slices.ContainsFunc(comp.Members, func(m config.Member) bool { return m.Host == h.Name }) {
-				needs = append(needs, Need{LockHost, fmt.Sprintf("hosts[%d] (no lock calls, locked by a hosts stage of %s)", i, comp.Name)})
-				break
+			if !staged[comp.Name] || !slices.ContainsFunc(comp.Members, func(m config.Member) bool { return m.Host == h.Name }) {
+				continue
 			}
+			if len(c.CallsOf(h).Lock) == 0 {
+				needs = append(needs, Need{LockHost, fmt.Sprintf("hosts[%d] (no lock calls, locked by a hosts stage of %s)", i, comp.Name)})
+			}
+			if hc := c.CommandsOf(h); hc != nil && (hc.Reinstall != nil || hc.Migrate != nil) {
+				needs = append(needs, Need{ReinstallHost, fmt.Sprintf("hosts[%d].commands (a reinstall or migrate in a hosts stage of %s)", i, comp.Name)})
+			}
+			break
 		}
 	}
 	return needs
@@ -343,6 +352,7 @@ func (s Substrate) CheckDriver(d driver.Driver) error {
 		{Discover, implements[driver.Discoverer](d), "driver.Discoverer"},
 		{Undo, implements[driver.Undoer](d), "driver.Undoer"},
 		{LockHost, implements[driver.HostLocker](d), "driver.HostLocker"},
+		{ReinstallHost, implements[driver.HostReinstaller](d), "driver.HostReinstaller"},
 	} {
 		switch {
 		case s.Can.Has(c.cap) && !c.has:

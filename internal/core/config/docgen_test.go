@@ -112,6 +112,10 @@ var defaultsDoc = map[string]string{
 	"HostSSH.dir":                          ".ferry",
 	"HostSSH.max_sessions":                 "4",
 	"HostSSH.connect_timeout":              "5s",
+	"HostCommand.run_on":                   "the host itself",
+	"HostCommand.timeout":                  "2m (a reinstall's 10m)",
+	"HostCommand.unreachable":              "2m",
+	"HostCommand.on_failure":               "the policy's on_failure",
 }
 
 // examplesDoc is an example of each type, as it is written in a
@@ -135,7 +139,12 @@ sudo: [start, stop, install]`,
 	"HostCalls": `lock: [{exec: [system, host-lock, "{{.Host}}"], timeout: 5m}]
 unlock: [{exec: [system, host-unlock, "{{.Host}}"], timeout: 5m}]
 capacity: {http: "http://lb:8001/admin/capacity?without={{.Host}}"}`,
-	"Kubernetes": `{kubeconfig: ~/.kube/config, context: prod}`,
+	"HostCommands": `lock: {argv: [system, host-lock, "{{.Host}}"], run_on: controller-0, sudo: true}
+unlock: {argv: [system, host-unlock, "{{.Host}}"], run_on: controller-0, sudo: true}
+reinstall: {argv: [/usr/local/sbin/install-load, "{{.Version}}"], sudo: true, unreachable: 5m, timeout: 30m}
+migrate: {argv: [/usr/local/sbin/migrate-data, --to, "{{.Version}}"], sudo: true}`,
+	"HostCommand": `{argv: [system, host-lock, "{{.Host}}"], run_on: controller-0, sudo: true, timeout: 5m}`,
+	"Kubernetes":  `{kubeconfig: ~/.kube/config, context: prod}`,
 	"Component": `name: kv
 order: 1
 strategy: {type: one-at-a-time, quorum: 2}
@@ -361,7 +370,7 @@ func text(cg *ast.CommentGroup) string {
 
 // order is the order of the reference's sections: the description's
 // shape, top down.
-var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
+var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "HostCommands", "HostCommand", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
 	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Backup", "Workload", "Commands", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks", "Alarm",
 	"Policy", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus"}
 

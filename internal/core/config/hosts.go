@@ -1,6 +1,8 @@
 package config
 
 import (
+	"cmp"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -27,7 +29,78 @@ const DefaultLockDeadline = Duration(2 * time.Minute)
 
 // Empty reports whether no call is set.
 func (h *HostCalls) Empty() bool {
-	return len(h.Lock) == 0 && len(h.Unlock) == 0 && h.Capacity == nil
+	return len(h.Lock) == 0 && len(h.Unlock) == 0 && h.Capacity == nil && h.Commands == nil
+}
+
+// Bounds of a host's commands.
+const (
+	// DefaultHostCommandTimeout bounds a lock, unlock or migrate
+	// command that gives no timeout.
+	DefaultHostCommandTimeout = Duration(2 * time.Minute)
+	// DefaultReinstallTimeout bounds a reinstall that gives none.
+	DefaultReinstallTimeout = Duration(10 * time.Minute)
+	// DefaultUnreachable bounds how long a reinstalling host may not
+	// answer when its reinstall gives no bound.
+	DefaultUnreachable = Duration(2 * time.Minute)
+)
+
+// CommandsOf returns host h's commands (its own calls' set, else
+// host_defaults'), nil when it has none.
+func (c *Cluster) CommandsOf(h *Host) *HostCommands { return c.CallsOf(h).Commands }
+
+// HostCommandOf returns host name's command kind (lock, unlock,
+// reinstall, migrate), nil when it has none.
+func (c *Cluster) HostCommandOf(name, kind string) *HostCommand {
+	h := c.Host(name)
+	if h == nil {
+		return nil
+	}
+	hc := c.CommandsOf(h)
+	if hc == nil {
+		return nil
+	}
+	for _, k := range hc.kinds() {
+		if k.key == kind {
+			return k.cmd
+		}
+	}
+	return nil
+}
+
+// Host command kinds.
+const (
+	HostLock      = "lock"
+	HostUnlock    = "unlock"
+	HostReinstall = "reinstall"
+	HostMigrate   = "migrate"
+)
+
+func (hc *HostCommands) kinds() []struct {
+	key string
+	cmd *HostCommand
+} {
+	return []struct {
+		key string
+		cmd *HostCommand
+	}{{HostLock, hc.Lock}, {HostUnlock, hc.Unlock}, {HostReinstall, hc.Reinstall}, {HostMigrate, hc.Migrate}}
+}
+
+// RenderHostCommand renders host name's command hc for a move to
+// version: its argv, and the host it runs on.
+func (c *Cluster) RenderHostCommand(name string, hc *HostCommand, version string) (argv []string, on string, err error) {
+	h := c.Host(name)
+	if h == nil {
+		return nil, "", fmt.Errorf("host %q is not in the description", name)
+	}
+	d := c.HostData(h)
+	d.Version = version
+	argv = make([]string, len(hc.Argv))
+	for i, a := range hc.Argv {
+		if argv[i], err = Render(a, d); err != nil {
+			return nil, "", fmt.Errorf("host %s: argv[%d]: %w", name, i, err)
+		}
+	}
+	return argv, cmp.Or(hc.RunOn, name), nil
 }
 
 // CallsOf returns the lock, unlock and capacity calls of host h: its
@@ -90,6 +163,22 @@ func (h *HostCalls) applyDefaults() {
 	if h.Capacity != nil {
 		h.Capacity.applyDefaults(DefaultCheckTimeout)
 	}
+	if hc := h.Commands; hc != nil {
+		for _, k := range hc.kinds() {
+			if k.cmd == nil {
+				continue
+			}
+			if k.cmd.Timeout == 0 {
+				k.cmd.Timeout = DefaultHostCommandTimeout
+				if k.key == HostReinstall {
+					k.cmd.Timeout = DefaultReinstallTimeout
+				}
+			}
+			if k.key == HostReinstall && k.cmd.Unreachable == 0 {
+				k.cmd.Unreachable = DefaultUnreachable
+			}
+		}
+	}
 }
 
 // applyHostsDefaults fills the defaults of hosts and of hosts stages.
@@ -132,6 +221,70 @@ func (v *validator) hostCalls(hc *HostCalls, path string, at func(string) int, s
 	}
 	if hc.Capacity != nil {
 		v.call(hc.Capacity, path+".capacity", at("capacity"), samples, false)
+	}
+	if hc.Commands != nil {
+		if !v.unread(FieldHostCommands, at("commands"), path+".commands") {
+			v.hostCommands(hc, path, at, samples)
+		}
+	}
+}
+
+// Ranges of a host command's bounds.
+var (
+	hostCommandTimeoutRange = durRange{time.Second, 24 * time.Hour, DefaultHostCommandTimeout.D(), "how long the command may run"}
+	unreachableRange        = durRange{time.Second, 24 * time.Hour, DefaultUnreachable.D(), "how long the host may not answer while it reinstalls"}
+)
+
+// hostCommands checks the commands of one set of host calls at path:
+// each an argv that renders, run on a host of the description; a lock
+// with its unlock and not beside lock calls; a reinstall's own keys on
+// the reinstall only.
+func (v *validator) hostCommands(hc *HostCalls, path string, at func(string) int, samples []TemplateData) {
+	cs := hc.Commands
+	cpath := path + ".commands"
+	switch {
+	case cs.Lock != nil && len(hc.Lock) > 0:
+		v.add(at("commands.lock"), cpath+".lock", "the host has lock calls too: give its lock either as calls (made by ferry) or as a command (run on a host by the substrate), not both")
+	case cs.Lock != nil && cs.Unlock == nil:
+		v.add(at("commands.lock"), cpath+".lock", "a lock needs its unlock: ferry journals the unlock as the lock's undo before it runs the lock")
+	case cs.Unlock != nil && cs.Lock == nil:
+		v.add(at("commands.unlock"), cpath+".unlock", "an unlock without a lock: nothing would lock the host")
+	}
+	for _, k := range cs.kinds() {
+		cmd := k.cmd
+		if cmd == nil {
+			continue
+		}
+		rel := "commands." + k.key
+		kpath := cpath + "." + k.key
+		if len(cmd.Argv) == 0 || cmd.Argv[0] == "" {
+			v.add(at(rel), kpath+".argv", "must name a program: an argv such as [system, host-lock, \"{{.Host}}\"]")
+		}
+		for i, a := range cmd.Argv {
+			for _, r := range v.render(at(rel+".argv"), index(kpath+".argv", i), a, samples) {
+				if strings.IndexByte(r, 0) >= 0 {
+					v.add(at(rel+".argv"), index(kpath+".argv", i), "renders to an argument with a NUL byte")
+					break
+				}
+			}
+		}
+		if cmd.RunOn != "" && v.c.Host(cmd.RunOn) == nil {
+			v.add(at(rel+".run_on"), kpath+".run_on", "%q is not a host of the description%s", cmd.RunOn, knownList(hostNames(v.c)))
+		}
+		v.within(at(rel+".timeout"), kpath+".timeout", cmd.Timeout, hostCommandTimeoutRange)
+		if k.key != HostReinstall {
+			if cmd.Unreachable != 0 {
+				v.add(at(rel+".unreachable"), kpath+".unreachable", "applies to a reinstall only: the other commands run on a host that answers")
+			}
+			if cmd.OnFailure != "" {
+				v.add(at(rel+".on_failure"), kpath+".on_failure", "applies to a reinstall only: a failed %s is retried", k.key)
+			}
+			continue
+		}
+		v.within(at(rel+".unreachable"), kpath+".unreachable", cmd.Unreachable, unreachableRange)
+		if cmd.OnFailure != "" && !contains(onFailures, cmd.OnFailure) {
+			v.add(at(rel+".on_failure"), kpath+".on_failure", "unknown %q; known: %s (default the policy's on_failure)", cmd.OnFailure, strings.Join(onFailures, ", "))
+		}
 	}
 }
 

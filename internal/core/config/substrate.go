@@ -69,6 +69,9 @@ const (
 	FieldCommands Field = "commands"
 	// FieldHostSSH is a host's key of that name (hosts[].KEY).
 	FieldHostSSH Field = "hosts[].ssh"
+	// FieldHostCommands is a host's (or host_defaults') commands, run
+	// on hosts by the substrate's driver.
+	FieldHostCommands Field = "hosts[].commands"
 )
 
 var substrates struct {

@@ -124,6 +124,65 @@ type HostCalls struct {
 	// refusal by predicate host_capacity, in the call's words, asked
 	// again until it passes (within gate_deadline).
 	Capacity *Call `yaml:"capacity"`
+	// Commands are the host's own commands, run on hosts by the
+	// substrate's driver (ssh): its lock and unlock instead of lock and
+	// unlock calls, and the reinstall and data migration of a host's
+	// move in a hosts stage.
+	Commands *HostCommands `yaml:"commands"`
+}
+
+// HostCommands are commands about a host that the substrate's driver
+// runs on a host (ssh: through its sshd, an argv with each argument
+// quoted, never a line pasted into a shell), each a list of templates
+// over the host (.Host and .Name its name, .Address its address,
+// .Version the release the host moves to: the target, or the release
+// before in a rollback). In a hosts stage a host's move is: its lock,
+// its reinstall, its data migration, its members' moves, its unlock.
+type HostCommands struct {
+	// Lock locks the host (StarlingX: [system, host-lock, "{{.Host}}"],
+	// run on the active controller); it needs its unlock, which ferry
+	// journals as the lock's undo before it runs the lock. Not with
+	// lock calls.
+	Lock *HostCommand `yaml:"lock"`
+	// Unlock unlocks the host; it must succeed on a host that is not
+	// locked (it is retried).
+	Unlock *HostCommand `yaml:"unlock"`
+	// Reinstall installs the release's software on the locked host
+	// (StarlingX's load install): the host may stop answering while it
+	// runs (its sshd restarts, it reboots), for at most its
+	// unreachable bound. A rollback runs it again with the release
+	// before. Not retried: a failure ends the host's move as
+	// on_failure says.
+	Reinstall *HostCommand `yaml:"reinstall"`
+	// Migrate migrates the host's data to the release once it is
+	// reinstalled, before its members start on it (StarlingX's
+	// data-migration); retried within its timeout. Not run by a
+	// rollback (the data of the release before is kept).
+	Migrate *HostCommand `yaml:"migrate"`
+}
+
+// HostCommand is one command about a host.
+type HostCommand struct {
+	// Argv is the command: a program and its arguments, each a
+	// template over the host.
+	Argv []string `yaml:"argv"`
+	// RunOn names the host whose sshd runs it (StarlingX runs
+	// host-lock on the active controller); default the host itself.
+	RunOn string `yaml:"run_on" text:"name"`
+	// Sudo runs it through sudo -n (never asking for a password).
+	Sudo bool `yaml:"sudo"`
+	// Timeout bounds the command (default 2m; a reinstall's 10m).
+	Timeout Duration `yaml:"timeout"`
+	// Unreachable (reinstall only) bounds how long the host may not
+	// answer while it reinstalls: its connection must come back, with
+	// the host key it had, within it (default 2m).
+	Unreachable Duration `yaml:"unreachable"`
+	// OnFailure (reinstall only) is what a failed reinstall does:
+	// rollback (the host's members and software go back to the
+	// release before, the reinstall run again with it) or pause (the
+	// upgrade stops, the host named and left locked, for an operator);
+	// default the policy's on_failure.
+	OnFailure string `yaml:"on_failure"`
 }
 
 // HostTLS is how ferry trusts one agent's certificate: pinned by its

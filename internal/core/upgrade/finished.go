@@ -36,8 +36,8 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 		default:
 			u.Stage.Done, u.Stage.Detail = true, "done"
 		}
-	case a.Kind == ActLock:
-		u.lockFinished(a, err, took)
+	case a.Kind == ActLock || a.Kind == ActReinstall || a.Kind == ActMigrateHost:
+		u.hostFinished(a, err, took)
 	case a.Kind == ActUndo:
 		i := u.Effects.ByID(a.Effect)
 		if i < 0 || u.Effects[i].Acting != a.Seq {
@@ -136,6 +136,10 @@ func Describe(a Action) string {
 		return fmt.Sprintf("restore %s (%s) from %s", a.Member, a.Version, a.Backup)
 	case ActPrune:
 		return "prune the backups of " + a.Component
+	case ActReinstall:
+		return fmt.Sprintf("reinstall host %s with %s", a.Host, a.Version)
+	case ActMigrateHost:
+		return fmt.Sprintf("migrate the data of host %s to %s", a.Host, a.Version)
 	case ActUndo:
 		if a.Member != "" {
 			return fmt.Sprintf("undo %s of %s", a.Effect, a.Member)

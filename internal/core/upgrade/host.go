@@ -2,6 +2,8 @@ package upgrade
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -29,12 +31,18 @@ import (
 type HostStep string
 
 const (
-	HostPending   HostStep = "pending"
-	HostLocking   HostStep = "locking"   // its lock calls are made
-	HostLocked    HostStep = "locked"    // its members move
-	HostUnlocking HostStep = "unlocking" // its unlock is owed
-	HostDone      HostStep = "done"
+	HostPending      HostStep = "pending"
+	HostLocking      HostStep = "locking"      // its lock calls are made
+	HostReinstalling HostStep = "reinstalling" // its reinstall runs (the host may not answer)
+	HostMigrating    HostStep = "migrating"    // its data migration runs
+	HostLocked       HostStep = "locked"       // its members move
+	HostUnlocking    HostStep = "unlocking"    // its unlock is owed
+	HostDone         HostStep = "done"
 )
+
+// held reports whether a host in step st is locked by its turn (its
+// lock made or being made, its unlock not yet).
+func (st HostStep) held() bool { return st != HostPending && st != HostDone }
 
 // HostMove is one host's progress in a hosts stage.
 type HostMove struct {
@@ -53,6 +61,14 @@ type HostMove struct {
 	// component's gate_deadline.
 	WaitSince time.Time `json:"wait_since,omitzero"`
 	Detail    string    `json:"detail,omitempty"`
+	// Reinstalled is the release its last reinstall began with: a
+	// rollback reinstalls the release before on a host whose reinstall
+	// began with another (even one that failed).
+	Reinstalled string `json:"reinstalled,omitempty"`
+	// Reinstalling is the sequence number of its reinstall in flight:
+	// the host may not answer until it ends, whatever its step (an
+	// abort does not cut a reinstall short).
+	Reinstalling int `json:"reinstalling,omitempty"`
 }
 
 // lockKey names the effect of host h's lock.
@@ -201,6 +217,9 @@ func (s *stepper) pendingHosts(ph plan.Phase) []string {
 			}
 			left = true
 		}
+		if u.RollingBack() && s.reinstallOwed(hm) {
+			left = true
+		}
 		if left {
 			out = append(out, h)
 		} else if !u.RollingBack() || s.hostOwes(h) == "" {
@@ -245,7 +264,7 @@ func (s *stepper) hostView(ph plan.Phase) *strategy.HostView {
 		if hm != nil {
 			// Locked as long as its lock is owed (a rollback keeps it
 			// locked for its members' return).
-			h.Locked = hm.Step == HostLocking || hm.Step == HostLocked || hm.Step == HostUnlocking || s.hostOwes(name) != ""
+			h.Locked = hm.Step.held() || s.hostOwes(name) != ""
 		}
 		for _, n := range on[name] {
 			o := s.obs.Members[n]
@@ -429,7 +448,7 @@ func (s *stepper) growHostBatch(ph plan.Phase, b *Batch) {
 	u := &s.u
 	room := ph.Hosts.MaxUnavailable - len(b.Hosts)
 	for _, h := range b.Hosts {
-		if hm := u.Hosts[h]; hm == nil || hm.Step != HostLocking && hm.Step != HostLocked {
+		if hm := u.Hosts[h]; hm == nil || !hm.Step.held() || hm.Step == HostUnlocking {
 			return
 		}
 	}
@@ -509,6 +528,20 @@ func (s *stepper) moveHost(ph plan.Phase, b *Batch, hm *HostMove) {
 				s.lock(ph, hm)
 				return
 			}
+			s.setHostStep(hm, s.afterLock(hm))
+		case HostReinstalling:
+			if !s.reinstall(hm) {
+				return
+			}
+			next := HostLocked
+			if s.migrateDue() && s.c.HostCommandOf(hm.Name, config.HostMigrate) != nil {
+				next = HostMigrating
+			}
+			s.setHostStep(hm, next)
+		case HostMigrating:
+			if !s.migrate(ph, hm) {
+				return
+			}
 			s.setHostStep(hm, HostLocked)
 		case HostLocked:
 			if !s.hostMembers(ph, b, hm) {
@@ -533,11 +566,15 @@ func (s *stepper) moveHost(ph plan.Phase, b *Batch, hm *HostMove) {
 func (s *stepper) lock(ph plan.Phase, hm *HostMove) {
 	u := &s.u
 	if hm.Acting != 0 {
-		if s.inFlight(hm.Acting) {
+		switch {
+		case s.inFlight(hm.Acting) && hm.Acting == hm.Reinstalling:
+			s.wait("host %s: waiting for its reinstall with %s to end before locking it again (a reinstall is not cut short)", hm.Name, hm.Reinstalled)
+			return
+		case s.inFlight(hm.Acting):
 			s.wait("host %s: locking", hm.Name)
 			return
 		}
-		hm.Acting = 0 // lost with a process: taken again
+		hm.Acting, hm.Reinstalling = 0, 0 // lost with a process: taken again
 	}
 	deadline := cmp.Or(ph.Hosts.LockDeadline.D(), config.DefaultLockDeadline.D())
 	if s.now.Sub(hm.Since) > deadline {
@@ -559,8 +596,11 @@ func (s *stepper) lock(ph plan.Phase, hm *HostMove) {
 	}
 	calls, data := s.c.CallsOf(h), s.c.HostData(h)
 	what, undo := "by its substrate", "by its substrate"
-	if len(calls.Lock) > 0 {
+	switch {
+	case len(calls.Lock) > 0:
 		what, undo = callsText(calls.Lock, data), callsText(calls.Unlock, data)
+	case calls.Commands != nil && calls.Commands.Lock != nil && calls.Commands.Unlock != nil:
+		what, undo = s.hostCommandText(hm.Name, calls.Commands.Lock), s.hostCommandText(hm.Name, calls.Commands.Unlock)
 	}
 	u.Effects.Open(effect.Effect{Key: lockKey(hm.Name), Scope: effect.Host(hm.Name), What: "host " + hm.Name + " locked: " + what,
 		UndoWhat: undo, Undo: effect.Undo{Unlock: hm.Name}}, &u.EffectSeq, s.now)
@@ -666,7 +706,7 @@ func (s *stepper) hostDue(h string) bool {
 		return true
 	case s.inFlight(hm.Acting):
 		return false
-	case hm.Step == HostLocking || hm.Step == HostLocked:
+	case hm.Step.held() && hm.Step != HostUnlocking:
 		return false
 	case hm.Step == HostPending && s.u.RollingBack():
 		return !s.hostStillToRollBack(h)
@@ -677,6 +717,9 @@ func (s *stepper) hostDue(h string) bool {
 // hostStillToRollBack reports whether a member on host h is still to be
 // moved by the rollback.
 func (s *stepper) hostStillToRollBack(h string) bool {
+	if hm := s.u.Hosts[h]; hm != nil && s.reinstallOwed(hm) {
+		return true
+	}
 	for _, ph := range s.u.Rollback.Phases[min(s.u.Phase, len(s.u.Rollback.Phases)):] {
 		if ph.Hosts != nil && slices.ContainsFunc(ph.Hosts.On[h], s.stillToRollBack) {
 			return true
@@ -699,7 +742,10 @@ func (s *stepper) rollbackHosts(rb plan.Plan) {
 			if hm == nil {
 				continue
 			}
-			if hm.Acting != 0 {
+			if hm.Acting != 0 && hm.Step != HostReinstalling {
+				// A reinstall is not cut short (it runs on the host in
+				// a session of its own): the host's lock for its
+				// return waits for it to end.
 				s.cancel = append(s.cancel, hm.Acting)
 			}
 			s.setHostStep(hm, HostPending)
@@ -711,24 +757,195 @@ func (s *stepper) rollbackHosts(rb plan.Plan) {
 // unlocked: a pause waits for its turn to end.
 func (s *stepper) hostInFlight() bool {
 	for _, hm := range s.u.Hosts {
-		if hm.Step == HostLocking || hm.Step == HostLocked || hm.Step == HostUnlocking {
+		if hm.Step.held() {
 			return true
 		}
 	}
 	return false
 }
 
-// lockFinished folds in the outcome of lock action a.
-func (u *Upgrade) lockFinished(a Action, err error, took time.Duration) {
+// hostFinished folds in the outcome of a host's action a (its lock,
+// reinstall or data migration): it completes only the step that asked
+// for it (a reinstall that ends once an abort made the host pending
+// again completes nothing).
+func (u *Upgrade) hostFinished(a Action, err error, took time.Duration) {
 	hm := u.Hosts[a.Host]
+	if hm != nil && a.Kind == ActReinstall && hm.Reinstalling == a.Seq {
+		hm.Reinstalling = 0
+	}
 	if hm == nil || hm.Acting != a.Seq {
 		return
 	}
 	hm.Acting = 0
-	if err != nil {
+	if hostActions[hm.Step] != a.Kind {
+		return
+	}
+	switch {
+	case err != nil && a.Kind == ActReinstall && errors.Is(err, context.Canceled):
+		// ferry stopped waiting, the host did not fail: taken again
+		// (the driver joins the run under way).
+		hm.Tries, hm.Detail = max(0, hm.Tries-1), "cancelled: taken again"
+		return
+	case err != nil:
 		hm.Detail = fmt.Sprintf("try %d: %v", hm.Tries, err)
 		return
 	}
 	hm.Acted, hm.Detail = true, ""
 	u.Bound.Hooks += took
+}
+
+// hostActions is the action of each host step that has one.
+var hostActions = map[HostStep]ActionKind{HostLocking: ActLock, HostReinstalling: ActReinstall, HostMigrating: ActMigrateHost}
+
+// hostVersion is the release a host moves to: the target, or the
+// release before while rolling back.
+func (s *stepper) hostVersion() string {
+	if s.u.RollingBack() {
+		return s.u.From
+	}
+	return s.u.To
+}
+
+// migrateDue: a host's data migration runs on the way up only (going
+// back, the release before finds its own data, kept).
+func (s *stepper) migrateDue() bool { return !s.u.RollingBack() }
+
+// afterLock is the step of locked host hm after its lock: its
+// reinstall (going up when it has one; going back when one began with
+// another release), its data migration, or its members' moves.
+func (s *stepper) afterLock(hm *HostMove) HostStep {
+	hasReinstall := s.c.HostCommandOf(hm.Name, config.HostReinstall) != nil
+	switch {
+	case hasReinstall && !s.u.RollingBack(), s.reinstallOwed(hm):
+		return HostReinstalling
+	case s.migrateDue() && s.c.HostCommandOf(hm.Name, config.HostMigrate) != nil:
+		return HostMigrating
+	}
+	return HostLocked
+}
+
+// reinstallOwed reports whether, rolling back, host hm is to be
+// reinstalled with the release before: a reinstall began on it with
+// another.
+func (s *stepper) reinstallOwed(hm *HostMove) bool {
+	return s.u.RollingBack() && hm.Reinstalled != "" && hm.Reinstalled != s.u.From
+}
+
+// reinstall reinstalls locked host hm with the release it moves to,
+// once: it is not retried (a reinstall half done is no state to run it
+// again on), a failure ends the host's move as its on_failure (or the
+// policy) says, naming the host. An action lost with ferry's process
+// is taken again: the driver joins the run under way. It reports
+// whether the reinstall is done.
+func (s *stepper) reinstall(hm *HostMove) bool {
+	version := s.hostVersion()
+	if hm.Acting != 0 {
+		if s.inFlight(hm.Acting) {
+			s.wait("host %s: reinstalling %s (it may not answer meanwhile)", hm.Name, version)
+			return false
+		}
+		hm.Acting, hm.Reinstalling, hm.Detail = 0, 0, "" // lost with a process: taken again
+	} else if hm.Acted {
+		return true
+	} else if hm.Tries > 0 {
+		cmd := s.c.HostCommandOf(hm.Name, config.HostReinstall)
+		policy := s.c.Policy.OnFailure
+		if cmd != nil && cmd.OnFailure != "" {
+			policy = cmd.OnFailure
+		}
+		s.failBy(policy, fmt.Sprintf("host %s: its reinstall with %s failed: %s", hm.Name, version, cmp.Or(hm.Detail, "-")))
+		return false
+	}
+	hm.Reinstalled = version
+	hm.Tries++
+	hm.LastTry = s.now
+	hm.Acting = s.act(Action{Kind: ActReinstall, Host: hm.Name, Version: version})
+	hm.Reinstalling = hm.Acting
+	s.wait("host %s: reinstalling %s (it may not answer meanwhile)", hm.Name, version)
+	return false
+}
+
+// migrate migrates the data of locked host hm to the release it moves
+// to, retried with backoff within the longer of the stage's deadline
+// and the command's timeout. It reports whether the migration is done.
+func (s *stepper) migrate(ph plan.Phase, hm *HostMove) bool {
+	version := s.hostVersion()
+	if hm.Acting != 0 {
+		if s.inFlight(hm.Acting) {
+			s.wait("host %s: migrating its data to %s", hm.Name, version)
+			return false
+		}
+		hm.Acting = 0 // lost with a process: taken again
+	}
+	if hm.Acted {
+		return true
+	}
+	deadline := cmp.Or(ph.Hosts.LockDeadline.D(), config.DefaultLockDeadline.D())
+	if cmd := s.c.HostCommandOf(hm.Name, config.HostMigrate); cmd != nil {
+		deadline = max(deadline, cmd.Timeout.D())
+	}
+	if s.now.Sub(hm.Since) > deadline {
+		s.fail("host %s: its data not migrated to %s within %s: %s", hm.Name, version, deadline, cmp.Or(hm.Detail, "-"))
+		return false
+	}
+	if !s.backoff(hm.Tries, hm.LastTry) {
+		s.wait("host %s: migrating its data to %s: %s", hm.Name, version, cmp.Or(hm.Detail, "-"))
+		return false
+	}
+	hm.Tries++
+	hm.LastTry = s.now
+	hm.Acting = s.act(Action{Kind: ActMigrateHost, Host: hm.Name, Version: version})
+	s.wait("host %s: migrating its data to %s", hm.Name, version)
+	return false
+}
+
+// reinstallingMembers are the members on the hosts reinstalling now:
+// their substrate may not answer for them, and that is the reinstall's
+// (bounded by its own unreachable), not an outage to hold on.
+func (s *stepper) reinstallingMembers() map[string]bool {
+	var out map[string]bool
+	for _, hm := range s.u.Hosts {
+		if !s.inFlight(hm.Reinstalling) {
+			continue
+		}
+		if out == nil {
+			out = map[string]bool{}
+		}
+		for i := range s.c.Components {
+			for _, m := range s.c.Components[i].Members {
+				if m.Host == hm.Name {
+					out[m.Name] = true
+				}
+			}
+		}
+	}
+	return out
+}
+
+// hostCommandText says host h's command cmd in words: its argv and
+// where it runs.
+func (s *stepper) hostCommandText(h string, cmd *config.HostCommand) string {
+	argv, on, err := s.c.RenderHostCommand(h, cmd, s.hostVersion())
+	if err != nil {
+		return err.Error()
+	}
+	return strings.Join(argv, " ") + " (run on " + on + ")"
+}
+
+// resumeHosts gives each host held in its turn its step anew after a
+// resume: its deadline counts from now, and a reinstall that failed
+// (paused by its on_failure, or stopped by a refused host key) is
+// taken again: the driver reports a run that ended well on the host
+// without running it again, and runs one that failed again.
+func (s *stepper) resumeHosts() {
+	for _, n := range sortedNames(s.u.Hosts) {
+		hm := s.u.Hosts[n]
+		if !hm.Step.held() || hm.Acting != 0 {
+			continue
+		}
+		hm.Since = s.now
+		if !hm.Acted {
+			hm.Tries, hm.LastTry = 0, time.Time{}
+		}
+	}
 }

@@ -387,6 +387,7 @@ func (s *stepper) resume() {
 			e.State, e.Undoing, e.Tries, e.Error = effect.StateOpen, time.Time{}, 0, ""
 		}
 	}
+	s.resumeHosts()
 	for _, n := range sortedNames(u.Members) {
 		switch m := u.Members[n]; {
 		case m.Step == StepFailed:
@@ -480,6 +481,9 @@ func (s *stepper) once() {
 		return
 	}
 	s.abandon()
+	if s.refused() {
+		return
+	}
 	if s.outage() {
 		return
 	}
@@ -550,14 +554,15 @@ func (s *stepper) ending() {
 func (s *stepper) outage() bool {
 	u := &s.u
 	var away []string
+	reinstalling := s.reinstallingMembers()
 	if sum := s.obs.summary; sum != nil {
 		for _, n := range sum.unknown {
-			if u.Members[n] != nil {
+			if u.Members[n] != nil && !reinstalling[n] {
 				away = append(away, n)
 			}
 		}
 	} else {
-		away = namesWhere(u.Members, func(n string, _ *Member) bool { return s.obs.Members[n].Unknown })
+		away = namesWhere(u.Members, func(n string, _ *Member) bool { return s.obs.Members[n].Unknown && !reinstalling[n] })
 	}
 	if len(away) > 0 {
 		detail := s.obs.Members[away[0]].Detail
@@ -575,6 +580,34 @@ func (s *stepper) outage() bool {
 		u.Outage = nil
 	}
 	return false
+}
+
+// refused stops the upgrade when the substrate is refused (a host's
+// key is not the one ferry trusts): unlike an outage it is not waited
+// out (the answer would never be trusted), and unlike a member's
+// failure nothing is rolled back (a rollback goes through the same
+// substrate). The upgrade pauses with the reason, naming the host and
+// both keys; a resume with the cause still there pauses again. Before
+// the first member's turn it fails, nothing touched.
+func (s *stepper) refused() bool {
+	u := &s.u
+	why := s.obs.Refused
+	if why == "" || !u.Ending.IsZero() {
+		return false
+	}
+	reason := "stopped: " + why
+	switch {
+	case u.State == StatePaused:
+		if u.Reason != reason {
+			u.Reason = reason
+		}
+		s.pausedWait()
+	case u.State == StatePreflight || u.State == StateStarted:
+		s.failBy("pause", reason)
+	default:
+		s.pause(reason)
+	}
+	return true
 }
 
 // away accounts for the time ferry itself could not check: from the

@@ -33,12 +33,17 @@ import (
 //	                   lock), or host=H kind=fail (host H's lock),
 //	                   or backup=M kind=unverified|fail-once (member
 //	                   M's backup does not verify, or its command
-//	                   fails once)
+//	                   fails once),
+//	                   reinstall=H kind=fail|fail-once (host H not
+//	                   back within its bound after its reinstall,
+//	                   going up),
+//	                   migrate=H kind=fail|fail-once
 //	begin to=V         plans and starts the upgrade; prints the plan
 //	run [for=D] [until=state:S|step:M:S|batch:N|effects|switching|host:H:S]
 //	intent kind=K      pause, resume, abort, finalize
 //	override predicate=P [member=M] | effect=ID
 //	outage on|off      the substrate stops (starts) answering
+//	refuse on|off      the substrate is refused (a host's key changed)
 //	kill member=M / heal member=M   trouble ferry did not cause
 //	ferry for=D kill|stop  ferry itself away for D: SIGKILL then a
 //	                   resume, or SIGSTOP then SIGCONT
@@ -107,6 +112,10 @@ func TestScripts(t *testing.T) {
 					w.faults["hook:"+args["hook"]] = args["kind"]
 				case args["host"] != "":
 					w.faults["lock:"+args["host"]] = args["kind"]
+				case args["reinstall"] != "":
+					w.faults["reinstall:"+args["reinstall"]] = args["kind"]
+				case args["migrate"] != "":
+					w.faults["migrate:"+args["migrate"]] = args["kind"]
 				default:
 					w.faults["undo"] = args["kind"]
 				}
@@ -160,6 +169,12 @@ func TestScripts(t *testing.T) {
 				return "ok"
 			case "outage":
 				w.outage = args["on"] != "" || d.CmdArgs[0].Key == "on"
+				return "ok"
+			case "refuse":
+				w.refused = ""
+				if d.CmdArgs[0].Key == "on" {
+					w.refused = "ssh host h2 (10.0.0.12:22): its key CHANGED: known_hosts holds SHA256:OLD (ssh-ed25519, line 2), and it presented SHA256:NEW (ssh-ed25519)"
+				}
 				return "ok"
 			case "kill":
 				w.exit(w.members[args["member"]], "killed")

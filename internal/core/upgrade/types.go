@@ -415,6 +415,11 @@ type Observation struct {
 	// Capacity holds the latest answer of each host's capacity call
 	// it was asked (Decision.AskHosts).
 	Capacity map[string]Answer
+	// Refused says why the substrate is refused (a host presented a key
+	// that is not the one its known_hosts holds, with both
+	// fingerprints): not an outage to wait out but a stop, the upgrade
+	// paused with the reason until an operator resumes it.
+	Refused string
 
 	// summary is what Summarize found among the members, if it ran.
 	summary *summary
@@ -531,6 +536,10 @@ const (
 	ActBackup  ActionKind = "backup"
 	ActRestore ActionKind = "restore"
 	ActPrune   ActionKind = "prune-backups"
+	// ActReinstall reinstalls Host with Version (its reinstall command);
+	// ActMigrateHost migrates its data to Version (its migrate command).
+	ActReinstall   ActionKind = "reinstall"
+	ActMigrateHost ActionKind = "migrate-host"
 )
 
 // Action is one thing for the engine to do.
@@ -547,7 +556,8 @@ type Action struct {
 	Component string `json:"component,omitempty"`
 	// Effect is the ID of the effect an ActUndo undoes.
 	Effect string `json:"effect,omitempty"`
-	// Host is the host an ActLock locks.
+	// Host is the host an ActLock locks (an ActReinstall reinstalls,
+	// an ActMigrateHost migrates).
 	Host string `json:"host,omitempty"`
 	// Stage is the migration stage of an ActStage action: expand,
 	// migrate, finalize or contract; or the kind of a flow's registered

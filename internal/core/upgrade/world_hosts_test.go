@@ -21,6 +21,73 @@ type whosts struct {
 	fit     int
 	asks    []wask
 	answers map[string]Answer
+	// reinstalling are the hosts whose reinstall runs (they do not
+	// answer meanwhile); installed each host's release as its last
+	// reinstall left it, migrated each host's data's.
+	reinstalling map[string]bool
+	installed    map[string]string
+	migrated     map[string]string
+}
+
+// beginReinstall: host h stops answering while its reinstall runs.
+func (w *world) beginReinstall(h string) {
+	if w.hosts.reinstalling == nil {
+		w.hosts.reinstalling = map[string]bool{}
+	}
+	w.hosts.reinstalling[h] = true
+}
+
+// reinstall ends host h's reinstall with version: it answers again,
+// unless a fault of its reinstall keeps it away past its bound.
+func (w *world) reinstall(h, version string) error {
+	delete(w.hosts.reinstalling, h)
+	f := w.faults["reinstall:"+h]
+	if f == "fail-once" && w.faults["failed:reinstall:"+h] == "" {
+		w.faults["failed:reinstall:"+h], f = "yes", "fail"
+	}
+	if f == "fail" && version != w.from {
+		w.logf("(world) host %s does not answer after its reinstall with %s", h, version)
+		return fmt.Errorf("ssh driver: reinstall of host %s (run on %s): the host did not answer for 20.5s, more than its bound 20s", h, h)
+	}
+	if w.hosts.installed == nil {
+		w.hosts.installed = map[string]string{}
+	}
+	w.hosts.installed[h] = version
+	w.logf("(world) host %s reinstalled with %s, answers again", h, version)
+	return nil
+}
+
+// migrate migrates host h's data to version, unless a fault says no.
+func (w *world) migrate(h, version string) error {
+	switch w.faults["migrate:"+h] {
+	case "fail":
+		return fmt.Errorf("ssh driver: data migration of host %s: exit status 1: schema %s refused", h, version)
+	case "fail-once":
+		if w.faults["failed:migrate:"+h] == "" {
+			w.faults["failed:migrate:"+h] = "yes"
+			return fmt.Errorf("ssh driver: data migration of host %s: exit status 1: database busy (once)", h)
+		}
+	}
+	if w.hosts.migrated == nil {
+		w.hosts.migrated = map[string]string{}
+	}
+	w.hosts.migrated[h] = version
+	return nil
+}
+
+// hostAway reports whether member n's host does not answer (reinstalling).
+func (w *world) hostAway(n string) bool {
+	if len(w.hosts.reinstalling) == 0 {
+		return false
+	}
+	for i := range w.c.Components {
+		for _, m := range w.c.Components[i].Members {
+			if m.Name == n {
+				return w.hosts.reinstalling[m.Host]
+			}
+		}
+	}
+	return false
 }
 
 // lock locks host h, unless a fault of its lock says otherwise.
@@ -110,6 +177,17 @@ func (h *whosts) status(u Upgrade) string {
 	for _, n := range sortedKeys(u.Hosts) {
 		steps = append(steps, n+"="+string(u.Hosts[n].Step))
 	}
-	return fmt.Sprintf("hosts: %s\nlocked: %s (most at once %d, locks %d)\n", strings.Join(steps, ", "),
+	out := fmt.Sprintf("hosts: %s\nlocked: %s (most at once %d, locks %d)\n", strings.Join(steps, ", "),
 		cmp.Or(strings.Join(sortedKeys(h.locked), ", "), "-"), h.mostAtOnce, h.locks)
+	if len(h.installed) > 0 || len(h.migrated) > 0 {
+		var in, mi []string
+		for _, n := range sortedKeys(h.installed) {
+			in = append(in, n+"="+h.installed[n])
+		}
+		for _, n := range sortedKeys(h.migrated) {
+			mi = append(mi, n+"="+h.migrated[n])
+		}
+		out += fmt.Sprintf("installed: %s; data migrated: %s\n", cmp.Or(strings.Join(in, ", "), "-"), cmp.Or(strings.Join(mi, ", "), "-"))
+	}
+	return out
 }

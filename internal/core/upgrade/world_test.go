@@ -58,6 +58,7 @@ type world struct {
 	lastObs     map[string]MemberHealth
 	lastObsAt   time.Time
 	outage      bool
+	refused     string // the substrate refused, in its words
 	// since is when the simulated engine's watch began (zero: not an
 	// engine's watch, as most scripts need); stale, when set, is what
 	// its first observation after ferry was away shows instead of the
@@ -179,6 +180,7 @@ func (w *world) observe(acting map[int]bool) Observation {
 		}
 	}
 	obs.Capacity = w.hosts.observe()
+	obs.Refused = w.refused
 	return obs
 }
 
@@ -188,6 +190,10 @@ func (w *world) observeMembers(obs map[string]MemberHealth) {
 		m := w.members[n]
 		if w.outage {
 			obs[n] = MemberHealth{Unknown: true, Detail: "agent of host h1: connection refused"}
+			continue
+		}
+		if w.hostAway(n) {
+			obs[n] = MemberHealth{Unknown: true, Detail: "ssh host of " + n + " does not answer (reinstalling)"}
 			continue
 		}
 		mh := MemberHealth{Running: m.running, Version: m.version, Healthy: m.running && m.healthy, Started: m.started,
@@ -383,6 +389,10 @@ func (w *world) apply(a Action) error {
 	switch a.Kind {
 	case ActLock:
 		return w.lock(a.Host)
+	case ActReinstall:
+		return w.reinstall(a.Host, a.Version)
+	case ActMigrateHost:
+		return w.migrate(a.Host, a.Version)
 	case ActStop:
 		m.running, m.healthy, m.detail = false, false, "stopped"
 		if w.leader == m.name {
@@ -589,6 +599,10 @@ func (w *world) step() Decision {
 			m := w.members[a.Member]
 			m.healthy, m.detail = false, "GET /ready: 503 Service Unavailable (stepping down)"
 			took = 50 * w.took
+		}
+		if a.Kind == ActReinstall {
+			took = 50 * w.took // a reinstall takes its time, the host away
+			w.beginReinstall(a.Host)
 		}
 		w.inflight = append(w.inflight, &wact{a: a, at: w.now.Add(took)})
 	}

@@ -59,13 +59,18 @@ func (e *Engine) timeout(u upgrade.Upgrade, a upgrade.Action) time.Duration {
 		if calls, driverOp := e.hostTimeout(a.Host, true); !driverOp {
 			return sum(calls)
 		}
-		return driverUndoBound
+		return e.hostCommandTimeout(a.Host, config.HostLock)
+	case upgrade.ActReinstall:
+		return e.hostCommandTimeout(a.Host, config.HostReinstall)
+	case upgrade.ActMigrateHost:
+		return e.hostCommandTimeout(a.Host, config.HostMigrate)
 	case upgrade.ActUndo:
 		if i := u.Effects.ByID(a.Effect); i >= 0 {
 			if h := u.Effects[i].Undo.Unlock; h != "" {
 				if calls, driverOp := e.hostTimeout(h, false); !driverOp {
 					return sum(calls)
 				}
+				return e.hostCommandTimeout(h, config.HostUnlock)
 			}
 			if h := u.Effects[i].Undo.Hook; h != nil && h.To != "" {
 				return sum(e.hookCalls(upgrade.Action{Hooks: h.List, Component: h.Component}))
@@ -97,6 +102,8 @@ func (e *Engine) do(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) (s
 		return e.restore(ctx, a)
 	case upgrade.ActPrune:
 		return e.pruneBackups(ctx, a)
+	case upgrade.ActReinstall, upgrade.ActMigrateHost:
+		return "", e.reinstallHost(ctx, u.ID, a.Host, a.Version, a.Kind == upgrade.ActMigrateHost)
 	}
 	info, ok := e.members[a.Member]
 	if !ok {

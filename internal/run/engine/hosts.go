@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
@@ -32,27 +33,71 @@ func (e *Engine) hostCalls(name, version, pin string) (*config.Host, *config.Hos
 
 // lockHost locks (lock) or unlocks host name for an upgrade to version
 // under pin: its lock or unlock calls, or, when it has none, the
-// driver's.
+// driver's, with the host's lock or unlock command when it gives one.
 func (e *Engine) lockHost(ctx context.Context, name, version, pin string, lock bool) (string, error) {
 	h, calls, data, err := e.hostCalls(name, version, pin)
 	if err != nil {
 		return "", err
 	}
-	what, list := "unlock", calls.Unlock
+	what, list := config.HostUnlock, calls.Unlock
 	if lock {
-		what, list = "lock", calls.Lock
+		what, list = config.HostLock, calls.Lock
 	}
 	if len(calls.Lock) > 0 {
 		return e.callList(ctx, what, list, data)
 	}
 	l, ok := e.cfg.Driver.(driver.HostLocker)
-	switch {
-	case !ok:
+	if !ok {
 		return "", fmt.Errorf("host %s has no %s calls, and the %s driver cannot %s a host (capability lock-host)", h.Name, what, e.c.Substrate, what)
-	case lock:
-		return "", l.LockHost(ctx, h.Name)
 	}
-	return "", l.UnlockHost(ctx, h.Name)
+	cmd, err := e.hostCommand(name, what, version, "")
+	if err != nil {
+		return "", err
+	}
+	if lock {
+		return "", l.LockHost(ctx, cmd)
+	}
+	return "", l.UnlockHost(ctx, cmd)
+}
+
+// hostCommand renders host name's command kind for a move to version
+// (key names a run of a long one); a host without that command gets
+// one with no argv, for a driver that knows how by itself.
+func (e *Engine) hostCommand(name, kind, version, key string) (driver.HostCommand, error) {
+	hc := e.c.HostCommandOf(name, kind)
+	if hc == nil {
+		return driver.HostCommand{Host: name}, nil
+	}
+	argv, on, err := e.c.RenderHostCommand(name, hc, version)
+	if err != nil {
+		return driver.HostCommand{}, err
+	}
+	return driver.HostCommand{Host: name, On: on, Argv: argv, Sudo: hc.Sudo, Timeout: hc.Timeout.D(), Key: key}, nil
+}
+
+// reinstallHost reinstalls host name with release version (its
+// reinstall command, through the driver), or migrates its data
+// (migrate), for upgrade id.
+func (e *Engine) reinstallHost(ctx context.Context, id, name, version string, migrate bool) error {
+	r, ok := e.cfg.Driver.(driver.HostReinstaller)
+	if !ok {
+		return fmt.Errorf("host %s: the %s driver cannot reinstall a host (capability reinstall-host)", name, e.c.Substrate)
+	}
+	kind := config.HostReinstall
+	if migrate {
+		kind = config.HostMigrate
+	}
+	if e.c.HostCommandOf(name, kind) == nil {
+		return fmt.Errorf("host %s has no %s command", name, kind)
+	}
+	cmd, err := e.hostCommand(name, kind, version, id+"-"+version)
+	if err != nil {
+		return err
+	}
+	if migrate {
+		return r.MigrateHost(ctx, cmd)
+	}
+	return r.ReinstallHost(ctx, cmd, e.c.HostCommandOf(name, kind).Unreachable.D())
 }
 
 // hostTimeout bounds a lock (lock) or an unlock of host name: its
@@ -70,6 +115,15 @@ func (e *Engine) hostTimeout(name string, lock bool) (calls []config.Call, drive
 		return hc.Lock, false
 	}
 	return hc.Unlock, false
+}
+
+// hostCommandTimeout bounds a driver's run of host name's command kind:
+// the command's own timeout, or a driver operation's.
+func (e *Engine) hostCommandTimeout(name, kind string) time.Duration {
+	if hc := e.c.HostCommandOf(name, kind); hc != nil {
+		return hc.Timeout.D() + actionMargin
+	}
+	return driverUndoBound
 }
 
 // capacity is what the observer knows of the hosts' capacity calls:
@@ -146,16 +200,16 @@ func hostChanges(a, b upgrade.Upgrade) []store.Event {
 
 // requireHostLocks refuses, before anything moves, a description whose
 // hosts stage locks a host that has no lock calls when the driver
-// cannot lock a host itself, by the capability's name and the host (a
-// substrate declares lock-host exactly when its driver is a
-// driver.HostLocker: substrate.CheckDriver).
+// cannot lock a host itself, or reinstalls one when it cannot
+// reinstall, by the capability's name and the host (a substrate
+// declares lock-host exactly when its driver is a driver.HostLocker,
+// reinstall-host a driver.HostReinstaller: substrate.CheckDriver).
 func (e *Engine) requireHostLocks() error {
-	if _, ok := e.cfg.Driver.(driver.HostLocker); ok {
-		return nil
-	}
+	_, locks := e.cfg.Driver.(driver.HostLocker)
+	_, reinstalls := e.cfg.Driver.(driver.HostReinstaller)
 	for _, n := range substrate.Needs(e.c) {
-		if n.Capability == substrate.LockHost {
-			return &substrate.IncapableError{Substrate: e.c.Substrate, Capability: substrate.LockHost, For: n.Path}
+		if n.Capability == substrate.LockHost && !locks || n.Capability == substrate.ReinstallHost && !reinstalls {
+			return &substrate.IncapableError{Substrate: e.c.Substrate, Capability: n.Capability, For: n.Path}
 		}
 	}
 	return nil

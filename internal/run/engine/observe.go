@@ -52,9 +52,13 @@ type observer struct {
 	// less often. A change of a gate or an answer alone keeps the
 	// members' part (and its summary).
 	gen, memberGen uint64
-	snap           Snapshot
-	snapGen        uint64
-	snapMembers    uint64
+	// refused says why the substrate is refused (a host's key not the
+	// one ferry trusts), from the last observation or action that met
+	// it: the upgrade stops on it (Observation.Refused).
+	refused     string
+	snap        Snapshot
+	snapGen     uint64
+	snapMembers uint64
 
 	changed chan struct{}
 	kicks   map[string]chan struct{} // a prober to run now, by key
@@ -169,6 +173,7 @@ func (o *observer) pollStatuses(ctx context.Context) {
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return
 	}
+	o.refuse(err)
 	if err != nil {
 		// The request itself failed: nothing is known of anyone.
 		sts = make([]driver.Status, len(o.e.order))
@@ -210,6 +215,30 @@ func (o *observer) pollStatuses(ctx context.Context) {
 	// may now be seen (Seen moved).
 	_ = changed
 	o.notify()
+}
+
+// refuse notes what err says of the substrate's trust: a refusal
+// (driver.ErrNotTrusted: a host's key changed) stands until an
+// observation succeeds; an observation that did not reach the
+// substrate changes nothing.
+func (o *observer) refuse(err error) {
+	why := ""
+	switch {
+	case errors.Is(err, driver.ErrNotTrusted):
+		why = err.Error()
+	case err != nil:
+		return
+	}
+	o.mu.Lock()
+	changed := o.refused != why
+	if changed {
+		o.refused = why
+		o.gen++
+	}
+	o.mu.Unlock()
+	if changed {
+		o.notify()
+	}
 }
 
 func (o *observer) status(n string) (driver.Status, bool) {
@@ -387,6 +416,7 @@ func (o *observer) snapshot() Snapshot {
 		snap := o.snap
 		snap.gen, snap.Time = o.gen, o.e.now()
 		snap.Obs.Gates, snap.Obs.Answers, snap.Obs.Capacity = o.gatesAndAnswers()
+		snap.Obs.Refused = o.refused
 		o.snap, o.snapGen = snap, o.gen
 		return snap
 	}
@@ -413,6 +443,7 @@ func (o *observer) snapshot() Snapshot {
 	}
 	snap.Obs.Since = o.since
 	snap.Obs.Gates, snap.Obs.Answers, snap.Obs.Capacity = o.gatesAndAnswers()
+	snap.Obs.Refused = o.refused
 	// Handed to every pass until the next change: what the machine
 	// looks for among all members is found once (its admission view
 	// taken over from the snapshot before).

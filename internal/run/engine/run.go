@@ -11,6 +11,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/core/effect"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
+	"github.com/ferry-upgrade/ferry/internal/substrate/driver"
 )
 
 // Run drives the current upgrade until it ends (completed, failed) or
@@ -309,6 +310,9 @@ func (l *loop) finished(o outcome) error {
 		l.u = upgrade.BackedUp(l.u, o.a, o.sums, o.err, o.took, now)
 	} else {
 		l.u = upgrade.Finished(l.u, o.a, o.err, o.took, now)
+	}
+	if errors.Is(o.err, driver.ErrNotTrusted) {
+		l.ob.refuse(o.err) // the upgrade stops on it: no retry as an outage
 	}
 	ev := store.Event{Kind: "action", Member: o.a.Member, Component: e.componentOf(o.a),
 		DurationMS: float64(o.took.Microseconds()) / 1000}

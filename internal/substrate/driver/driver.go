@@ -157,15 +157,59 @@ type Logger interface {
 	Logs(ctx context.Context, m Member, previous bool, lines int) (string, error)
 }
 
+// HostCommand is a command of the description about one host (its
+// lock, unlock, reinstall or data migration), rendered: an argv run
+// where On says (the host itself, or another: StarlingX runs
+// `system host-lock controller-1` on the active controller), never a
+// line pasted into a shell.
+type HostCommand struct {
+	// Host is the host the command is about; On the host it runs on
+	// (Host when empty).
+	Host, On string
+	Argv     []string
+	// Sudo runs it through sudo -n.
+	Sudo bool
+	// Timeout bounds the command (0: the driver's own bound).
+	Timeout time.Duration
+	// Key names this run of a long command (a reinstall: the upgrade
+	// and the release): a second call with the same key, after a
+	// crash of ferry, joins the run under way or reports the one that
+	// ended well instead of running it again.
+	Key string
+}
+
 // HostLocker is a driver that can lock a host itself (move its work
 // away: StarlingX's host-lock over SSH, a Kubernetes node's cordon and
 // drain) and unlock it, for hosts whose description gives no lock
-// calls (capability lock-host). Both are idempotent: locking a locked
-// host, or unlocking one that is not locked, succeeds.
+// calls (capability lock-host): the command is the description's, when
+// it gives one (a substrate that knows how may do without). Both are
+// idempotent: locking a locked host, or unlocking one that is not
+// locked, succeeds (the description's commands must be so too).
 type HostLocker interface {
-	LockHost(ctx context.Context, host string) error
-	UnlockHost(ctx context.Context, host string) error
+	LockHost(ctx context.Context, c HostCommand) error
+	UnlockHost(ctx context.Context, c HostCommand) error
 }
+
+// HostReinstaller is a driver that can reinstall a host's software and
+// migrate its data (capability reinstall-host: StarlingX's load
+// install and data migration, in a host's move while it is locked).
+type HostReinstaller interface {
+	// ReinstallHost runs c, which may take the host down (its sshd
+	// restarts, it reboots): its connection may break and the command
+	// not answer. The host must answer again within unreachable of
+	// the command's start or its connection's loss, presenting the key
+	// it had (a changed key is ErrNotTrusted, never accepted), and
+	// must have run c to its end with exit status 0.
+	ReinstallHost(ctx context.Context, c HostCommand, unreachable time.Duration) error
+	// MigrateHost runs the host's data migration c (exit status 0).
+	MigrateHost(ctx context.Context, c HostCommand) error
+}
+
+// ErrNotTrusted wraps errors that mean the substrate presented an
+// identity ferry does not trust (an SSH host key that is unknown or
+// changed): a refusal, never retried as an outage; the upgrade stops
+// on it, naming what was presented and what was expected.
+var ErrNotTrusted = errors.New("driver: substrate not trusted")
 
 // Effect is a change a driver makes outside a member's own process (a
 // node cordoned, a workload's update strategy changed, a rollout

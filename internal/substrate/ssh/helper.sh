@@ -12,6 +12,8 @@
 #     version sha256 spec since  what ferry started it on, and when
 #     exit stopped             how its last instance ended
 #     output.log output.log.1  the output of this instance, the one before
+#   DIR/hosts/HOST/            where a host's commands run (FERRY_HOST), and
+#     KEY/pid starttime exit output.log  a long one (bg) run in its own session
 #
 # Exit statuses the driver reads: 0 done; 3 (custom status) not
 # running; 70 an error (said on stderr); 71 the artifact is not on the
@@ -142,6 +144,28 @@ reaped() {
 	done
 }
 
+# detach MD WHAT PROGRAM ARG... runs the program in a session of its own
+# (it outlives the connection and ferry), its output appended to
+# MD/output.log: setsid -f, forked in the foreground (an asynchronous list
+# would start it with SIGINT and SIGQUIT ignored); a wrapper records the
+# pid before the exec, then the exit status. It returns once the pid and
+# its kernel start time are recorded.
+detach() {
+	_dm=$1 _what=$2
+	shift 2
+	setsid -f sh -c 'm=$1; shift
+sh -c '\''printf "%s\n" "$$" >"$0/pid.tmp" && mv -f "$0/pid.tmp" "$0/pid" && exec "$@"'\'' "$m" "$@"
+printf "%s\n" "$?" >"$m/exit"' "ferry-$_what" "$_dm" "$@" </dev/null >>"$_dm/output.log" 2>&1 9>&-
+	_i=0
+	while [ ! -s "$_dm/pid" ]; do
+		_i=$((_i + 1))
+		[ "$_i" -le 200 ] || die "the $_what did not start within 10 s"
+		sleep 0.05
+	done
+	first "$_dm/pid"
+	if procstart "$_v"; then printf '%s\n' "$_st" >"$_dm/starttime"; fi
+}
+
 op=${1:-}
 [ "$#" -gt 0 ] && shift
 case $op in
@@ -216,24 +240,8 @@ start) # DIR NAME VERSION SHA SPEC STOP_MS SIGNAL ADOPTPIDFILE NENV K=V... -- AR
 		[ "${1:-}" = "--" ] || die "no -- before the member's arguments"
 		shift
 		cd "$md" || die "cannot enter $md"
-		# setsid -f: the member in a session of its own, forked in the
-		# foreground (an asynchronous list would start it with SIGINT
-		# and SIGQUIT ignored). The wrapper records the pid before the
-		# exec, then the exit status.
-		setsid -f sh -c 'm=$1; shift
-sh -c '\''printf "%s\n" "$$" >"$0/pid.tmp" && mv -f "$0/pid.tmp" "$0/pid" && exec "$@"'\'' "$m" "$@"
-printf "%s\n" "$?" >"$m/exit"' ferry-member "$md" "$a" "$@" </dev/null >>"$md/output.log" 2>&1 9>&-
+		detach "$md" member "$a" "$@"
 	) || exit $?
-	i=0
-	while [ ! -s "$md/pid" ]; do
-		i=$((i + 1))
-		[ "$i" -le 200 ] || die "the member did not start within 10 s"
-		sleep 0.05
-	done
-	first "$md/pid"
-	if procstart "$_v"; then
-		printf '%s\n' "$_st" >"$md/starttime"
-	fi
 	t=$(date +%s%N)
 	case $t in *N) t=$(($(date +%s) * 1000000000)) ;; esac
 	printf '%s\n' "$t" >"$md/since"
@@ -285,6 +293,49 @@ exec) # DIR NAME VERSION SHA VERIFY LINES PREVIOUS -- ARGV: the description's ow
 	shift
 	cd "$md" || die "cannot enter $md"
 	exec "$@"
+	;;
+host) # DIR HOST -- ARGV: a command of the description about a host (its lock, unlock, migration)
+	hd=$1/hosts/$2
+	export FERRY_HOST="$2"
+	shift 2
+	[ "${1:-}" = "--" ] || die "no -- before the command"
+	shift
+	mkdir -p "$hd" || die "cannot make $hd"
+	cd "$hd" || die "cannot enter $hd"
+	exec "$@"
+	;;
+bg) # DIR HOST KEY MODE -- ARGV: a host's long command (its reinstall) in a
+	# session of its own, so that it outlives the connection (the host may
+	# stop answering while it runs): MODE start starts it unless it runs or
+	# ended well; MODE poll only says. Answers "running", "exit N" (and the
+	# output's last lines), "gone" (no status: the host restarted under it)
+	# or "none".
+	hd=$1/hosts/$2 key=$3 mode=$4
+	export FERRY_HOST="$2"
+	shift 4
+	[ "${1:-}" = "--" ] || die "no -- before the command"
+	shift
+	case $key in '' | *[!A-Za-z0-9._-]*) die "bad key" ;; esac
+	md=$hd/$key
+	mkdir -p "$md" || die "cannot make $md"
+	lock "$md/lock"
+	if running "$md"; then echo running; exit 0; fi
+	[ -s "$md/pid" ] && reaped "$md"
+	first "$md/exit"
+	if [ -n "$_v" ] && { [ "$mode" = poll ] || [ "$_v" = 0 ]; }; then
+		printf 'exit %s\n' "$_v"
+		tail -n 20 "$md/output.log" 2>/dev/null
+		exit 0
+	fi
+	if [ "$mode" = poll ]; then
+		if [ -s "$md/pid" ]; then echo gone; else echo none; fi
+		exit 0
+	fi
+	need setsid "util-linux"
+	rm -f "$md/pid" "$md/starttime" "$md/exit" "$md/output.log"
+	cd "$hd" || die "cannot enter $hd"
+	detach "$md" command "$@"
+	echo running
 	;;
 *) die "unknown operation ${op:-(none)}" ;;
 esac

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/ferry-upgrade/ferry/internal/substrate/driver"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
 
@@ -35,16 +37,20 @@ type KnownKey struct {
 	Line              int
 }
 
+// Unwrap makes a host key refused a driver.ErrNotTrusted: the engine
+// stops on it rather than waiting as for a host that does not answer.
+func (e *HostKeyError) Unwrap() error { return driver.ErrNotTrusted }
+
 func (e *HostKeyError) Error() string {
 	if len(e.Known) == 0 {
-		return fmt.Sprintf("ssh host %s (%s): its key is unknown: %s has no key for it, and it presented %s (%s); if that is the host's key (checked out of band: ssh-keygen -lf on the host's public key), add the host's line to %s. Nothing was touched",
+		return fmt.Sprintf("ssh host %s (%s): its key is unknown: %s has no key for it, and it presented %s (%s); if that is the host's key (checked out of band: ssh-keygen -lf on the host's public key), add the host's line to %s. Nothing is done on the host until then",
 			e.Host, e.Addr, e.File, e.Presented, e.PresentedType, e.File)
 	}
 	var known []string
 	for _, k := range e.Known {
 		known = append(known, fmt.Sprintf("%s (%s, line %d)", k.Fingerprint, k.Type, k.Line))
 	}
-	return fmt.Sprintf("ssh host %s (%s): its key CHANGED: %s holds %s, and it presented %s (%s); someone may be in the middle, or the host was reinstalled: check the new key out of band before you replace its line in %s. Nothing was touched",
+	return fmt.Sprintf("ssh host %s (%s): its key CHANGED: %s holds %s, and it presented %s (%s); someone may be in the middle, or the host was reinstalled: check the new key out of band before you replace its line in %s. Nothing is done on the host until then",
 		e.Host, e.Addr, e.File, strings.Join(known, ", "), e.Presented, e.PresentedType, e.File)
 }
 

@@ -18,11 +18,11 @@ const Name = "ssh"
 
 // Capabilities is what the ssh substrate can do: start and stop
 // members from nothing (so a cluster can be brought up and down),
-// adopt a process found by its pid file, and collect members' output.
-// It does not lock hosts yet (a host's lock and unlock calls in the
-// description do, made by the engine), find members at run time, or
-// journal changes of its own.
-var Capabilities = substrate.Can(substrate.StartStop, substrate.ClusterUp, substrate.Adopt, substrate.Output)
+// adopt a process found by its pid file, collect members' output, and
+// run a host's own commands (hosts[].commands): its lock and unlock,
+// its reinstall and data migration. It does not find members at run
+// time or journal changes of its own.
+var Capabilities = substrate.Can(substrate.StartStop, substrate.ClusterUp, substrate.Adopt, substrate.Output, substrate.LockHost, substrate.ReinstallHost)
 
 func init() {
 	substrate.Register(substrate.Substrate{
@@ -30,7 +30,7 @@ func init() {
 		Can:  Capabilities,
 		Rules: config.SubstrateRules{
 			Runs:  config.ArtifactBinary,
-			Reads: []config.Field{config.FieldHostSSH, config.FieldCommands},
+			Reads: []config.Field{config.FieldHostSSH, config.FieldCommands, config.FieldHostCommands},
 			Unread: map[config.Field]string{
 				config.FieldRunFiles: "applies to the process substrate (its agent writes them); on ssh, a start command may put a member's files in place (FERRY_DIR is its directory)",
 			},

@@ -89,6 +89,17 @@ type sshCluster struct {
 	lb  *exec.Cmd
 }
 
+// sshOptions change the sample on namespace hosts: the balancer's
+// admin address on the hosts' network (so that a command on a host can
+// reach it) and each api backend locked with its host; more of each
+// host's entry (its commands); release 2.0.0's flow.
+type sshOptions struct {
+	// Hosts adds keys to host h's entry, given the balancer's admin
+	// URL, when set; the balancer then listens on the hosts' gateway.
+	Hosts func(h *sshtest.Host, lbAdmin string) string
+	Flow  string
+}
+
 // startSSHCluster makes three namespace hosts, writes the description,
 // starts the load balancer and brings the cluster up on 1.0.0 with
 // 'ferry cluster up' (which copies the sample binary to each host), and
@@ -96,6 +107,12 @@ type sshCluster struct {
 // member. The test's end brings it down with 'ferry cluster down' and
 // removes the hosts.
 func startSSHCluster(t *testing.T) *sshCluster {
+	t.Helper()
+	return startSSHClusterWith(t, sshOptions{})
+}
+
+// startSSHClusterWith is startSSHCluster changed by o.
+func startSSHClusterWith(t *testing.T, o sshOptions) *sshCluster {
 	t.Helper()
 	env := sshtest.New(t, 3)
 	dir := t.TempDir()
@@ -105,9 +122,16 @@ func startSSHCluster(t *testing.T) *sshCluster {
 		t.Fatal(err)
 	}
 	lbAddr, lbAdmin := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
+	if o.Hosts != nil {
+		lbAdmin = fmt.Sprintf("%s:%d", env.Gateway, ports[1])
+	}
 	var hosts, rels []string
 	for _, h := range env.Hosts {
-		hosts = append(hosts, "  - "+h.YAML())
+		y := h.YAML()
+		if o.Hosts != nil {
+			y = strings.TrimSuffix(y, "}") + ", " + o.Hosts(h, "http://"+lbAdmin) + "}"
+		}
+		hosts = append(hosts, "  - "+y)
 	}
 	for _, v := range []string{"1.0.0", "2.0.0"} {
 		sum, err := checksum.File(bin.sample[v])
@@ -117,6 +141,9 @@ func startSSHCluster(t *testing.T) *sshCluster {
 		r := fmt.Sprintf("  - version: %q\n", v)
 		if v != "1.0.0" {
 			r += "    upgrade_from: [\"1.0.x\"]\n"
+			if o.Flow != "" {
+				r += "    flow: " + o.Flow + "\n"
+			}
 		}
 		rels = append(rels, r+fmt.Sprintf("    artifacts: {\"*\": {path: %q, sha256: %q}}", bin.sample[v], sum))
 	}
@@ -149,7 +176,11 @@ func startSSHCluster(t *testing.T) *sshCluster {
 	// The balancer, beside ferry: not a member of the description.
 	args := []string{"lb", "--http", lbAddr, "--admin", lbAdmin}
 	for i := 1; i <= 3; i++ {
-		args = append(args, "--backend", fmt.Sprintf("api-%d=%s%d:8201", i, prefix, 10+i))
+		b := fmt.Sprintf("api-%d=%s%d:8201", i, prefix, 10+i)
+		if o.Hosts != nil {
+			b += fmt.Sprintf("@h%d", i) // locked with its host
+		}
+		args = append(args, "--backend", b)
 	}
 	logf, err := os.Create(filepath.Join(dir, "lb.log"))
 	if err != nil {
@@ -213,13 +244,7 @@ func TestSSHUpgradeUnderTraffic(t *testing.T) {
 		t.Skip("end-to-end: starts a real cluster on namespace hosts")
 	}
 	cl := startSSHCluster(t)
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("traffic seed %d", seed)
-	stop := clientTraffic(cl.Cluster, seed)
-	start := time.Now()
-	out, code := ferry(t, cl.Cluster, "upgrade", "start", "--to", "2.0.0")
-	took := time.Since(start)
-	rec := stop()
+	out, code, took, rec := upgradeUnderTraffic(t, cl)
 	if code != 0 {
 		t.Fatalf("ferry upgrade start: exit %d\n%s", code, out)
 	}

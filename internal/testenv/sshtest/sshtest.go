@@ -322,6 +322,36 @@ func (h *Host) Rekey(t testing.TB) (old, now string) {
 	return old, now
 }
 
+// StopSSHD takes the host's sshd down and its connections with it
+// (every sshd process of its namespace: the listener and each
+// session's), as a reinstall that restarts it would; the host's other
+// processes run on.
+func (h *Host) StopSSHD() {
+	h.stopSSHD()
+	out, err := exec.Command("ip", "netns", "pids", h.NS).Output()
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(string(out)) {
+		pid, err := strconv.Atoi(f)
+		if err != nil || pid <= 1 {
+			continue
+		}
+		if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err == nil && strings.HasPrefix(string(comm), "sshd") {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// StartSSHD starts the host's sshd again (with the key it had) and
+// waits until it answers.
+func (h *Host) StartSSHD() error {
+	if err := h.startSSHD(); err != nil {
+		return err
+	}
+	return h.waitSSHD(15 * time.Second)
+}
+
 // LinkDown cuts the host off: its link to the bridge goes down, and
 // nothing reaches it or leaves it (its processes run on).
 func (h *Host) LinkDown() error { return ip("link", "set", h.veth, "down") }
@@ -349,16 +379,33 @@ func (e *Env) cleanup() {
 	_ = ip("link", "del", e.bridge)
 }
 
-// killIn kills every process in namespace ns.
+// killIn kills every process in namespace ns: SIGTERM first, then,
+// after a second at most, SIGKILL for those left. The first lets a
+// session's shell end what it holds (this machine's root .bashrc runs
+// pyenv rehash in every SSH session, and a rehash killed outright
+// leaves its lock behind: every later session then waits 60 s on it).
 func killIn(ns string) {
-	out, err := exec.Command("ip", "netns", "pids", ns).Output()
-	if err != nil {
-		return
-	}
-	for _, f := range strings.Fields(string(out)) {
-		if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+	pids := func() []int {
+		out, err := exec.Command("ip", "netns", "pids", ns).Output()
+		if err != nil {
+			return nil
 		}
+		var ps []int
+		for _, f := range strings.Fields(string(out)) {
+			if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+				ps = append(ps, pid)
+			}
+		}
+		return ps
+	}
+	for _, pid := range pids() {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && len(pids()) > 0; {
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, pid := range pids() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
 
