@@ -253,7 +253,16 @@ func (h *Host) startSSHD() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("ip", "netns", "exec", h.NS, sshdPath(), "-D", "-e", "-f", h.config)
+	// The namespace's own mount namespace (ip netns exec makes one)
+	// hides this machine's shell start-up files from the host's
+	// sessions: sshd runs each command through the login shell, bash
+	// reads ~/.bashrc for it, and a machine's .bashrc may do anything
+	// (this one's runs `pyenv rehash`, which waits a minute on a lock
+	// that a killed session left behind: every test here then timed out).
+	files := startupFiles()
+	argv := []string{"netns", "exec", h.NS, "/bin/sh", "-c", hideThenExec, "sh", strconv.Itoa(len(files))}
+	argv = append(append(argv, files...), sshdPath(), "-D", "-e", "-f", h.config)
+	cmd := exec.Command("ip", argv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -266,6 +275,34 @@ func (h *Host) startSSHD() error {
 	h.sshd, h.exited = cmd, exited
 	h.mu.Unlock()
 	return nil
+}
+
+// hideThenExec is sh's program that bind-mounts /dev/null over its first
+// $1 arguments, then runs the rest: only paths of this package's own
+// choosing (startupFiles) and sshd's argv, never a user's string.
+const hideThenExec = `n=$1; shift
+while [ "$n" -gt 0 ]; do mount --bind /dev/null "$1" || exit 1; shift; n=$((n - 1)); done
+exec "$@"`
+
+// startupFiles are the shell start-up files of the user the hosts' sessions
+// run as (root, the tests' user) that exist on this machine.
+func startupFiles() []string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, name := range []string{".bashrc", ".bash_profile", ".bash_login", ".profile"} {
+		if p := filepath.Join(home, name); regular(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func regular(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 // waitSSHD waits until the host's sshd accepts connections.
