@@ -93,27 +93,21 @@ func stalled(tick time.Duration) time.Duration { return max(10*tick, 2*time.Seco
 // observation goes on while they run, and a pause or an abort is read
 // while they are in flight.
 func (e *Engine) run(ctx context.Context) (upgrade.Upgrade, error) {
-	// The fence first, the record after: a record read before the
-	// claim could be saved by the engine the claim deposes meanwhile.
+	u, _, err := e.takeUp()
+	if err != nil || u.State.Terminal() {
+		return u, err
+	}
+	// Claimed only once it is known this engine can act on the record
+	// (a build that cannot deposes no one), and read again under the
+	// claim: a record read before it could be saved by the engine the
+	// claim deposes meanwhile.
 	fence, err := e.cfg.Store.Fence()
 	if err != nil {
-		return upgrade.Upgrade{}, fmt.Errorf("engine: %w", err)
-	}
-	u, rev, err := e.cfg.Store.Read("")
-	if errors.Is(err, store.ErrNotFound) {
-		return u, errors.New("engine: no upgrade to run; start one with 'ferry upgrade start'")
-	}
-	if err != nil {
-		return u, err
-	}
-	if err := CheckLock(u, e.c.Digest, e.c.File); err != nil {
-		return u, err
-	}
-	if u.State.Terminal() {
-		return u, nil
-	}
-	if err := upgrade.Understood(u); err != nil {
 		return u, fmt.Errorf("engine: %w", err)
+	}
+	u, rev, err := e.takeUp()
+	if err != nil || u.State.Terminal() {
+		return u, err
 	}
 	octx, stopObserving := context.WithCancel(ctx)
 	l := &loop{e: e, u: u, ob: e.newObserver(), inflight: map[int]context.CancelFunc{},
@@ -134,6 +128,29 @@ func (e *Engine) run(ctx context.Context) (upgrade.Upgrade, error) {
 		l.ob.asks.Wait()
 	}()
 	return l.run(ctx, actx)
+}
+
+// takeUp reads the current record and refuses to act on it when the
+// description changed since it began (CheckLock), or when it names what
+// this build does not know (upgrade.Understood).
+func (e *Engine) takeUp() (upgrade.Upgrade, store.Revision, error) {
+	u, rev, err := e.cfg.Store.Read("")
+	if errors.Is(err, store.ErrNotFound) {
+		return u, 0, errors.New("engine: no upgrade to run; start one with 'ferry upgrade start'")
+	}
+	if err != nil {
+		return u, 0, err
+	}
+	if err := CheckLock(u, e.c.Digest, e.c.File); err != nil {
+		return u, 0, err
+	}
+	if u.State.Terminal() {
+		return u, rev, nil
+	}
+	if err := upgrade.Understood(u); err != nil {
+		return u, 0, fmt.Errorf("engine: %w", err)
+	}
+	return u, rev, nil
 }
 
 func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {

@@ -50,6 +50,15 @@ func (s *Store) Fence() (store.Fence, error) {
 	return s.fence, nil
 }
 
+// takeOver claims the store as another engine would, and says where
+// the record and the events stood.
+func (s *Store) takeOver() Claim {
+	_, _ = s.Fence()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Claim{Revision: s.revisions[s.current], Seq: s.seq}
+}
+
 func (s *Store) checkFence(id string, f store.Fence) error {
 	if f.Term == 0 || f != s.fence {
 		return &store.FencedError{Upgrade: id, Yours: f, Current: s.fence}

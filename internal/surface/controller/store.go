@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -74,11 +73,11 @@ func (s *statusStore) get(ctx context.Context) (*Upgrade, error) {
 // record decodes the status' record, with the operator's latest
 // request (spec.action, ordered by the generation) as its intent.
 func record(obj *Upgrade) (upgrade.Upgrade, bool, error) {
-	var u upgrade.Upgrade
 	if len(obj.Status.Record) == 0 {
-		return u, false, nil
+		return upgrade.Upgrade{}, false, nil
 	}
-	if err := json.Unmarshal(obj.Status.Record, &u); err != nil {
+	u, err := upgrade.Decode(obj.Status.Record)
+	if err != nil {
 		return u, false, fmt.Errorf("upgrade %s/%s: status.record: %w", obj.Namespace, obj.Name, err)
 	}
 	if a := obj.Spec.Action; a != "" && int(obj.Generation) > u.Intent.Seq {
@@ -289,7 +288,7 @@ func appendEvents(obj *Upgrade, evs []store.Event) []store.Event {
 // setRecord writes the record and the summary that 'kubectl get
 // upgrades' shows.
 func setRecord(obj *Upgrade, u upgrade.Upgrade) error {
-	b, err := json.Marshal(u)
+	b, err := upgrade.Encode(u)
 	if err != nil {
 		return err
 	}
