@@ -22,7 +22,7 @@ type Store struct {
 	// stores do.
 	revisions map[string]store.Revision
 	fence     store.Fence
-	events  []store.Event
+	events    []store.Event
 	// dropEvents: events are numbered, not kept (Config.NoEvents).
 	dropEvents bool
 	seq        uint64
