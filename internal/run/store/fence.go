@@ -104,10 +104,13 @@ func (e *FencedError) Error() string {
 		what += ": upgrade " + e.Upgrade
 	}
 	msg := fmt.Sprintf("%s: this writer's fence is %s, the store's is %s", what, e.Yours, e.Current)
+	if e.Yours == e.Current {
+		msg = fmt.Sprintf("%s: this writer's fence, %s, is no longer current", what, e.Yours)
+	}
 	if e.Why != "" {
 		msg += " (" + e.Why + ")"
 	}
-	return msg + ": another writer holds the store; this one must stop acting"
+	return msg + ": this writer may write no more, and must stop acting"
 }
 
 func (e *FencedError) Is(target error) bool { return target == ErrFenced }

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferry-upgrade/ferry/internal/core/strategy"
@@ -112,7 +113,7 @@ func (s *statusStore) Fence() (store.Fence, error) {
 	var f store.Fence
 	if s.lease != nil {
 		var err error
-		if f, err = s.leased(ctx); err != nil {
+		if f, err = s.leased(ctx, store.Fence{Holder: s.lease.identity}); err != nil {
 			return f, err
 		}
 	}
@@ -129,32 +130,24 @@ func (s *statusStore) Fence() (store.Fence, error) {
 	return f, err
 }
 
-// leased is the fence of the Lease this replica holds now: an error
-// matching store.ErrFenced when another holds it or it expired.
-func (s *statusStore) leased(ctx context.Context) (store.Fence, error) {
+// leased is the fence of the Lease, which this replica must hold now,
+// unexpired: else a *store.FencedError for the writer holding yours.
+func (s *statusStore) leased(ctx context.Context, yours store.Fence) (store.Fence, error) {
 	var l coordinationv1.Lease
 	if err := s.r.Get(ctx, s.lease.key, &l); err != nil {
 		return store.Fence{}, fmt.Errorf("lease %s: %w", s.lease.key, err)
 	}
-	var f store.Fence
-	if l.Spec.HolderIdentity != nil {
-		f.Holder = *l.Spec.HolderIdentity
+	f := store.Fence{Holder: ptr.Deref(l.Spec.HolderIdentity, ""), Term: uint64(ptr.Deref(l.Spec.LeaseTransitions, 0)) + 1}
+	refuse := func(why string) (store.Fence, error) {
+		return f, &store.FencedError{Upgrade: s.key.String(), Yours: yours, Current: f, Why: why}
 	}
-	if l.Spec.LeaseTransitions != nil {
-		f.Term = uint64(*l.Spec.LeaseTransitions) + 1
-	} else {
-		f.Term = 1
-	}
-	mine := store.Fence{Holder: s.lease.identity, Term: f.Term}
 	if f.Holder != s.lease.identity {
-		return f, &store.FencedError{Upgrade: s.key.String(), Yours: mine, Current: f,
-			Why: fmt.Sprintf("lease %s is held by %q", s.lease.key, f.Holder)}
+		return refuse(fmt.Sprintf("lease %s is held by %q", s.lease.key, f.Holder))
 	}
 	if l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil {
 		end := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
 		if time.Now().After(end) {
-			return f, &store.FencedError{Upgrade: s.key.String(), Yours: mine, Current: f,
-				Why: fmt.Sprintf("lease %s expired at %s", s.lease.key, end.UTC().Format(time.RFC3339Nano))}
+			return refuse(fmt.Sprintf("lease %s expired at %s", s.lease.key, end.UTC().Format(time.RFC3339Nano)))
 		}
 	}
 	return f, nil
@@ -219,7 +212,7 @@ func (s *statusStore) SaveAt(u upgrade.Upgrade, at store.Revision, f store.Fence
 func (s *statusStore) fenced(id string, f store.Fence, change func(*Upgrade) error) error {
 	if s.lease != nil {
 		ctx, cancel := s.ctx()
-		l, err := s.leased(ctx)
+		l, err := s.leased(ctx, f)
 		cancel()
 		if err != nil {
 			return err
