@@ -82,7 +82,7 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("store: upgrade %s: saved at revision %d, but the store holds revision %d: another writer saved the record since; "+
+	return fmt.Sprintf("store: upgrade %s: read at revision %d, but the store holds revision %d: another writer saved the record since; "+
 		"this writer must stop acting on what it read", e.Upgrade, e.Read, e.Stored)
 }
 
