@@ -20,7 +20,10 @@ import (
 //	1  (no "schema" key) the records before versioning; a phase's
 //	   strategy could be named only by Phase.Strategy, and the machine
 //	   fell back to the default strategy when both were empty
-//	2  every phase that a strategy moves names it in Settings.Type
+//	2  every phase that a strategy moves names it in Settings.Type (a
+//	   plan built in code may still name it in Phase.Strategy alone:
+//	   strategyOf reads either, and a phase naming none is refused,
+//	   never given the default)
 const Schema = 2
 
 // migrations[i] turns a record of schema i+1 into one of schema i+2.
@@ -120,8 +123,8 @@ func Understood(u Upgrade) error {
 			if ph.Hosts != nil {
 				continue
 			}
-			if _, ok := strategy.Lookup(ph.Settings.Type); !ok {
-				unknown = append(unknown, fmt.Sprintf("strategy %q (%s phase %d, %s; known: %s)", ph.Settings.Type, which, i+1, ph.Component,
+			if _, ok := strategy.Lookup(strategyOf(ph)); !ok {
+				unknown = append(unknown, fmt.Sprintf("strategy %q (%s phase %d, %s; known: %s)", strategyOf(ph), which, i+1, ph.Component,
 					strings.Join(strategy.Names(), ", ")))
 			}
 		}
