@@ -206,6 +206,14 @@ func Of(n Name) (Def, int, bool) {
 	return Move[i], i, true
 }
 
+// Known reports whether n is a step this build knows: one of Move's,
+// or pending, done or failed. A record naming another was written by a
+// build with steps this one cannot take.
+func Known(n Name) bool {
+	_, ok := index[n]
+	return ok || n == Pending || n == Done || n == Failed
+}
+
 // First is the step a member admitted to a batch begins with.
 func First() Name { return Move[0].Name }
 

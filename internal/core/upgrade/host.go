@@ -40,6 +40,10 @@ const (
 	HostDone         HostStep = "done"
 )
 
+// hostSteps are the host steps this build knows (Understood refuses a
+// record with another): a new step above is added here too.
+var hostSteps = []HostStep{HostPending, HostLocking, HostReinstalling, HostMigrating, HostLocked, HostUnlocking, HostDone}
+
 // held reports whether a host in step st is locked by its turn (its
 // lock made or being made, its unlock not yet).
 func (st HostStep) held() bool { return st != HostPending && st != HostDone }

@@ -27,6 +27,7 @@ const (
 // every planned member pending, every skipped member done.
 func New(id string, p plan.Plan, versions map[string]string, _ map[string]string, now time.Time) Upgrade {
 	u := Upgrade{
+		Schema:  Schema,
 		ID:      id,
 		From:    majority(versions),
 		To:      p.To,

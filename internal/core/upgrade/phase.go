@@ -324,8 +324,7 @@ func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admi
 		}
 		return 1, "", strategy.Take(members(left), 1, admit), nil, ""
 	}
-	// A plan recorded without its settings names its strategy only.
-	name := cmp.Or(ph.Settings.Type, ph.Strategy, strategy.Default)
+	name := strategyOf(ph)
 	st, ok := strategy.Lookup(name)
 	if !ok {
 		return 0, "", nil, nil, fmt.Sprintf("component %s: strategy %q is not in this build (known: %s)", ph.Component, name, strings.Join(strategy.Names(), ", "))
@@ -337,6 +336,11 @@ func (s *stepper) nextBatch(ph plan.Phase, left []string, v *strategy.View, admi
 	c := st.Next(r)
 	return max(1, c.Size), c.Why, c.Members, c.Before, ""
 }
+
+// strategyOf names the strategy of phase ph: its settings', or, in a
+// plan made without them, the phase's own name for it; never a default
+// (Understood refuses a phase naming none).
+func strategyOf(ph plan.Phase) string { return cmp.Or(ph.Settings.Type, ph.Strategy) }
 
 // begin starts member m's move (s.edit's); a restart notes the
 // process it replaces.

@@ -21,7 +21,7 @@ import (
 // reading or a zone that differs there only costs a write). A nil list
 // and an empty one are the same.
 func Same(a, b Upgrade) bool {
-	return a.ID == b.ID && a.From == b.From && a.To == b.To && a.State == b.State &&
+	return a.Schema == b.Schema && a.ID == b.ID && a.From == b.From && a.To == b.To && a.State == b.State &&
 		samePlan(&a.Plan, &b.Plan) && a.Phase == b.Phase && sameBatches(a.Batches, b.Batches) &&
 		a.PhaseHooks == b.PhaseHooks && a.UpgradeHooks == b.UpgradeHooks && slices.Equal(a.PrunedBackups, b.PrunedBackups) && a.Downtime == b.Downtime && samePtr(a.Hook, b.Hook) &&
 		a.GateSince.Equal(b.GateSince) && a.WaitSince.Equal(b.WaitSince) && a.Boundary.Equal(b.Boundary) &&

@@ -154,5 +154,11 @@ func ParseState(w string) (State, error) {
 			return State{Kind: Kind(sk.State), Component: c}, nil
 		}
 	}
-	return State{}, fmt.Errorf("upgrade: unknown state %q", w)
+	return State{}, &unknownState{w}
 }
+
+// unknownState is ParseState's refusal of a word that is no state
+// this build knows (Decode names it as such).
+type unknownState struct{ word string }
+
+func (e *unknownState) Error() string { return fmt.Sprintf("upgrade: unknown state %q", e.word) }

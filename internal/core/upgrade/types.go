@@ -30,6 +30,11 @@ const (
 
 // Upgrade is the record of one upgrade, persisted before every action.
 type Upgrade struct {
+	// Schema is the format the record was written in (schema.go): a
+	// newer ferry migrates an older record as it reads it, and an older
+	// one refuses a newer record instead of guessing at it.
+	Schema int `json:"schema,omitempty"`
+
 	ID    string    `json:"id"`
 	From  string    `json:"from"`
 	To    string    `json:"to"`

@@ -552,6 +552,11 @@ func (w *world) step() Decision {
 	var d Decision
 	defer w.verifyAdmission()()
 	w.pure(w.u, func() { d = Step(w.c, w.u, obs, w.now) })
+	// Every record the machine writes is one this build takes up again
+	// (a step or state Understood does not know would stop a resume).
+	if err := Understood(d.Upgrade); err != nil {
+		panic(fmt.Sprintf("the machine wrote a record it does not understand: %v", err))
+	}
 	if !w.unchecked {
 		// The decision on the observation summarized is the same.
 		if sd := Step(w.c, w.u, obs.Summarize(), w.now); !sameDecision(d, sd) {

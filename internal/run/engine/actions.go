@@ -402,7 +402,7 @@ func (l *loop) record(r journalReq) error {
 		ev = store.Event{Kind: "effect", Member: r.member, Message: fmt.Sprintf("effect %s opened: %s", ef.ID, ef.What)}
 	}
 	ev.Component = l.e.componentOf(upgrade.Action{Member: r.member})
-	return l.e.save(now, l.u, []store.Event{ev})
+	return l.save(now, l.u, []store.Event{ev})
 }
 
 // crashLoopOutput adds, for each member whose move just failed on a

@@ -57,19 +57,16 @@ type Config struct {
 // Store is where the engine keeps the upgrade record and its events,
 // written before each action: the embedded store (store.Store) for the
 // CLI and the server, an Upgrade resource's status for the Kubernetes
-// controller. ErrActive and ErrNotFound are the store package's.
+// controller. Its records keep store.Records' contract: the engine
+// claims a fence when it begins or takes an upgrade up, saves each
+// record at the revision it last read or wrote, and stops at the first
+// save refused (store.ErrConflict, store.ErrFenced): another engine
+// acts on the upgrade. ErrActive and ErrNotFound are the store
+// package's.
 type Store interface {
+	store.Records
 	// Current returns the current upgrade record, if any.
 	Current() (upgrade.Upgrade, bool, error)
-	// Create records a new upgrade as the current one; it fails with
-	// store.ErrActive while another has not ended.
-	Create(u upgrade.Upgrade) error
-	// Get returns the record of upgrade id, with the operator's latest
-	// request (Intent) as recorded.
-	Get(id string) (upgrade.Upgrade, error)
-	// SaveWithEvents writes the record and its events together, and
-	// returns the events with their sequence numbers.
-	SaveWithEvents(u upgrade.Upgrade, evs []store.Event) ([]store.Event, error)
 	// Append records events alone.
 	Append(evs ...store.Event) ([]store.Event, error)
 }
@@ -268,7 +265,11 @@ func (e *Engine) BeginWith(ctx context.Context, to string, opts BeginOptions) (u
 	if len(p.Path) > 1 {
 		u.Final = p.Path[len(p.Path)-1]
 	}
-	if err := e.cfg.Store.Create(u); err != nil {
+	f, err := e.cfg.Store.Fence()
+	if err != nil {
+		return upgrade.Upgrade{}, fmt.Errorf("engine: %w", err)
+	}
+	if _, err := e.cfg.Store.CreateAt(u, f); err != nil {
 		return upgrade.Upgrade{}, err
 	}
 	msg := fmt.Sprintf("upgrade %s created: %s → %s", u.ID, u.From, u.To)

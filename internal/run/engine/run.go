@@ -71,6 +71,14 @@ type loop struct {
 	// least every heartbeat, so that its Alive says when ferry last
 	// watched.
 	saved time.Time
+	// fence is this run's claim on the store, rev the record's revision
+	// as this run last read or wrote it: every save carries both.
+	fence store.Fence
+	rev   store.Revision
+	// deposed is the store's refusal of a save (store.ErrConflict,
+	// store.ErrFenced): another engine acts on the upgrade, and this one
+	// writes nothing more; outcomes still arriving are dropped.
+	deposed error
 }
 
 // heartbeat is how often a running engine writes its record at least:
@@ -90,23 +98,26 @@ func stalled(tick time.Duration) time.Duration { return max(10*tick, 2*time.Seco
 // observation goes on while they run, and a pause or an abort is read
 // while they are in flight.
 func (e *Engine) run(ctx context.Context) (upgrade.Upgrade, error) {
-	u, ok, err := e.cfg.Store.Current()
+	u, _, err := e.takeUp()
+	if err != nil || u.State.Terminal() {
+		return u, err
+	}
+	// Claimed only once it is known this engine can act on the record
+	// (a build that cannot deposes no one), and read again under the
+	// claim: a record read before it could be saved by the engine the
+	// claim deposes meanwhile.
+	fence, err := e.cfg.Store.Fence()
 	if err != nil {
+		return u, fmt.Errorf("engine: %w", err)
+	}
+	u, rev, err := e.takeUp()
+	if err != nil || u.State.Terminal() {
 		return u, err
-	}
-	if !ok {
-		return u, errors.New("engine: no upgrade to run; start one with 'ferry upgrade start'")
-	}
-	if err := CheckLock(u, e.c.Digest, e.c.File); err != nil {
-		return u, err
-	}
-	if u.State.Terminal() {
-		return u, nil
 	}
 	octx, stopObserving := context.WithCancel(ctx)
 	l := &loop{e: e, u: u, ob: e.newObserver(), inflight: map[int]context.CancelFunc{},
 		outcomes: make(chan outcome, 16), journal: make(chan journalReq), health: map[string]bool{}, roles: map[string]bool{},
-		answers: map[string]upgrade.Answer{}}
+		answers: map[string]upgrade.Answer{}, fence: fence, rev: rev}
 	// A first look before anything is decided: a member not asked yet
 	// is not known, which the machine would take for an outage.
 	l.ob.pollStatuses(octx)
@@ -122,6 +133,29 @@ func (e *Engine) run(ctx context.Context) (upgrade.Upgrade, error) {
 		l.ob.asks.Wait()
 	}()
 	return l.run(ctx, actx)
+}
+
+// takeUp reads the current record and refuses to act on it when the
+// description changed since it began (CheckLock), or when it names what
+// this build does not know (upgrade.Understood).
+func (e *Engine) takeUp() (upgrade.Upgrade, store.Revision, error) {
+	u, rev, err := e.cfg.Store.Read("")
+	if errors.Is(err, store.ErrNotFound) {
+		return u, 0, errors.New("engine: no upgrade to run; start one with 'ferry upgrade start'")
+	}
+	if err != nil {
+		return u, 0, err
+	}
+	if err := CheckLock(u, e.c.Digest, e.c.File); err != nil {
+		return u, 0, err
+	}
+	if u.State.Terminal() {
+		return u, rev, nil
+	}
+	if err := upgrade.Understood(u); err != nil {
+		return u, 0, fmt.Errorf("engine: %w", err)
+	}
+	return u, rev, nil
 }
 
 func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
@@ -146,7 +180,12 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 		// whichever process took them.
 		if now.Sub(lastIntent) >= tick {
 			lastIntent = now
-			if cur, err := e.cfg.Store.Get(l.u.ID); err == nil {
+			if cur, rev, err := e.cfg.Store.Read(l.u.ID); err == nil {
+				if rev != l.rev {
+					// Another engine saved the record: it acts on the
+					// upgrade, and this one must not, from now on.
+					return l.u, l.depose(&store.ConflictError{Upgrade: l.u.ID, Read: l.rev, Stored: rev})
+				}
 				if cur.Intent.Seq > l.u.Intent.Seq {
 					l.u.Intent = cur.Intent
 					// What runs now, not what ran before the request:
@@ -202,7 +241,7 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 		// Write before acting: the record names what is about to
 		// happen, and the effects it is about to make.
 		if len(evs) > 0 || !upgrade.Same(l.u, d.Upgrade) || now.Sub(l.saved) >= heartbeat {
-			if err := e.save(now, d.Upgrade, evs); err != nil {
+			if err := l.save(now, d.Upgrade, evs); err != nil {
 				return l.u, err
 			}
 			l.saved = now
@@ -246,6 +285,9 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 			}
 		case r := <-l.journal:
 			r.reply <- l.record(r)
+			if l.deposed != nil {
+				return l.u, l.deposed
+			}
 		case <-timer.C():
 		}
 		timer.Stop()
@@ -334,7 +376,7 @@ func (l *loop) finished(o outcome) error {
 	evs := append([]store.Event{ev}, changes(before, l.u)...)
 	l.ob.setMoving(l.u, upgrade.Touched(before, l.u))
 	l.saved = now
-	return e.save(now, l.u, evs)
+	return l.save(now, l.u, evs)
 }
 
 // drain waits for the actions in flight (cancelled by then) and folds
@@ -348,7 +390,7 @@ func (l *loop) drain() {
 	for {
 		select {
 		case o := <-l.outcomes:
-			if err := l.finished(o); err != nil {
+			if err := l.finished(o); err != nil && l.deposed == nil {
 				l.e.cfg.Logger.Error("saving an action's outcome", "err", err)
 			}
 		case r := <-l.journal:
@@ -369,18 +411,44 @@ func (l *loop) drain() {
 	}
 }
 
-// save writes the record and its events in one transaction.
-func (e *Engine) save(now time.Time, u upgrade.Upgrade, evs []store.Event) error {
+// save writes the record and its events in one transaction, at the
+// revision last read or written, under the run's fence. A refusal of
+// either deposes the run (depose).
+func (l *loop) save(now time.Time, u upgrade.Upgrade, evs []store.Event) error {
+	if l.deposed != nil {
+		// Whatever it would say is another engine's to find (it
+		// observes), not this one's to write over its record.
+		return l.deposed
+	}
 	for i := range evs {
 		evs[i].Time = now
 		evs[i].Upgrade = u.ID
 	}
-	stored, err := e.cfg.Store.SaveWithEvents(u, evs)
+	rev, stored, err := l.e.cfg.Store.SaveAt(u, l.rev, l.fence, evs)
+	if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrFenced) {
+		return l.depose(err)
+	}
 	if err != nil {
 		return fmt.Errorf("engine: save upgrade %s: %w", u.ID, err)
 	}
-	e.publish(stored)
+	l.rev = rev
+	l.e.publish(stored)
 	return nil
+}
+
+// ErrDeposed is matched (errors.Is) by the error a run ends with when
+// the store refused its save: another engine acts on the upgrade.
+var ErrDeposed = errors.New("engine: deposed: another engine acts on the upgrade; this one stopped acting")
+
+// depose stops the run for good on the store's refusal why: nothing
+// more is saved or started, the actions in flight are cancelled (run's
+// deferred drain), and it says so, once.
+func (l *loop) depose(why error) error {
+	if l.deposed == nil {
+		l.deposed = fmt.Errorf("%w: upgrade %s: %w", ErrDeposed, l.u.ID, why)
+		l.e.cfg.Logger.Error("this engine no longer holds the upgrade's record and stops acting at once", "upgrade", l.u.ID, "err", why)
+	}
+	return l.deposed
 }
 
 // componentOf names the component an action is about.

@@ -61,7 +61,7 @@ func BenchmarkSaveLongLived(b *testing.B) {
 				if kind == "step" {
 					u.Members["kv-1"].Step = steps[i%2]
 				}
-				if _, err := s.SaveWithEvents(u, []Event{{Kind: "step", Message: "x"}, {Kind: "action", Message: "y"}}); err != nil {
+				if _, err := saveWithEvents(s, u, []Event{{Kind: "step", Message: "x"}, {Kind: "action", Message: "y"}}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -99,7 +99,7 @@ func TestBackupSkipsHeartbeats(t *testing.T) {
 	ino, mtime := backupID(t, s)
 	for i := range 3 {
 		u.Alive, u.Updated = time.Now(), time.Now()
-		if _, err := s.SaveWithEvents(u, []Event{{Kind: "health", Message: "ok"}}); err != nil {
+		if _, err := saveWithEvents(s, u, []Event{{Kind: "health", Message: "ok"}}); err != nil {
 			t.Fatal(err)
 		}
 		if i2, m2 := backupID(t, s); i2 != ino || !m2.Equal(mtime) {

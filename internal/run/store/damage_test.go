@@ -47,7 +47,7 @@ func goodStore(t *testing.T, dir string) []byte {
 		t.Fatal(err)
 	}
 	for i := range 50 { // enough pages that half of them is not the meta pages alone
-		if _, err := s.SaveWithEvents(u, []Event{{Kind: "step", Message: strings.Repeat("x", 200) + string(rune('a'+i%26))}}); err != nil {
+		if _, err := saveWithEvents(s, u, []Event{{Kind: "step", Message: strings.Repeat("x", 200) + string(rune('a'+i%26))}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -102,7 +102,7 @@ func TestDamagedStoreRefused(t *testing.T) {
 				}
 				ops["Create"] = func() error { return s.Create(rec("b", upgrade.StateStarted)) }
 				ops["Save"] = func() error { return s.Save(rec("a", upgrade.StatePaused)) }
-				ops["SaveWithEvents"] = func() error { _, err := s.SaveWithEvents(rec("a", upgrade.StatePaused), nil); return err }
+				ops["SaveWithEvents"] = func() error { _, err := saveWithEvents(s, rec("a", upgrade.StatePaused), nil); return err }
 				ops["Append"] = func() error { _, err := s.Append(Event{Kind: "x"}); return err }
 				ops["Request"] = func() error {
 					_, err := s.Request("a", upgrade.IntentResume, time.Now(), nil)
@@ -154,7 +154,7 @@ func TestBackupFollowsRecords(t *testing.T) {
 	}
 	for _, step := range []upgrade.MemberStep{upgrade.StepDraining, upgrade.StepStopping} {
 		u.Members["kv-1"].Step = step
-		if _, err := s.SaveWithEvents(u, []Event{{Kind: "step", Message: string(step)}}); err != nil {
+		if _, err := saveWithEvents(s, u, []Event{{Kind: "step", Message: string(step)}}); err != nil {
 			t.Fatal(err)
 		}
 		b, ok, err := Backup(dir)
@@ -260,9 +260,14 @@ func BenchmarkSaveWithEventsBackedUp(b *testing.B) {
 	if _, err := s.Append(evs...); err != nil {
 		b.Fatal(err)
 	}
+	f, err := s.Fence()
+	if err != nil {
+		b.Fatal(err)
+	}
+	rev := Revision(1)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := s.SaveWithEvents(u, []Event{{Kind: "step", Message: "x"}, {Kind: "action", Message: "y"}}); err != nil {
+		if rev, _, err = s.SaveAt(u, rev, f, []Event{{Kind: "step", Message: "x"}, {Kind: "action", Message: "y"}}); err != nil {
 			b.Fatal(err)
 		}
 	}

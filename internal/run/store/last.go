@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -45,9 +44,9 @@ func latest(tx *bolt.Tx, at func(upgrade.Upgrade) time.Time) (u upgrade.Upgrade,
 		return u, false, nil
 	}
 	err = ub.ForEach(func(k, v []byte) error {
-		var c upgrade.Upgrade
-		if err := json.Unmarshal(v, &c); err != nil {
-			return fmt.Errorf("store: upgrade %s: %w", k, err)
+		c, err := upgrade.Decode(v)
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
 		}
 		if t := at(c); !t.IsZero() && (!ok || t.After(at(u))) {
 			u, ok = c, true

@@ -307,44 +307,44 @@ func bucket(tx *bolt.Tx, name []byte) *bolt.Bucket {
 	return tx.Bucket(name)
 }
 
-// Create saves a new upgrade and makes it the current one; it refuses
-// with ErrActive while the current upgrade has not ended.
+// Create saves a new upgrade and makes it the current one, at
+// revision 1; it refuses with ErrActive while the current upgrade has
+// not ended. It takes no fence: it is for tests and tools that write a
+// record by hand; the engine creates with CreateAt.
 func (s *Store) Create(u upgrade.Upgrade) error {
-	return s.updateRecord(func(tx *bolt.Tx) (bool, error) {
-		if cur, ok, err := current(tx); err != nil {
-			return false, err
-		} else if ok && !cur.State.Terminal() {
-			return false, fmt.Errorf("%w: %s (%s, %s → %s)", ErrActive, cur.ID, cur.State, cur.From, cur.To)
-		}
-		if _, err := put(tx, u); err != nil {
-			return false, err
-		}
-		return true, tx.Bucket(bucketMeta).Put(keyCurrent, []byte(u.ID))
-	})
+	return s.updateRecord(func(tx *bolt.Tx) (bool, error) { return true, create(tx, u) })
 }
 
-// Save writes the upgrade record (which must exist).
+func create(tx *bolt.Tx, u upgrade.Upgrade) error {
+	if cur, ok, err := current(tx); err != nil {
+		return err
+	} else if ok && !cur.State.Terminal() {
+		return fmt.Errorf("%w: %s (%s, %s → %s)", ErrActive, cur.ID, cur.State, cur.From, cur.To)
+	}
+	if _, err := put(tx, u); err != nil {
+		return err
+	}
+	if err := setRevision(tx, u.ID, 1); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketMeta).Put(keyCurrent, []byte(u.ID))
+}
+
+// Save writes the upgrade record (which must exist) and moves its
+// revision, so that an engine that read it before is refused. It
+// checks no revision and takes no fence: it is for tests and tools
+// that write a record by hand; the engine saves with SaveAt.
 func (s *Store) Save(u upgrade.Upgrade) error {
 	return s.updateRecord(func(tx *bolt.Tx) (bool, error) {
 		if tx.Bucket(bucketUpgrades).Get([]byte(u.ID)) == nil {
 			return false, fmt.Errorf("%w: upgrade %s", ErrNotFound, u.ID)
 		}
-		return put(tx, u)
-	})
-}
-
-// SaveWithEvents writes the record and appends events in one
-// transaction: the record and what it says happened never disagree.
-func (s *Store) SaveWithEvents(u upgrade.Upgrade, evs []Event) ([]Event, error) {
-	err := s.updateRecord(func(tx *bolt.Tx) (bool, error) {
 		changed, err := put(tx, u)
 		if err != nil {
 			return false, err
 		}
-		evs, err = appendEvents(tx, evs)
-		return changed, err
+		return changed, setRevision(tx, u.ID, revision(tx, u.ID)+1)
 	})
-	return evs, err
 }
 
 // Request records the operator's intent for upgrade id (pause, resume,
@@ -380,12 +380,9 @@ func (s *Store) Override(id string, o upgrade.Override, check func(u upgrade.Upg
 func (s *Store) operate(id string, check func(u upgrade.Upgrade) error, change func(u *upgrade.Upgrade) Event) (upgrade.Upgrade, error) {
 	var u upgrade.Upgrade
 	err := s.updateRecord(func(tx *bolt.Tx) (bool, error) {
-		b := tx.Bucket(bucketUpgrades).Get([]byte(id))
-		if b == nil {
-			return false, fmt.Errorf("%w: upgrade %s", ErrNotFound, id)
-		}
-		if err := json.Unmarshal(b, &u); err != nil {
-			return false, fmt.Errorf("store: upgrade %s: %w", id, err)
+		var err error
+		if u, err = get(tx, id); err != nil {
+			return false, err
 		}
 		if check != nil {
 			if err := check(u); err != nil {
@@ -417,16 +414,26 @@ func (s *Store) Current() (u upgrade.Upgrade, ok bool, err error) {
 // Get returns the upgrade with the given id.
 func (s *Store) Get(id string) (u upgrade.Upgrade, err error) {
 	err = s.view(func(tx *bolt.Tx) error {
-		var b []byte
-		if ub := bucket(tx, bucketUpgrades); ub != nil {
-			b = ub.Get([]byte(id))
-		}
-		if b == nil {
-			return fmt.Errorf("%w: upgrade %s", ErrNotFound, id)
-		}
-		return json.Unmarshal(b, &u)
+		u, err = get(tx, id)
+		return err
 	})
 	return u, err
+}
+
+// get reads upgrade id's record, migrated to the current schema.
+func get(tx *bolt.Tx, id string) (upgrade.Upgrade, error) {
+	var b []byte
+	if ub := bucket(tx, bucketUpgrades); ub != nil {
+		b = ub.Get([]byte(id))
+	}
+	if b == nil {
+		return upgrade.Upgrade{}, fmt.Errorf("%w: upgrade %s", ErrNotFound, id)
+	}
+	u, err := upgrade.Decode(b)
+	if err != nil {
+		return u, fmt.Errorf("store: %w", err)
+	}
+	return u, nil
 }
 
 func current(tx *bolt.Tx) (upgrade.Upgrade, bool, error) {
@@ -439,17 +446,11 @@ func current(tx *bolt.Tx) (upgrade.Upgrade, bool, error) {
 	if id == nil {
 		return u, false, nil
 	}
-	var b []byte
-	if ups != nil {
-		b = ups.Get(id)
-	}
-	if b == nil {
+	if ups == nil || ups.Get(id) == nil {
 		return u, false, fmt.Errorf("%w: current upgrade %s", ErrNotFound, id)
 	}
-	if err := json.Unmarshal(b, &u); err != nil {
-		return u, false, fmt.Errorf("store: upgrade %s: %w", id, err)
-	}
-	return u, true, nil
+	u, err := get(tx, string(id))
+	return u, err == nil, err
 }
 
 // put writes u, keeping the stored operator intent and overrides: they
@@ -460,7 +461,12 @@ func current(tx *bolt.Tx) (upgrade.Upgrade, bool, error) {
 func put(tx *bolt.Tx, u upgrade.Upgrade) (changed bool, err error) {
 	old := tx.Bucket(bucketUpgrades).Get([]byte(u.ID))
 	var prev upgrade.Upgrade
-	known := old != nil && json.Unmarshal(old, &prev) == nil
+	known := false
+	if old != nil {
+		var err error
+		prev, err = upgrade.Decode(old)
+		known = err == nil
+	}
 	if known {
 		if prev.Intent.Seq > u.Intent.Seq {
 			u.Intent = prev.Intent
@@ -470,7 +476,7 @@ func put(tx *bolt.Tx, u upgrade.Upgrade) (changed bool, err error) {
 			u.Overrides = prev.Overrides
 		}
 	}
-	b, err := json.Marshal(u)
+	b, err := upgrade.Encode(u)
 	if err != nil {
 		return false, fmt.Errorf("store: encode upgrade %s: %w", u.ID, err)
 	}
@@ -478,7 +484,7 @@ func put(tx *bolt.Tx, u upgrade.Upgrade) (changed bool, err error) {
 	if changed && known {
 		v := u
 		v.Alive, v.Updated = prev.Alive, prev.Updated
-		same, _ := json.Marshal(v)
+		same, _ := upgrade.Encode(v)
 		changed = !bytes.Equal(same, old)
 	}
 	return changed, tx.Bucket(bucketUpgrades).Put([]byte(u.ID), b)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 )
 
@@ -54,7 +56,7 @@ func TestRecordSurvivesReopen(t *testing.T) {
 	if err := s.Create(u); err != nil {
 		t.Fatal(err)
 	}
-	evs, err := s.SaveWithEvents(u, []Event{{Kind: "step", Message: "kv-1: draining → stopping"}})
+	evs, err := saveWithEvents(s, u, []Event{{Kind: "step", Message: "kv-1: draining → stopping"}})
 	if err != nil || len(evs) != 1 || evs[0].Seq != 1 {
 		t.Fatalf("SaveWithEvents = %+v, %v", evs, err)
 	}
@@ -133,9 +135,14 @@ func BenchmarkSaveWithEvents(b *testing.B) {
 	if err := s.Create(u); err != nil {
 		b.Fatal(err)
 	}
+	f, err := s.Fence()
+	if err != nil {
+		b.Fatal(err)
+	}
+	rev := Revision(1)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := s.SaveWithEvents(u, []Event{{Kind: "step", Message: "x"}, {Kind: "action", Message: "y"}}); err != nil {
+		if rev, _, err = s.SaveAt(u, rev, f, []Event{{Kind: "step", Message: "x"}, {Kind: "action", Message: "y"}}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -157,7 +164,7 @@ func TestRequestSurvivesEngineSaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.Waiting = "engine's stale copy"
-	if _, err := s.SaveWithEvents(u, nil); err != nil {
+	if _, err := saveWithEvents(s, u, nil); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Get("u1")
@@ -223,4 +230,25 @@ func TestClearCurrent(t *testing.T) {
 	if err := s.Create(rec("b", upgrade.StateStarted)); err != nil {
 		t.Fatalf("create after clear: %v", err)
 	}
+}
+
+// saveWithEvents saves u and evs as an engine does (SaveAt), under the
+// store's fence (taken if none was) at the revision stored.
+func saveWithEvents(s *Store, u upgrade.Upgrade, evs []Event) ([]Event, error) {
+	var f Fence
+	if err := s.view(func(tx *bolt.Tx) error { f = storedFence(tx); return nil }); err != nil {
+		return nil, err
+	}
+	if f.Term == 0 {
+		var err error
+		if f, err = s.Fence(); err != nil {
+			return nil, err
+		}
+	}
+	_, rev, err := s.Read(u.ID)
+	if err != nil {
+		return nil, err
+	}
+	_, evs, err = s.SaveAt(u, rev, f, evs)
+	return evs, err
 }

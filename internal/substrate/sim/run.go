@@ -70,6 +70,18 @@ type Request struct {
 	Kind upgrade.IntentKind
 }
 
+// TakeOver, as a Request's kind, is no operator's: another engine
+// claims the store at that time (its fence), as a successor does; the
+// running engine must stop writing at once (Result.TakenOver).
+const TakeOver upgrade.IntentKind = "take-over"
+
+// Claim is the store as another engine's claim found it: the record's
+// revision and the last event's sequence number.
+type Claim struct {
+	Revision store.Revision
+	Seq      uint64
+}
+
 // Entry is one line of a simulated timeline.
 type Entry struct {
 	At      time.Duration `json:"at"`
@@ -104,6 +116,10 @@ type Result struct {
 	// (none with Config.NoEvents).
 	Record upgrade.Upgrade `json:"-"`
 	Events []store.Event   `json:"-"`
+	// Revision is the record's revision at the end; TakenOver the
+	// store at each TakeOver request.
+	Revision  store.Revision `json:"revision"`
+	TakenOver []Claim        `json:"taken_over,omitempty"`
 }
 
 // Broken lists every invariant breach.
@@ -178,7 +194,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	var claims []Claim
 	for _, r := range cfg.Requests {
+		if r.Kind == TakeOver {
+			clock.afterFunc(r.At, kindSim, "take-over", func() { claims = append(claims, st.takeOver()) })
+			continue
+		}
 		clock.afterFunc(r.At, kindSim, "request", func() { _ = st.Request(r.Kind, clock.Now()) })
 	}
 	var u upgrade.Upgrade
@@ -199,9 +220,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		res.Err = err.Error()
 	}
-	if cur, ok, _ := st.Current(); ok {
-		u = cur
+	if cur, rev, err := st.Read(""); err == nil {
+		u, res.Revision = cur, rev
 	}
+	res.TakenOver = claims
 	res.Record = u
 	res.Events = st.Events()
 	res.State, res.Reason = u.State, u.Reason

@@ -18,7 +18,11 @@ type Store struct {
 	mu      sync.Mutex
 	current string
 	records map[string]upgrade.Upgrade
-	events  []store.Event
+	// revisions and fence keep store.Records' contract, as the real
+	// stores do.
+	revisions map[string]store.Revision
+	fence     store.Fence
+	events    []store.Event
 	// dropEvents: events are numbered, not kept (Config.NoEvents).
 	dropEvents bool
 	seq        uint64
@@ -27,7 +31,9 @@ type Store struct {
 var _ engine.Store = (*Store)(nil)
 
 // NewStore returns an empty store.
-func NewStore() *Store { return &Store{records: map[string]upgrade.Upgrade{}} }
+func NewStore() *Store {
+	return &Store{records: map[string]upgrade.Upgrade{}, revisions: map[string]store.Revision{}}
+}
 
 func (s *Store) Current() (upgrade.Upgrade, bool, error) {
 	s.mu.Lock()
@@ -36,42 +42,82 @@ func (s *Store) Current() (upgrade.Upgrade, bool, error) {
 	return u, ok, nil
 }
 
-func (s *Store) Create(u upgrade.Upgrade) error {
+// Fence takes the next term.
+func (s *Store) Fence() (store.Fence, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur, ok := s.records[s.current]; ok && !cur.State.Terminal() {
-		return fmt.Errorf("%w: %s", store.ErrActive, cur.ID)
+	s.fence = store.Fence{Holder: "the simulation", Term: s.fence.Term + 1}
+	return s.fence, nil
+}
+
+// takeOver claims the store as another engine would, and says where
+// the record and the events stood.
+func (s *Store) takeOver() Claim {
+	_, _ = s.Fence()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return Claim{Revision: s.revisions[s.current], Seq: s.seq}
+}
+
+func (s *Store) checkFence(id string, f store.Fence) error {
+	if f.Term == 0 || f != s.fence {
+		return &store.FencedError{Upgrade: id, Yours: f, Current: s.fence}
 	}
-	s.records[u.ID] = u
-	s.current = u.ID
 	return nil
 }
 
-func (s *Store) Get(id string) (upgrade.Upgrade, error) {
+func (s *Store) Read(id string) (upgrade.Upgrade, store.Revision, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if id == "" {
+		id = s.current
+	}
 	u, ok := s.records[id]
 	if !ok {
-		return u, fmt.Errorf("%w: %s", store.ErrNotFound, id)
+		return u, 0, fmt.Errorf("%w: upgrade %q", store.ErrNotFound, id)
 	}
-	return u, nil
+	return u, s.revisions[id], nil
 }
 
-func (s *Store) SaveWithEvents(u upgrade.Upgrade, evs []store.Event) ([]store.Event, error) {
+func (s *Store) CreateAt(u upgrade.Upgrade, f store.Fence) (store.Revision, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.records[u.ID]; ok {
-		// The operator's requests are the store's: a save keeps the
-		// later ones, as store.Store's does.
-		if old.Intent.Seq > u.Intent.Seq {
-			u.Intent = old.Intent
-		}
-		if len(old.Overrides) > len(u.Overrides) {
-			u.Overrides = old.Overrides
-		}
+	if err := s.checkFence(u.ID, f); err != nil {
+		return 0, err
+	}
+	if cur, ok := s.records[s.current]; ok && !cur.State.Terminal() {
+		return 0, fmt.Errorf("%w: %s", store.ErrActive, cur.ID)
 	}
 	s.records[u.ID] = u
-	return s.appendLocked(evs), nil
+	s.revisions[u.ID] = 1
+	s.current = u.ID
+	return 1, nil
+}
+
+func (s *Store) SaveAt(u upgrade.Upgrade, at store.Revision, f store.Fence, evs []store.Event) (store.Revision, []store.Event, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old, ok := s.records[u.ID]
+	if !ok {
+		return 0, nil, fmt.Errorf("%w: %s", store.ErrNotFound, u.ID)
+	}
+	if err := s.checkFence(u.ID, f); err != nil {
+		return 0, nil, err
+	}
+	if cur := s.revisions[u.ID]; cur != at {
+		return 0, nil, &store.ConflictError{Upgrade: u.ID, Read: at, Stored: cur}
+	}
+	// The operator's requests are the store's: a save keeps the later
+	// ones, as store.Store's does.
+	if old.Intent.Seq > u.Intent.Seq {
+		u.Intent = old.Intent
+	}
+	if len(old.Overrides) > len(u.Overrides) {
+		u.Overrides = old.Overrides
+	}
+	s.records[u.ID] = u
+	s.revisions[u.ID] = at + 1
+	return at + 1, s.appendLocked(evs), nil
 }
 
 func (s *Store) Append(evs ...store.Event) ([]store.Event, error) {

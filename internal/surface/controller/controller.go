@@ -8,9 +8,12 @@ package controller
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"time"
 
@@ -19,8 +22,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	k8sclient "k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,23 +77,36 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	renew := o.LeaseDuration * 2 / 3
 	retryPeriod := o.LeaseDuration / 5
+	var lock resourcelock.Interface
+	var lease *leaseHolder
+	if o.LeaderElection {
+		// The lock is built here, not by the manager, so that this
+		// replica knows its identity in the Lease: its engines' fence.
+		// A process is a holder of its own (the suffix): a restarted
+		// replica on the same host takes a new term.
+		var err error
+		if lock, lease, err = leaseLock(cfg, o); err != nil {
+			return err
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Cache:                         cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}},
-		LeaderElection:                o.LeaderElection,
-		LeaderElectionID:              "ferry-controller",
-		LeaderElectionNamespace:       o.Namespace,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &o.LeaseDuration,
-		RenewDeadline:                 &renew,
-		RetryPeriod:                   &retryPeriod,
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:        "0",
+		Scheme:                              scheme,
+		Cache:                               cache.Options{DefaultNamespaces: map[string]cache.Config{o.Namespace: {}}},
+		LeaderElection:                      o.LeaderElection,
+		LeaderElectionID:                    leaseName,
+		LeaderElectionNamespace:             o.Namespace,
+		LeaderElectionReleaseOnCancel:       true,
+		LeaderElectionResourceLockInterface: lock,
+		LeaseDuration:                       &o.LeaseDuration,
+		RenewDeadline:                       &renew,
+		RetryPeriod:                         &retryPeriod,
+		Metrics:                             metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:              "0",
 	})
 	if err != nil {
 		return fmt.Errorf("controller: manager: %w", err)
 	}
-	r := &Reconciler{Client: mgr.GetClient(), Rest: cfg, NewDriver: o.NewDriver, Logger: o.Logger}
+	r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Rest: cfg, NewDriver: o.NewDriver, Logger: o.Logger, lease: lease}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("upgrade").For(&Upgrade{}).Complete(r); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
@@ -98,12 +116,42 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	return err
 }
 
+// leaseName is the leader election's Lease.
+const leaseName = "ferry-controller"
+
+// leaseLock is the leader election's lock on the Lease, with this
+// replica's identity (o.Identity and a random suffix).
+func leaseLock(cfg *rest.Config, o Options) (resourcelock.Interface, *leaseHolder, error) {
+	id := o.Identity
+	if id == "" {
+		id, _ = os.Hostname()
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	id += "_" + hex.EncodeToString(b[:])
+	cs, err := k8sclient.NewForConfig(rest.AddUserAgent(cfg, "leader-election"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("controller: leader election: %w", err)
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.Namespace, leaseName, cs.CoreV1(), cs.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: id})
+	if err != nil {
+		return nil, nil, fmt.Errorf("controller: leader election: %w", err)
+	}
+	return lock, &leaseHolder{key: types.NamespacedName{Namespace: o.Namespace, Name: leaseName}, identity: id}, nil
+}
+
 // Reconciler drives each Upgrade with an engine of its own.
 type Reconciler struct {
-	Client    client.Client
+	Client client.Client
+	// Reader reads from the apiserver, uncached: what the engine's
+	// store reads (default Client).
+	Reader    client.Reader
 	Rest      *rest.Config
 	NewDriver func(*rest.Config) (driver.Driver, error)
 	Logger    *slog.Logger
+
+	lease *leaseHolder // the leader election's, when there is one
 
 	mu      sync.Mutex
 	running map[types.NamespacedName]context.CancelFunc
@@ -181,7 +229,11 @@ func (r *Reconciler) stopAll() {
 // drive runs one Upgrade to its end: parse the description, find the
 // members, begin if the status holds no record yet, and run.
 func (r *Reconciler) drive(ctx context.Context, key types.NamespacedName) error {
-	st := &statusStore{c: r.Client, key: key, timeout: 15 * time.Second}
+	rd := r.Reader
+	if rd == nil {
+		rd = r.Client
+	}
+	st := &statusStore{c: r.Client, r: rd, key: key, timeout: 15 * time.Second, lease: r.lease}
 	var obj Upgrade
 	if err := r.Client.Get(ctx, key, &obj); err != nil {
 		return err

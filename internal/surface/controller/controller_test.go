@@ -366,23 +366,7 @@ func (o *observer) observe(pods map[string]corev1.Pod) {
 // first's lease expires, takes the upgrade up from the status and
 // completes it without replacing again the pods already upgraded.
 func TestUpgradeResource(t *testing.T) {
-	env := kubetest.Start(t, kubetest.Options{Nodes: 20})
-	sa := install(t, env)
-	if err := env.Apply(workloads); err != nil {
-		t.Fatal(err)
-	}
-	err := env.WaitUntil(2*time.Minute, "27 pods Ready", func() (bool, string, error) {
-		out, err := env.Kubectl("get", "pods", "-n", "storage", "--no-headers")
-		if err != nil {
-			return false, "", err
-		}
-		n := strings.Count(out, " 1/1 ")
-		return n == 27, fmt.Sprintf("%d Ready", n), nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-
+	env, sa := storageCluster(t)
 	obs := observe(t, env)
 	first := startController(t, sa, "controller-a")
 	began := time.Now()
@@ -390,7 +374,7 @@ func TestUpgradeResource(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Kill the leader once the DaemonSet is part-way.
-	err = env.WaitUntil(3*time.Minute, "the osd phase part-way", func() (bool, string, error) {
+	err := env.WaitUntil(3*time.Minute, "the osd phase part-way", func() (bool, string, error) {
 		u := getUpgrade(t, env, "storage-2")
 		done := 0
 		for _, m := range u.Status.Members {
@@ -485,6 +469,29 @@ func TestUpgradeResource(t *testing.T) {
 			t.Errorf("the record still owes undos: %s (%v)", after.Status.Record, err)
 		}
 	}
+}
+
+// storageCluster is a control plane of 20 nodes with the controller's
+// resources installed and the workloads' 27 pods Ready: the
+// environment and the controller's kubeconfig.
+func storageCluster(t *testing.T) (*kubetest.Env, string) {
+	env := kubetest.Start(t, kubetest.Options{Nodes: 20})
+	sa := install(t, env)
+	if err := env.Apply(workloads); err != nil {
+		t.Fatal(err)
+	}
+	err := env.WaitUntil(2*time.Minute, "27 pods Ready", func() (bool, string, error) {
+		out, err := env.Kubectl("get", "pods", "-n", "storage", "--no-headers")
+		if err != nil {
+			return false, "", err
+		}
+		n := strings.Count(out, " 1/1 ")
+		return n == 27, fmt.Sprintf("%d Ready", n), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, sa
 }
 
 // podUIDs maps each mon pod (by name) and each osd pod (osd@node) to its

@@ -2,16 +2,17 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/ferry-upgrade/ferry/internal/core/strategy"
@@ -26,13 +27,34 @@ const MaxEvents = 60
 
 // statusStore keeps the engine's record in an Upgrade's status: the
 // engine writes it before each action, as it writes the embedded store,
-// so that whichever controller leads next resumes from it.
+// so that whichever controller leads next resumes from it. It keeps
+// store.Records' contract: status.revision counts the engine's saves,
+// status.fence names the controller whose engine writes, and each save
+// checks both and writes under the resourceVersion it read them at, so
+// that a write of anyone in between (another controller's, or the
+// operator's edit of the spec) makes the apiserver refuse it and the
+// checks are made again on what is there now: a conflict is re-decided,
+// never re-applied blind.
 type statusStore struct {
-	c   client.Client
+	c client.Client
+	// r reads from the apiserver itself: a cached read could be older
+	// than the controller's own last write.
+	r   client.Reader
 	key types.NamespacedName
 	// timeout bounds one API call (the engine's store calls take no
 	// context).
 	timeout time.Duration
+	// lease is the leader election's Lease and this replica's identity
+	// in it; without one (no leader election) a fence is the next term
+	// of the status' own.
+	lease *leaseHolder
+}
+
+// leaseHolder names the leader election's Lease and who this replica
+// is in it.
+type leaseHolder struct {
+	key      types.NamespacedName
+	identity string
 }
 
 var _ engine.Store = (*statusStore)(nil)
@@ -43,7 +65,7 @@ func (s *statusStore) ctx() (context.Context, context.CancelFunc) {
 
 func (s *statusStore) get(ctx context.Context) (*Upgrade, error) {
 	var u Upgrade
-	if err := s.c.Get(ctx, s.key, &u); err != nil {
+	if err := s.r.Get(ctx, s.key, &u); err != nil {
 		return nil, fmt.Errorf("upgrade %s: %w", s.key, err)
 	}
 	return &u, nil
@@ -52,11 +74,11 @@ func (s *statusStore) get(ctx context.Context) (*Upgrade, error) {
 // record decodes the status' record, with the operator's latest
 // request (spec.action, ordered by the generation) as its intent.
 func record(obj *Upgrade) (upgrade.Upgrade, bool, error) {
-	var u upgrade.Upgrade
 	if len(obj.Status.Record) == 0 {
-		return u, false, nil
+		return upgrade.Upgrade{}, false, nil
 	}
-	if err := json.Unmarshal(obj.Status.Record, &u); err != nil {
+	u, err := upgrade.Decode(obj.Status.Record)
+	if err != nil {
 		return u, false, fmt.Errorf("upgrade %s/%s: status.record: %w", obj.Namespace, obj.Name, err)
 	}
 	if a := obj.Spec.Action; a != "" && int(obj.Generation) > u.Intent.Seq {
@@ -82,38 +104,129 @@ func (s *statusStore) Current() (upgrade.Upgrade, bool, error) {
 	return record(obj)
 }
 
-func (s *statusStore) Get(id string) (upgrade.Upgrade, error) {
-	u, ok, err := s.Current()
-	if err != nil {
-		return u, err
+// Fence claims the status for this replica: with leader election, the
+// term of the Lease it holds (refused if it does not hold it, or if the
+// status holds a later claim already); without, the status' next term.
+func (s *statusStore) Fence() (store.Fence, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	var f store.Fence
+	if s.lease != nil {
+		var err error
+		if f, err = s.leased(ctx, store.Fence{Holder: s.lease.identity}); err != nil {
+			return f, err
+		}
 	}
-	if !ok || u.ID != id {
-		return u, fmt.Errorf("%w: upgrade %s in %s", store.ErrNotFound, id, s.key)
-	}
-	return u, nil
+	err := s.write(func(obj *Upgrade) error {
+		cur := obj.Status.Fence
+		if s.lease == nil {
+			f = store.Fence{Holder: "the controller", Term: cur.Term + 1}
+		} else if cur.Term > f.Term || (cur.Term == f.Term && cur != f) {
+			return &store.FencedError{Upgrade: s.key.String(), Yours: f, Current: cur, Why: "the status holds a later claim"}
+		}
+		obj.Status.Fence = f
+		return nil
+	})
+	return f, err
 }
 
-func (s *statusStore) Create(u upgrade.Upgrade) error {
-	return s.write(func(obj *Upgrade) error {
+// leased is the fence of the Lease, which this replica must hold now,
+// unexpired: else a *store.FencedError for the writer holding yours.
+func (s *statusStore) leased(ctx context.Context, yours store.Fence) (store.Fence, error) {
+	var l coordinationv1.Lease
+	if err := s.r.Get(ctx, s.lease.key, &l); err != nil {
+		return store.Fence{}, fmt.Errorf("lease %s: %w", s.lease.key, err)
+	}
+	f := store.Fence{Holder: ptr.Deref(l.Spec.HolderIdentity, ""), Term: uint64(ptr.Deref(l.Spec.LeaseTransitions, 0)) + 1}
+	refuse := func(why string) (store.Fence, error) {
+		return f, &store.FencedError{Upgrade: s.key.String(), Yours: yours, Current: f, Why: why}
+	}
+	if f.Holder != s.lease.identity {
+		return refuse(fmt.Sprintf("lease %s is held by %q", s.lease.key, f.Holder))
+	}
+	if l.Spec.RenewTime != nil && l.Spec.LeaseDurationSeconds != nil {
+		end := l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second)
+		if time.Now().After(end) {
+			return refuse(fmt.Sprintf("lease %s expired at %s", s.lease.key, end.UTC().Format(time.RFC3339Nano)))
+		}
+	}
+	return f, nil
+}
+
+// Read returns the status' record and its revision.
+func (s *statusStore) Read(id string) (upgrade.Upgrade, store.Revision, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	obj, err := s.get(ctx)
+	if err != nil {
+		return upgrade.Upgrade{}, 0, err
+	}
+	u, ok, err := record(obj)
+	if err != nil {
+		return u, 0, err
+	}
+	if !ok || (id != "" && u.ID != id) {
+		return u, 0, fmt.Errorf("%w: upgrade %q in %s", store.ErrNotFound, id, s.key)
+	}
+	return u, store.Revision(obj.Status.Revision), nil
+}
+
+func (s *statusStore) CreateAt(u upgrade.Upgrade, f store.Fence) (store.Revision, error) {
+	err := s.fenced(u.ID, f, func(obj *Upgrade) error {
 		if cur, ok, err := record(obj); err != nil {
 			return err
 		} else if ok && !cur.State.Terminal() {
 			return fmt.Errorf("%w: %s (%s, %s → %s)", store.ErrActive, cur.ID, cur.State, cur.From, cur.To)
 		}
+		obj.Status.Revision = 1
 		return setRecord(obj, u)
 	})
+	if err != nil {
+		return 0, err
+	}
+	return 1, nil
 }
 
-func (s *statusStore) SaveWithEvents(u upgrade.Upgrade, evs []store.Event) ([]store.Event, error) {
+func (s *statusStore) SaveAt(u upgrade.Upgrade, at store.Revision, f store.Fence, evs []store.Event) (store.Revision, []store.Event, error) {
 	var out []store.Event
-	err := s.write(func(obj *Upgrade) error {
+	err := s.fenced(u.ID, f, func(obj *Upgrade) error {
+		if cur := store.Revision(obj.Status.Revision); cur != at {
+			return &store.ConflictError{Upgrade: u.ID, Read: at, Stored: cur}
+		}
+		obj.Status.Revision = uint64(at) + 1
 		if err := setRecord(obj, u); err != nil {
 			return err
 		}
 		out = appendEvents(obj, evs)
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return 0, nil, err
+	}
+	return at + 1, out, nil
+}
+
+// fenced is write for a record's save under fence f: the Lease checked
+// first (still this replica's, not expired), then, on the object the
+// update is conditional on, the status' claim.
+func (s *statusStore) fenced(id string, f store.Fence, change func(*Upgrade) error) error {
+	if s.lease != nil {
+		ctx, cancel := s.ctx()
+		l, err := s.leased(ctx, f)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if l != f {
+			return &store.FencedError{Upgrade: id, Yours: f, Current: l, Why: fmt.Sprintf("lease %s was taken again since", s.lease.key)}
+		}
+	}
+	return s.write(func(obj *Upgrade) error {
+		if cur := obj.Status.Fence; f.Term == 0 || cur != f {
+			return &store.FencedError{Upgrade: id, Yours: f, Current: cur}
+		}
+		return change(obj)
+	})
 }
 
 func (s *statusStore) Append(evs ...store.Event) ([]store.Event, error) {
@@ -125,8 +238,10 @@ func (s *statusStore) Append(evs ...store.Event) ([]store.Event, error) {
 	return out, err
 }
 
-// write applies change to the latest Upgrade and updates its status,
-// again on a conflict (the operator may edit the spec meanwhile).
+// write applies change to the latest Upgrade and updates its status
+// under the resourceVersion it read: on a conflict (the operator edited
+// the spec, or another writer wrote), change is asked again on what is
+// there now, and may refuse.
 func (s *statusStore) write(change func(*Upgrade) error) error {
 	ctx, cancel := s.ctx()
 	defer cancel()
@@ -166,7 +281,7 @@ func appendEvents(obj *Upgrade, evs []store.Event) []store.Event {
 // setRecord writes the record and the summary that 'kubectl get
 // upgrades' shows.
 func setRecord(obj *Upgrade, u upgrade.Upgrade) error {
-	b, err := json.Marshal(u)
+	b, err := upgrade.Encode(u)
 	if err != nil {
 		return err
 	}

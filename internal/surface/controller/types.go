@@ -6,6 +6,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/ferry-upgrade/ferry/internal/run/store"
 )
 
 // GroupVersion is the API group of the Upgrade resource.
@@ -70,6 +72,13 @@ type UpgradeStatus struct {
 	// ObservedGeneration is the spec generation whose action the record
 	// has taken in.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Revision counts the engine's saves of Record (store.Revision): a
+	// save names the revision it read, and is refused when it moved.
+	Revision uint64 `json:"revision,omitempty"`
+	// Fence is the claim of the controller whose engine writes Record:
+	// its Lease's holder and term (the lease's transitions + 1). A save
+	// under another is refused.
+	Fence store.Fence `json:"fence,omitzero"`
 }
 
 // MemberStatus is one member's progress.

@@ -59,10 +59,13 @@ func (s *system) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.promoted = append(s.promoted, s.primary)
 		s.promotedAt = append(s.promotedAt, len(s.world.Ops()))
 		if s.abortOnPromote && len(s.promoted) == 1 {
-			cur, _, err := s.store.Current()
-			if err == nil {
-				_, err = s.store.Request(cur.ID, upgrade.IntentAbort, time.Now(), nil)
-			}
+			// The call answers once the engine took the abort up (when
+			// it may: past the point of no return it refuses it), so that
+			// the promotion's end cannot admit the holder first. The
+			// engine's checks of the role come meanwhile: unlocked.
+			s.mu.Unlock()
+			err := s.abort(!s.noReturn)
+			s.mu.Lock()
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 			}
@@ -72,6 +75,24 @@ func (s *system) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// abort asks the engine to abort, as an operator would through the
+// store, and if wait, waits until the record is rolling back.
+func (s *system) abort(wait bool) error {
+	cur, _, err := s.store.Current()
+	if err != nil {
+		return err
+	}
+	if _, err := s.store.Request(cur.ID, upgrade.IntentAbort, time.Now(), nil); err != nil || !wait {
+		return err
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if u, _, err := s.store.Current(); err == nil && u.RollingBack() {
+			return nil
+		}
+	}
+	return fmt.Errorf("the engine did not take the abort up within 10s")
 }
 
 // description uses the four extensions: db moves first, then a
