@@ -11,15 +11,37 @@ import (
 
 // Policy is how strict the verdict is. Impact is declared in a window
 // only when its latencies are both significantly (p < Alpha) and
-// practically (p99 above MaxP99Ratio times the baseline's) worse: a
-// tiny but consistent shift is no impact a user notices, and a large
-// p99 on a handful of requests is no evidence.
+// practically worse: its p99, or its median, above a threshold of the
+// baseline's that is MaxP99Ratio (MaxP50Ratio) or, on a machine whose
+// latencies wander (a shared, loaded one), what the baseline's own
+// noise says, whichever is higher. A tiny but consistent shift is no
+// impact a user notices, a large p99 on a handful of requests is no
+// evidence, and a slow second that the baseline also had is the
+// machine, not the upgrade. The median is judged too because a spiky
+// baseline raises the p99's threshold so far that only the median
+// still shows every request being slower.
 type Policy struct {
 	Alpha       float64 `json:"alpha"`         // default 0.01
-	MaxP99Ratio float64 `json:"max_p99_ratio"` // default 1.5
-	// MinSamples is the fewest requests a window needs to be judged
-	// (default 20); fewer leave its zero-impact verdict "insufficient".
+	MaxP99Ratio float64 `json:"max_p99_ratio"` // default 1.5: the p99 threshold's floor
+	MaxP50Ratio float64 `json:"max_p50_ratio"` // default 1.5: the median's
+	// MinSamples is the fewest requests a window (and each of the
+	// baseline's chunks) needs to be judged (default 20); fewer leave
+	// its zero-impact verdict "insufficient".
 	MinSamples int `json:"min_samples"`
+	// MinWindowS is the shortest window judged, in seconds (default 1),
+	// and the length of the chunks the baseline is cut into to measure
+	// its noise: every window judged is at least as long as a chunk, so
+	// the chunks' spread bounds a window's from above.
+	MinWindowS float64 `json:"min_window_s"`
+	// MinChunks is the fewest chunks of MinWindowS, each with
+	// MinSamples requests, the baseline must hold for its noise to be
+	// measured (default 4); with fewer, no window is judged.
+	MinChunks int `json:"min_chunks"`
+	// NoiseMargin multiplies the worst chunk's p99 ratio to the
+	// baseline's (the A/A ratio: no upgrade ran) into the threshold
+	// (default 1.25), as OpenShift's disruption tests allow what their
+	// history shows plus a margin.
+	NoiseMargin float64 `json:"noise_margin"`
 }
 
 func (p Policy) withDefaults() Policy {
@@ -29,10 +51,30 @@ func (p Policy) withDefaults() Policy {
 	if p.MaxP99Ratio <= 0 {
 		p.MaxP99Ratio = 1.5
 	}
+	if p.MaxP50Ratio <= 0 {
+		p.MaxP50Ratio = 1.5
+	}
 	if p.MinSamples <= 0 {
 		p.MinSamples = 20
 	}
+	if p.MinWindowS <= 0 {
+		p.MinWindowS = 1
+	}
+	if p.MinChunks <= 0 {
+		p.MinChunks = 4
+	}
+	if p.NoiseMargin <= 0 {
+		p.NoiseMargin = 1.25
+	}
 	return p
+}
+
+// MinBaseline is the shortest baseline whose noise the policy can
+// measure (MinChunks chunks of MinWindowS), a lower bound: each chunk
+// also needs MinSamples requests.
+func (p Policy) MinBaseline() time.Duration {
+	p = p.withDefaults()
+	return time.Duration(float64(p.MinChunks) * p.MinWindowS * float64(time.Second))
 }
 
 // Verdict values of zero impact.
@@ -50,6 +92,7 @@ type WindowVerdict struct {
 	Failed       int     `json:"failed"`
 	P50MS        float64 `json:"p50_ms"`
 	P99MS        float64 `json:"p99_ms"`
+	P50Ratio     float64 `json:"p50_ratio"` // to the baseline's median
 	P99Ratio     float64 `json:"p99_ratio"` // to the baseline's p99
 	U            float64 `json:"u"`
 	PValue       float64 `json:"p_value"`
@@ -58,25 +101,96 @@ type WindowVerdict struct {
 	Reason       string  `json:"reason"`
 }
 
+// Noise is how much the baseline's latencies wandered with no upgrade
+// running: its p50 and p99 chunk by chunk against the whole baseline's
+// (A/A windows), and the thresholds that makes of them.
+type Noise struct {
+	ChunkS float64 `json:"chunk_s"`
+	// Chunks are the chunks' ratios to the baseline, in time order;
+	// chunks with fewer than MinSamples requests are left out.
+	Chunks        []ChunkRatio `json:"chunks"`
+	WorstP50Ratio float64      `json:"worst_p50_ratio"`
+	WorstP99Ratio float64      `json:"worst_p99_ratio"`
+	// P99Threshold and P50Threshold are the ratios above which a window
+	// is impacted: max(MaxP99Ratio, NoiseMargin × WorstP99Ratio), and
+	// the same of the median.
+	P99Threshold float64 `json:"p99_threshold"`
+	P50Threshold float64 `json:"p50_threshold"`
+	// Enough says the baseline held MinChunks usable chunks; without,
+	// Reason says what it lacked and no window is judged.
+	Enough bool   `json:"enough"`
+	Reason string `json:"reason"`
+}
+
+// ChunkRatio is one chunk of the baseline against the whole of it.
+type ChunkRatio struct {
+	FromS    float64 `json:"from_s"` // from the baseline's start
+	Requests int     `json:"requests"`
+	P50Ratio float64 `json:"p50_ratio"`
+	P99Ratio float64 `json:"p99_ratio"`
+}
+
+// MeasureNoise cuts the baseline [from, to) into chunks of MinWindowS
+// and compares each chunk's p50 and p99 with the whole baseline's.
+func MeasureNoise(samples []traffic.Sample, from, to time.Time, p Policy) Noise {
+	p = p.withDefaults()
+	chunk := time.Duration(p.MinWindowS * float64(time.Second))
+	n := Noise{ChunkS: p.MinWindowS, P99Threshold: p.MaxP99Ratio, P50Threshold: p.MaxP50Ratio}
+	base := latencies(samples, from, to, nil)
+	sort.Float64s(base)
+	baseP50, baseP99 := Quantile(base, 0.5), Quantile(base, 0.99)
+	short := 0 // chunks with too few requests
+	for c := from; !c.Add(chunk).After(to); c = c.Add(chunk) {
+		lat := latencies(samples, c, c.Add(chunk), nil)
+		if len(lat) < p.MinSamples || baseP50 <= 0 {
+			short++
+			continue
+		}
+		sort.Float64s(lat)
+		r := ChunkRatio{FromS: c.Sub(from).Seconds(), Requests: len(lat), P50Ratio: Quantile(lat, 0.5) / baseP50, P99Ratio: Quantile(lat, 0.99) / baseP99}
+		n.Chunks = append(n.Chunks, r)
+		n.WorstP50Ratio = max(n.WorstP50Ratio, r.P50Ratio)
+		n.WorstP99Ratio = max(n.WorstP99Ratio, r.P99Ratio)
+	}
+	if len(n.Chunks) < p.MinChunks {
+		n.Reason = fmt.Sprintf("a baseline of %.1fs holds %d chunks of %gs with at least %d requests (%d with fewer), fewer than the %d needed to measure its noise",
+			to.Sub(from).Seconds(), len(n.Chunks), p.MinWindowS, p.MinSamples, short, p.MinChunks)
+		return n
+	}
+	n.Enough = true
+	n.P99Threshold = max(p.MaxP99Ratio, p.NoiseMargin*n.WorstP99Ratio)
+	n.P50Threshold = max(p.MaxP50Ratio, p.NoiseMargin*n.WorstP50Ratio)
+	n.Reason = fmt.Sprintf("the worst of %d chunks of %gs in the baseline had a p99 %.2f× and a median %.2f× the baseline's: impact above %.2f× and %.2f× (%g× those, at least %g× and %g×)",
+		len(n.Chunks), p.MinWindowS, n.WorstP99Ratio, n.WorstP50Ratio, n.P99Threshold, n.P50Threshold, p.NoiseMargin, p.MaxP99Ratio, p.MaxP50Ratio)
+	return n
+}
+
 // Verdict is the whole upgrade's judgment.
 type Verdict struct {
 	Policy       Policy          `json:"policy"`
 	Baseline     traffic.Stats   `json:"baseline"`
+	Noise        Noise           `json:"noise"`
 	ZeroDowntime bool            `json:"zero_downtime"`
 	ZeroImpact   bool            `json:"zero_impact"`
 	Windows      []WindowVerdict `json:"windows"`
-	Reason       string          `json:"reason"`
+	// Insufficient counts the windows too short or too sparse to judge.
+	Insufficient int    `json:"insufficient"`
+	Reason       string `json:"reason"`
 }
 
 // Judge compares the requests started in each window with those of the
 // baseline [baseFrom, baseTo). The whole upgrade is zero-downtime when
 // no window saw a failure, zero-impact when no window was judged "no".
+// A window is "insufficient", not judged, when it is shorter than
+// MinWindowS, holds fewer than MinSamples requests, or the baseline's
+// noise could not be measured.
 func Judge(samples []traffic.Sample, baseFrom, baseTo time.Time, windows []timeline.Window, p Policy) Verdict {
 	p = p.withDefaults()
 	base := latencies(samples, baseFrom, baseTo, nil)
 	sort.Float64s(base)
-	v := Verdict{Policy: p, Baseline: traffic.Summarize(samples, baseFrom, baseTo), ZeroDowntime: true, ZeroImpact: true}
-	baseP99 := Quantile(base, 0.99)
+	noise := MeasureNoise(samples, baseFrom, baseTo, p)
+	v := Verdict{Policy: p, Baseline: traffic.Summarize(samples, baseFrom, baseTo), Noise: noise, ZeroDowntime: true, ZeroImpact: true}
+	baseP50, baseP99 := Quantile(base, 0.5), Quantile(base, 0.99)
 	var worst string
 	for _, w := range windows {
 		failed := 0
@@ -87,18 +201,36 @@ func Judge(samples []traffic.Sample, baseFrom, baseTo time.Time, windows []timel
 		if baseP99 > 0 {
 			wv.P99Ratio = wv.P99MS / baseP99
 		}
+		if baseP50 > 0 {
+			wv.P50Ratio = wv.P50MS / baseP50
+		}
 		mw := MannWhitney(base, lat)
 		wv.U, wv.PValue = mw.U, mw.P
-		switch {
+		switch d := w.To.Sub(w.From).Seconds(); {
+		case d < p.MinWindowS:
+			wv.ZeroImpact = Insufficient
+			wv.Reason = fmt.Sprintf("a window of %.2fs: shorter than %gs", d, p.MinWindowS)
 		case len(lat) < p.MinSamples || len(base) < p.MinSamples:
 			wv.ZeroImpact = Insufficient
 			wv.Reason = fmt.Sprintf("%d requests in the window, %d in the baseline: fewer than %d", len(lat), len(base), p.MinSamples)
-		case mw.P < p.Alpha && wv.P99Ratio > p.MaxP99Ratio:
+		case !noise.Enough:
+			wv.ZeroImpact = Insufficient
+			wv.Reason = noise.Reason
+		case mw.P < p.Alpha && wv.P99Ratio > noise.P99Threshold:
 			wv.ZeroImpact = No
-			wv.Reason = fmt.Sprintf("slower than the baseline: p = %.2g < %g and p99 %.1fms is %.2f× the baseline's %.1fms (> %g×)", mw.P, p.Alpha, wv.P99MS, wv.P99Ratio, baseP99, p.MaxP99Ratio)
+			wv.Reason = fmt.Sprintf("slower than the baseline: p = %.2g < %g and p99 %.1fms is %.2f× the baseline's %.1fms (> %.2f×, what its noise allows)",
+				mw.P, p.Alpha, wv.P99MS, wv.P99Ratio, baseP99, noise.P99Threshold)
+		case mw.P < p.Alpha && wv.P50Ratio > noise.P50Threshold:
+			wv.ZeroImpact = No
+			wv.Reason = fmt.Sprintf("slower than the baseline: p = %.2g < %g and the median %.1fms is %.2f× the baseline's %.1fms (> %.2f×, what its noise allows)",
+				mw.P, p.Alpha, wv.P50MS, wv.P50Ratio, baseP50, noise.P50Threshold)
 		default:
 			wv.ZeroImpact = Yes
-			wv.Reason = fmt.Sprintf("p = %.2g, p99 %.2f× the baseline's", mw.P, wv.P99Ratio)
+			wv.Reason = fmt.Sprintf("p = %.2g, p99 %.2f× and median %.2f× the baseline's (impact above %.2f× and %.2f×)",
+				mw.P, wv.P99Ratio, wv.P50Ratio, noise.P99Threshold, noise.P50Threshold)
+		}
+		if wv.ZeroImpact == Insufficient {
+			v.Insufficient++
 		}
 		if failed > 0 {
 			wv.Reason = fmt.Sprintf("%d request(s) failed; ", failed) + wv.Reason
@@ -119,8 +251,14 @@ func Judge(samples []traffic.Sample, baseFrom, baseTo time.Time, windows []timel
 		v.Reason = "requests failed during the upgrade"
 	case !v.ZeroImpact:
 		v.Reason = worst
+	case !noise.Enough && len(windows) > 0:
+		v.Reason = "no request failed; impact not judged: " + noise.Reason
 	default:
-		v.Reason = "no request failed; no window significantly slower than the baseline"
+		v.Reason = fmt.Sprintf("no request failed; no window significantly slower than the baseline by more than its noise allows (p99 %.2f×, median %.2f×)",
+			noise.P99Threshold, noise.P50Threshold)
+	}
+	if v.Insufficient > 0 && noise.Enough {
+		v.Reason += fmt.Sprintf(" (%d of %d windows too short or sparse to judge)", v.Insufficient, len(windows))
 	}
 	return v
 }
