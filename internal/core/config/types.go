@@ -808,8 +808,10 @@ type Migrations struct {
 	Component string `yaml:"component"`
 	// Expand runs before any member runs the release (pin the old format).
 	Expand []Call `yaml:"expand"`
-	// Migrate runs once every member runs the release, repeated until it
-	// passes.
+	// Migrate runs once the members of Component run the release (in a
+	// flow, it may come before other components' phases, as Glance's
+	// data migration comes before its API nodes' restart), repeated
+	// until it passes.
 	Migrate []Call `yaml:"migrate"`
 	// Finalize moves the pin to the release: the point of no return.
 	Finalize []Call `yaml:"finalize"`

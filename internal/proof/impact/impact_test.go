@@ -174,9 +174,9 @@ func TestJudge(t *testing.T) {
 			loads: []load{{0, 10, 200, steady(1), 0}, {10, 12, 200, steady(1), 0}, {12, 14, 200, steady(3), 0},
 				{14, 14.5, 200, steady(1), 0}, {14.5, 16.5, 5, steady(1), 0}, {16.5, 18.5, 200, steady(1), 1}},
 			windows: []timeline.Window{win("upgrading-kv", 10, 12), win("upgrading-api", 12, 14), win("migrating", 14, 14.5),
-				win("finalizing", 14.5, 16.5), win("contracting", 16.5, 18.5)},
+				win("a stall", 14.5, 16.5), win("contracting", 16.5, 18.5)},
 			want: []want{{Yes, true, "p99 1."}, {No, true, "is 3.00× the baseline"}, {Insufficient, true, "shorter than 1s"},
-				{Insufficient, true, "10 requests in the window"}, {Yes, false, "1 request(s) failed"}},
+				{No, true, "0.03× the baseline's 200/s (< 0.50×"}, {Yes, false, "1 request(s) failed"}},
 			overall: "requests failed, and upgrading-api: slower than the baseline",
 		},
 		{
@@ -194,6 +194,20 @@ func TestJudge(t *testing.T) {
 			overall: "upgrading-api: slower than the baseline",
 		},
 		{
+			name: "loaded machine: the clients' rate wandered in the baseline too", baseline: 10,
+			loads:   []load{{0, 3, 200, steady(1), 0}, {3, 4, 80, steady(1), 0}, {4, 10, 200, steady(1), 0}, {10, 12, 90, steady(1), 0}},
+			windows: []timeline.Window{win("upgrading-api", 10, 12)},
+			want:    []want{{Yes, true, "rate 0.48×"}},
+			overall: "no request failed",
+		},
+		{
+			name: "light traffic: too few requests to judge latencies", baseline: 10,
+			loads:   []load{{0, 10, 25, steady(1), 0}, {10, 11, 15, steady(3), 0}},
+			windows: []timeline.Window{win("upgrading-api", 10, 11)},
+			want:    []want{{Insufficient, true, "15 requests in the window: fewer than 20"}},
+			overall: "no request failed",
+		},
+		{
 			name: "baseline too short to measure its noise", baseline: 3,
 			loads:   []load{{0, 3, 200, steady(1), 0}, {3, 5, 200, steady(3), 0}},
 			windows: []timeline.Window{win("upgrading-api", 3, 5)},
@@ -201,11 +215,11 @@ func TestJudge(t *testing.T) {
 			overall: "impact not judged",
 		},
 		{
-			name: "sparse baseline", baseline: 10,
-			loads:   []load{{0, 10, 10, steady(1), 0}, {10, 12, 200, steady(3), 0}},
-			windows: []timeline.Window{win("upgrading-api", 10, 12)},
-			want:    []want{{Insufficient, true, "0 chunks of 1s with at least 20 requests (10 with fewer)"}},
-			overall: "impact not judged",
+			name: "sparse samples (a metrics signal's, one a step): chunks of 2s hold 20", baseline: 10,
+			loads:   []load{{0, 10, 10, steady(1), 0}, {10, 11, 10, steady(3), 0}, {11, 15, 10, steady(3), 0}},
+			windows: []timeline.Window{win("upgrading-kv", 10, 11), win("upgrading-api", 11, 15)},
+			want:    []want{{Insufficient, true, "shorter than 2s"}, {No, true, "is 3.02× the baseline"}},
+			overall: "upgrading-api: slower than the baseline",
 		},
 	}
 	for _, tc := range cases {
@@ -247,8 +261,8 @@ func TestJudgeFixedThresholdWouldCry(t *testing.T) {
 	}
 }
 
-// TestMeasureNoise: a steady baseline's chunks sit near 1× (the floor
-// holds the threshold at 1.5×); chunks with stalls raise the p99's
+// TestMeasureNoise: a steady baseline's chunks sit near 1× (the floors
+// hold the thresholds at 1.5× and 2×); chunks with stalls raise the p99's
 // threshold to 1.25× the worst, not the median's; a partial last chunk
 // is left out.
 func TestMeasureNoise(t *testing.T) {
@@ -260,8 +274,8 @@ func TestMeasureNoise(t *testing.T) {
 		p99Min, p99Max float64 // the p99 threshold's bounds
 		p50Min, p50Max float64
 	}{
-		{"steady", steady(1), 10, 1.5, 1.5, 1.5, 1.5},
-		{"stalls in seconds 3 and 7", spiky(1, 50, 3, 7), 10, 3.5, 5, 1.5, 1.5},
+		{"steady", steady(1), 10, 1.5, 1.5, 2, 2},
+		{"stalls in seconds 3 and 7", spiky(1, 50, 3, 7), 10, 3.5, 5, 2, 2},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

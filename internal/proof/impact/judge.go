@@ -2,6 +2,7 @@ package impact
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -19,19 +20,29 @@ import (
 // evidence, and a slow second that the baseline also had is the
 // machine, not the upgrade. The median is judged too because a spiky
 // baseline raises the p99's threshold so far that only the median
-// still shows every request being slower.
+// still shows every request being slower. And the rate: clients that
+// wait on a stalled service send fewer requests, so a stall shows as
+// a window with few (and not especially slow) requests; a window whose
+// request rate fell below MinRateRatio of the baseline's (or below
+// what its noise allows) is impacted whatever its latencies.
 type Policy struct {
 	Alpha       float64 `json:"alpha"`         // default 0.01
 	MaxP99Ratio float64 `json:"max_p99_ratio"` // default 1.5: the p99 threshold's floor
-	MaxP50Ratio float64 `json:"max_p50_ratio"` // default 1.5: the median's
+	MaxP50Ratio float64 `json:"max_p50_ratio"` // default 2: the median's
+	// MinRateRatio is the request rate, relative to the baseline's,
+	// below which a window is impacted (default 0.5): the highest
+	// threshold, lowered by the baseline's noise.
+	MinRateRatio float64 `json:"min_rate_ratio"`
 	// MinSamples is the fewest requests a window (and each of the
 	// baseline's chunks) needs to be judged (default 20); fewer leave
 	// its zero-impact verdict "insufficient".
 	MinSamples int `json:"min_samples"`
 	// MinWindowS is the shortest window judged, in seconds (default 1),
 	// and the length of the chunks the baseline is cut into to measure
-	// its noise: every window judged is at least as long as a chunk, so
-	// the chunks' spread bounds a window's from above.
+	// its noise, lengthened for sparse samples (a metrics signal's one a
+	// step) until a chunk holds MinSamples at the baseline's rate: every
+	// window judged is at least as long as a chunk, so the chunks' spread
+	// bounds a window's from above.
 	MinWindowS float64 `json:"min_window_s"`
 	// MinChunks is the fewest chunks of MinWindowS, each with
 	// MinSamples requests, the baseline must hold for its noise to be
@@ -52,7 +63,10 @@ func (p Policy) withDefaults() Policy {
 		p.MaxP99Ratio = 1.5
 	}
 	if p.MaxP50Ratio <= 0 {
-		p.MaxP50Ratio = 1.5
+		p.MaxP50Ratio = 2
+	}
+	if p.MinRateRatio <= 0 {
+		p.MinRateRatio = 0.5
 	}
 	if p.MinSamples <= 0 {
 		p.MinSamples = 20
@@ -93,6 +107,7 @@ type WindowVerdict struct {
 	P50MS        float64 `json:"p50_ms"`
 	P99MS        float64 `json:"p99_ms"`
 	P50Ratio     float64 `json:"p50_ratio"` // to the baseline's median
+	RateRatio    float64 `json:"rate_ratio"` // requests a second, to the baseline's
 	P99Ratio     float64 `json:"p99_ratio"` // to the baseline's p99
 	U            float64 `json:"u"`
 	PValue       float64 `json:"p_value"`
@@ -111,11 +126,19 @@ type Noise struct {
 	Chunks        []ChunkRatio `json:"chunks"`
 	WorstP50Ratio float64      `json:"worst_p50_ratio"`
 	WorstP99Ratio float64      `json:"worst_p99_ratio"`
+	// WorstRateRatio is the lowest chunk's request rate to the
+	// baseline's.
+	WorstRateRatio float64 `json:"worst_rate_ratio"`
 	// P99Threshold and P50Threshold are the ratios above which a window
 	// is impacted: max(MaxP99Ratio, NoiseMargin × WorstP99Ratio), and
 	// the same of the median.
 	P99Threshold float64 `json:"p99_threshold"`
 	P50Threshold float64 `json:"p50_threshold"`
+	// RateThreshold is the rate ratio below which a window is
+	// impacted: min(MinRateRatio, WorstRateRatio / NoiseMargin).
+	RateThreshold float64 `json:"rate_threshold"`
+	// BaseRate is the baseline's requests a second.
+	BaseRate float64 `json:"base_rate"`
 	// Enough says the baseline held MinChunks usable chunks; without,
 	// Reason says what it lacked and no window is judged.
 	Enough bool   `json:"enough"`
@@ -126,16 +149,22 @@ type Noise struct {
 type ChunkRatio struct {
 	FromS    float64 `json:"from_s"` // from the baseline's start
 	Requests int     `json:"requests"`
-	P50Ratio float64 `json:"p50_ratio"`
-	P99Ratio float64 `json:"p99_ratio"`
+	P50Ratio  float64 `json:"p50_ratio"`
+	P99Ratio  float64 `json:"p99_ratio"`
+	RateRatio float64 `json:"rate_ratio"`
 }
 
 // MeasureNoise cuts the baseline [from, to) into chunks of MinWindowS
-// and compares each chunk's p50 and p99 with the whole baseline's.
+// (longer if its samples are sparse) and compares each chunk's p50, p99
+// and rate with the whole baseline's.
 func MeasureNoise(samples []traffic.Sample, from, to time.Time, p Policy) Noise {
 	p = p.withDefaults()
-	chunk := time.Duration(p.MinWindowS * float64(time.Second))
-	n := Noise{ChunkS: p.MinWindowS, P99Threshold: p.MaxP99Ratio, P50Threshold: p.MaxP50Ratio}
+	n := Noise{ChunkS: p.MinWindowS, P99Threshold: p.MaxP99Ratio, P50Threshold: p.MaxP50Ratio, RateThreshold: p.MinRateRatio,
+		BaseRate: rate(samples, from, to), WorstRateRatio: math.Inf(1)}
+	if n.BaseRate > 0 {
+		n.ChunkS = max(n.ChunkS, float64(p.MinSamples)/n.BaseRate)
+	}
+	chunk := time.Duration(n.ChunkS * float64(time.Second))
 	base := latencies(samples, from, to, nil)
 	sort.Float64s(base)
 	baseP50, baseP99 := Quantile(base, 0.5), Quantile(base, 0.99)
@@ -147,21 +176,28 @@ func MeasureNoise(samples []traffic.Sample, from, to time.Time, p Policy) Noise 
 			continue
 		}
 		sort.Float64s(lat)
-		r := ChunkRatio{FromS: c.Sub(from).Seconds(), Requests: len(lat), P50Ratio: Quantile(lat, 0.5) / baseP50, P99Ratio: Quantile(lat, 0.99) / baseP99}
+		r := ChunkRatio{FromS: c.Sub(from).Seconds(), Requests: len(lat), P50Ratio: Quantile(lat, 0.5) / baseP50, P99Ratio: Quantile(lat, 0.99) / baseP99,
+			RateRatio: rate(samples, c, c.Add(chunk)) / n.BaseRate}
 		n.Chunks = append(n.Chunks, r)
 		n.WorstP50Ratio = max(n.WorstP50Ratio, r.P50Ratio)
 		n.WorstP99Ratio = max(n.WorstP99Ratio, r.P99Ratio)
+		n.WorstRateRatio = min(n.WorstRateRatio, r.RateRatio)
+	}
+	if len(n.Chunks) == 0 {
+		n.WorstRateRatio = 0
 	}
 	if len(n.Chunks) < p.MinChunks {
-		n.Reason = fmt.Sprintf("a baseline of %.1fs holds %d chunks of %gs with at least %d requests (%d with fewer), fewer than the %d needed to measure its noise",
-			to.Sub(from).Seconds(), len(n.Chunks), p.MinWindowS, p.MinSamples, short, p.MinChunks)
+		n.Reason = fmt.Sprintf("a baseline of %.1fs holds %d chunks of %.3gs with at least %d requests (%d with fewer), fewer than the %d needed to measure its noise",
+			to.Sub(from).Seconds(), len(n.Chunks), n.ChunkS, p.MinSamples, short, p.MinChunks)
 		return n
 	}
 	n.Enough = true
 	n.P99Threshold = max(p.MaxP99Ratio, p.NoiseMargin*n.WorstP99Ratio)
 	n.P50Threshold = max(p.MaxP50Ratio, p.NoiseMargin*n.WorstP50Ratio)
-	n.Reason = fmt.Sprintf("the worst of %d chunks of %gs in the baseline had a p99 %.2f× and a median %.2f× the baseline's: impact above %.2f× and %.2f× (%g× those, at least %g× and %g×)",
-		len(n.Chunks), p.MinWindowS, n.WorstP99Ratio, n.WorstP50Ratio, n.P99Threshold, n.P50Threshold, p.NoiseMargin, p.MaxP99Ratio, p.MaxP50Ratio)
+	n.RateThreshold = min(p.MinRateRatio, n.WorstRateRatio/p.NoiseMargin)
+	n.Reason = fmt.Sprintf("the worst of %d chunks of %.3gs in the baseline had a p99 %.2f×, a median %.2f× and a request rate %.2f× the baseline's: impact above %.2f×, %.2f×, below %.2f× (%g× those, at least %g×, %g×, at most %g×)",
+		len(n.Chunks), n.ChunkS, n.WorstP99Ratio, n.WorstP50Ratio, n.WorstRateRatio, n.P99Threshold, n.P50Threshold, n.RateThreshold,
+		p.NoiseMargin, p.MaxP99Ratio, p.MaxP50Ratio, p.MinRateRatio)
 	return n
 }
 
@@ -204,18 +240,28 @@ func Judge(samples []traffic.Sample, baseFrom, baseTo time.Time, windows []timel
 		if baseP50 > 0 {
 			wv.P50Ratio = wv.P50MS / baseP50
 		}
+		d := w.To.Sub(w.From).Seconds()
+		if noise.BaseRate > 0 && d > 0 {
+			wv.RateRatio = float64(wv.Requests) / d / noise.BaseRate
+		}
 		mw := MannWhitney(base, lat)
 		wv.U, wv.PValue = mw.U, mw.P
-		switch d := w.To.Sub(w.From).Seconds(); {
-		case d < p.MinWindowS:
+		switch {
+		case d < noise.ChunkS:
 			wv.ZeroImpact = Insufficient
-			wv.Reason = fmt.Sprintf("a window of %.2fs: shorter than %gs", d, p.MinWindowS)
-		case len(lat) < p.MinSamples || len(base) < p.MinSamples:
-			wv.ZeroImpact = Insufficient
-			wv.Reason = fmt.Sprintf("%d requests in the window, %d in the baseline: fewer than %d", len(lat), len(base), p.MinSamples)
+			wv.Reason = fmt.Sprintf("a window of %.2fs: shorter than %.3gs", d, noise.ChunkS)
 		case !noise.Enough:
 			wv.ZeroImpact = Insufficient
 			wv.Reason = noise.Reason
+		case wv.RateRatio < noise.RateThreshold:
+			// Judged even with few requests: the baseline's rate says
+			// how many there would have been.
+			wv.ZeroImpact = No
+			wv.Reason = fmt.Sprintf("the clients got %.0f requests/s through, %.2f× the baseline's %.0f/s (< %.2f×, what its noise allows): they waited on the service",
+				float64(wv.Requests)/d, wv.RateRatio, noise.BaseRate, noise.RateThreshold)
+		case len(lat) < p.MinSamples:
+			wv.ZeroImpact = Insufficient
+			wv.Reason = fmt.Sprintf("%d requests in the window: fewer than %d", len(lat), p.MinSamples)
 		case mw.P < p.Alpha && wv.P99Ratio > noise.P99Threshold:
 			wv.ZeroImpact = No
 			wv.Reason = fmt.Sprintf("slower than the baseline: p = %.2g < %g and p99 %.1fms is %.2f× the baseline's %.1fms (> %.2f×, what its noise allows)",
@@ -226,8 +272,8 @@ func Judge(samples []traffic.Sample, baseFrom, baseTo time.Time, windows []timel
 				mw.P, p.Alpha, wv.P50MS, wv.P50Ratio, baseP50, noise.P50Threshold)
 		default:
 			wv.ZeroImpact = Yes
-			wv.Reason = fmt.Sprintf("p = %.2g, p99 %.2f× and median %.2f× the baseline's (impact above %.2f× and %.2f×)",
-				mw.P, wv.P99Ratio, wv.P50Ratio, noise.P99Threshold, noise.P50Threshold)
+			wv.Reason = fmt.Sprintf("p = %.2g, p99 %.2f×, median %.2f× and rate %.2f× the baseline's (impact above %.2f×, %.2f×, below %.2f×)",
+				mw.P, wv.P99Ratio, wv.P50Ratio, wv.RateRatio, noise.P99Threshold, noise.P50Threshold, noise.RateThreshold)
 		}
 		if wv.ZeroImpact == Insufficient {
 			v.Insufficient++
@@ -261,6 +307,21 @@ func Judge(samples []traffic.Sample, baseFrom, baseTo time.Time, windows []timel
 		v.Reason += fmt.Sprintf(" (%d of %d windows too short or sparse to judge)", v.Insufficient, len(windows))
 	}
 	return v
+}
+
+// rate is the requests (failed ones too) started in [from, to) a second.
+func rate(samples []traffic.Sample, from, to time.Time) float64 {
+	d := to.Sub(from).Seconds()
+	if d <= 0 {
+		return 0
+	}
+	n := 0
+	for _, s := range samples {
+		if !s.Start.Before(from) && s.Start.Before(to) {
+			n++
+		}
+	}
+	return float64(n) / d
 }
 
 // latencies are the latencies (ms) of the successful requests started
