@@ -422,7 +422,12 @@ type TrafficRequest struct {
 // Verdict holds the thresholds of the zero-impact verdict: a window is
 // impacted when its latencies are worse than the baseline's at level
 // Alpha (one-sided Mann-Whitney U) and its p99 is above P99Ratio times
-// the baseline's; a window with fewer than MinRequests is insufficient.
+// the baseline's (or its median above 2 times), raised to 1.25 times
+// what the baseline's own 1 s chunks showed when that is higher, or
+// when its request rate fell below half the baseline's (or below what
+// the chunks showed); a window with fewer than MinRequests, shorter
+// than a chunk, or judged against a baseline with fewer than 4 chunks
+// of MinRequests is insufficient (docs/report.md).
 type Verdict struct {
 	Alpha       float64 `yaml:"alpha"`        // default 0.01
 	P99Ratio    float64 `yaml:"p99_ratio"`    // default 1.5

@@ -261,6 +261,46 @@ func TestJudgeFixedThresholdWouldCry(t *testing.T) {
 	}
 }
 
+// TestJudgeWithControl: a control (requests to something on the same
+// machine that the upgrade does not touch) tells a machine that got
+// busier after the baseline from an upgrade that hurt the clients.
+func TestJudgeWithControl(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	base := load{0, 10, 200, steady(1), 0}
+	ctlBase := load{0, 10, 50, steady(0.2), 0}
+	cases := []struct {
+		name    string
+		window  load // the service in [10, 13)
+		control []load
+		want    string
+		reason  string
+	}{
+		{"the machine got busier: service and control both 2.5× slower, at 0.45× the rate", load{10, 13, 90, steady(2.5), 0},
+			[]load{ctlBase, {10, 13, 22, steady(0.5), 0}}, Yes, "the control on the same machine: p99 2.49×"},
+		{"the same without a control", load{10, 13, 90, steady(2.5), 0}, nil, No, "0.45× the baseline's"},
+		{"the upgrade hurt: the service 2.5× slower, the control as before", load{10, 13, 200, steady(2.5), 0},
+			[]load{ctlBase, {10, 13, 50, steady(0.2), 0}}, No, "(> 1.50×, what its noise allows); the control on the same machine: p99 1.00×"},
+		{"a control too sparse in the window is no evidence", load{10, 13, 200, steady(2.5), 0},
+			[]load{ctlBase, {10, 13, 5, steady(0.5), 0}}, No, "what its noise allows)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			samples := makeSamples(t0, 3, base, tc.window)
+			var control []traffic.Sample
+			if tc.control != nil {
+				control = makeSamples(t0, 4, tc.control...)
+			}
+			w := []timeline.Window{{Name: "upgrading-api", Kind: timeline.KindState, From: t0.Add(10 * time.Second), To: t0.Add(13 * time.Second)}}
+			v := JudgeWithControl(samples, control, t0, t0.Add(10*time.Second), w, Policy{})
+			got := v.Windows[0]
+			t.Logf("%s: %s", got.ZeroImpact, got.Reason)
+			if got.ZeroImpact != tc.want || !strings.Contains(got.Reason, tc.reason) {
+				t.Errorf("judged %s (%s); want %s with %q", got.ZeroImpact, got.Reason, tc.want, tc.reason)
+			}
+		})
+	}
+}
+
 // TestMeasureNoise: a steady baseline's chunks sit near 1× (the floors
 // hold the thresholds at 1.5× and 2×); chunks with stalls raise the p99's
 // threshold to 1.25× the worst, not the median's; a partial last chunk

@@ -114,6 +114,9 @@ type WindowVerdict struct {
 	ZeroDowntime bool    `json:"zero_downtime"`
 	ZeroImpact   string  `json:"zero_impact"` // yes, no, insufficient
 	Reason       string  `json:"reason"`
+	// Control is the control's ratios in the window, when one was
+	// given and ran enough requests in it.
+	Control *Control `json:"control,omitempty"`
 }
 
 // Noise is how much the baseline's latencies wandered with no upgrade
@@ -221,7 +224,30 @@ type Verdict struct {
 // MinWindowS, holds fewer than MinSamples requests, or the baseline's
 // noise could not be measured.
 func Judge(samples []traffic.Sample, baseFrom, baseTo time.Time, windows []timeline.Window, p Policy) Verdict {
+	return JudgeWithControl(samples, nil, baseFrom, baseTo, windows, p)
+}
+
+// Control is how a control fared in one window against its own
+// baseline: requests to something on the same machine that the upgrade
+// does not touch, so that a machine that got busier after the baseline
+// (other work started) is told from an upgrade that hurt the clients.
+type Control struct {
+	Requests  int     `json:"requests"`
+	P50Ratio  float64 `json:"p50_ratio"`
+	P99Ratio  float64 `json:"p99_ratio"`
+	RateRatio float64 `json:"rate_ratio"`
+}
+
+// JudgeWithControl judges like Judge, and in each window where the
+// control has MinSamples requests scales the thresholds by how much
+// slower (p50, p99) and sparser (rate) the control was than in its own
+// baseline: a window is impacted only by what the machine's state at
+// that time does not explain. A control never tightens a threshold.
+func JudgeWithControl(samples, control []traffic.Sample, baseFrom, baseTo time.Time, windows []timeline.Window, p Policy) Verdict {
 	p = p.withDefaults()
+	cBase := latencies(control, baseFrom, baseTo, nil)
+	sort.Float64s(cBase)
+	cRate := rate(control, baseFrom, baseTo)
 	base := latencies(samples, baseFrom, baseTo, nil)
 	sort.Float64s(base)
 	noise := MeasureNoise(samples, baseFrom, baseTo, p)
@@ -246,6 +272,13 @@ func Judge(samples []traffic.Sample, baseFrom, baseTo time.Time, windows []timel
 		}
 		mw := MannWhitney(base, lat)
 		wv.U, wv.PValue = mw.U, mw.P
+		p99T, p50T, rateT := noise.P99Threshold, noise.P50Threshold, noise.RateThreshold
+		machine := ""
+		if c := controlIn(control, cBase, cRate, w, p.MinSamples); c != nil {
+			wv.Control = c
+			p99T, p50T, rateT = p99T*max(1, c.P99Ratio), p50T*max(1, c.P50Ratio), rateT*min(1, c.RateRatio)
+			machine = fmt.Sprintf("; the control on the same machine: p99 %.2f×, median %.2f×, rate %.2f× its baseline's", c.P99Ratio, c.P50Ratio, c.RateRatio)
+		}
 		switch {
 		case d < noise.ChunkS:
 			wv.ZeroImpact = Insufficient
@@ -253,27 +286,30 @@ func Judge(samples []traffic.Sample, baseFrom, baseTo time.Time, windows []timel
 		case !noise.Enough:
 			wv.ZeroImpact = Insufficient
 			wv.Reason = noise.Reason
-		case wv.RateRatio < noise.RateThreshold:
+		case wv.RateRatio < rateT:
 			// Judged even with few requests: the baseline's rate says
 			// how many there would have been.
 			wv.ZeroImpact = No
 			wv.Reason = fmt.Sprintf("the clients got %.0f requests/s through, %.2f× the baseline's %.0f/s (< %.2f×, what its noise allows): they waited on the service",
-				float64(wv.Requests)/d, wv.RateRatio, noise.BaseRate, noise.RateThreshold)
+				float64(wv.Requests)/d, wv.RateRatio, noise.BaseRate, rateT)
 		case len(lat) < p.MinSamples:
 			wv.ZeroImpact = Insufficient
 			wv.Reason = fmt.Sprintf("%d requests in the window: fewer than %d", len(lat), p.MinSamples)
-		case mw.P < p.Alpha && wv.P99Ratio > noise.P99Threshold:
+		case mw.P < p.Alpha && wv.P99Ratio > p99T:
 			wv.ZeroImpact = No
 			wv.Reason = fmt.Sprintf("slower than the baseline: p = %.2g < %g and p99 %.1fms is %.2f× the baseline's %.1fms (> %.2f×, what its noise allows)",
-				mw.P, p.Alpha, wv.P99MS, wv.P99Ratio, baseP99, noise.P99Threshold)
-		case mw.P < p.Alpha && wv.P50Ratio > noise.P50Threshold:
+				mw.P, p.Alpha, wv.P99MS, wv.P99Ratio, baseP99, p99T)
+		case mw.P < p.Alpha && wv.P50Ratio > p50T:
 			wv.ZeroImpact = No
 			wv.Reason = fmt.Sprintf("slower than the baseline: p = %.2g < %g and the median %.1fms is %.2f× the baseline's %.1fms (> %.2f×, what its noise allows)",
-				mw.P, p.Alpha, wv.P50MS, wv.P50Ratio, baseP50, noise.P50Threshold)
+				mw.P, p.Alpha, wv.P50MS, wv.P50Ratio, baseP50, p50T)
 		default:
 			wv.ZeroImpact = Yes
 			wv.Reason = fmt.Sprintf("p = %.2g, p99 %.2f×, median %.2f× and rate %.2f× the baseline's (impact above %.2f×, %.2f×, below %.2f×)",
-				mw.P, wv.P99Ratio, wv.P50Ratio, wv.RateRatio, noise.P99Threshold, noise.P50Threshold, noise.RateThreshold)
+				mw.P, wv.P99Ratio, wv.P50Ratio, wv.RateRatio, p99T, p50T, rateT)
+		}
+		if wv.ZeroImpact != Insufficient {
+			wv.Reason += machine
 		}
 		if wv.ZeroImpact == Insufficient {
 			v.Insufficient++
@@ -307,6 +343,18 @@ func Judge(samples []traffic.Sample, baseFrom, baseTo time.Time, windows []timel
 		v.Reason += fmt.Sprintf(" (%d of %d windows too short or sparse to judge)", v.Insufficient, len(windows))
 	}
 	return v
+}
+
+// controlIn is the control's ratios in window w against its baseline
+// (sorted latencies and rate), or nil without enough of it.
+func controlIn(control []traffic.Sample, base []float64, baseRate float64, w timeline.Window, minSamples int) *Control {
+	lat := latencies(control, w.From, w.To, nil)
+	if len(lat) < minSamples || len(base) < minSamples || baseRate <= 0 || Quantile(base, 0.5) <= 0 {
+		return nil
+	}
+	sort.Float64s(lat)
+	return &Control{Requests: len(lat), P50Ratio: Quantile(lat, 0.5) / Quantile(base, 0.5), P99Ratio: Quantile(lat, 0.99) / Quantile(base, 0.99),
+		RateRatio: rate(control, w.From, w.To) / baseRate}
 }
 
 // rate is the requests (failed ones too) started in [from, to) a second.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/proof"
 
+	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/proof/cpuburn"
 	"github.com/ferry-upgrade/ferry/internal/proof/impact"
@@ -269,7 +270,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	tctx, stopTraffic := context.WithCancel(ctx)
 	lbURL := cl.LB
 	rec, done := traffic.Start(tctx, traffic.Config{BaseURL: lbURL, Concurrency: o.Concurrency, Rate: o.Rate, WriteShare: 0.5, Seed: o.Seed})
-	stopT := func() { stopTraffic(); <-done }
+	// The control: the load balancer's admin API, on the same machine
+	// and untouched by the upgrade, tells a machine that got busier
+	// from an upgrade that hurt the clients (impact.JudgeWithControl).
+	ctl, ctlDone := traffic.Start(tctx, controlTraffic(cl.LBAdmin, o.Seed))
+	stopT := func() { stopTraffic(); <-done; <-ctlDone }
 	baseStart := time.Now()
 	if !sleepCtx(ctx, o.Baseline) { // the baseline the verdict compares with
 		stopT()
@@ -336,9 +341,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			rep.States = append(rep.States, w.Name)
 		}
 	}
-	rep.Verdict = impact.Judge(samples, baseStart, upStart, windows, impact.Policy{})
+	control := ctl.Samples()
+	rep.Verdict = impact.JudgeWithControl(samples, control, baseStart, upStart, windows, impact.Policy{})
 	if o.NaiveRestart {
-		rep.NaiveRestart = naive.report(samples, impact.Policy{})
+		rep.NaiveRestart = naive.report(samples, control, impact.Policy{})
 	}
 	if o.HTML != "" {
 		f, err := os.Create(o.HTML)
@@ -364,6 +370,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.TotalS = time.Since(t0).Seconds()
 	failures(o.Out, samples, upStart, upEnd)
 	return rep, nil
+}
+
+// controlTraffic is the control's requests: 50 a second from one
+// client to the load balancer's list of backends.
+func controlTraffic(lbAdmin string, seed uint64) traffic.Config {
+	return traffic.Config{Targets: []string{lbAdmin}, Concurrency: 1, Rate: 50, Seed: seed,
+		Requests: []config.TrafficRequest{{Name: "control", Method: http.MethodGet, Path: "/admin/backends", Share: 1}}}
 }
 
 // windowStats is what clients saw in each window, its times in seconds

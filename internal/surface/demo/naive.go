@@ -89,12 +89,12 @@ func restartNaively(ctx context.Context, cl *Cluster, eng *engine.Engine, versio
 	return r, nil
 }
 
-// report judges the naive restart in samples, with the policy that
-// judged ferry's upgrade.
-func (r naiveRun) report(samples []traffic.Sample, p impact.Policy) *NaiveRestart {
+// report judges the naive restart in samples, with the control and
+// the policy that judged ferry's upgrade.
+func (r naiveRun) report(samples, control []traffic.Sample, p impact.Policy) *NaiveRestart {
 	n := &NaiveRestart{Members: r.members, Baseline: traffic.Summarize(samples, r.baseFrom, r.baseTo),
 		Requests: traffic.Summarize(samples, r.baseTo, r.end), DurationS: r.end.Sub(r.baseTo).Seconds(),
-		Verdict: impact.Judge(samples, r.baseFrom, r.baseTo, r.windows, p)}
+		Verdict: impact.JudgeWithControl(samples, control, r.baseFrom, r.baseTo, r.windows, p)}
 	n.Windows = windowStats(samples, r.windows, r.baseTo)
 	return n
 }
