@@ -106,9 +106,9 @@ type WindowVerdict struct {
 	Failed       int     `json:"failed"`
 	P50MS        float64 `json:"p50_ms"`
 	P99MS        float64 `json:"p99_ms"`
-	P50Ratio     float64 `json:"p50_ratio"` // to the baseline's median
+	P50Ratio     float64 `json:"p50_ratio"`  // to the baseline's median
 	RateRatio    float64 `json:"rate_ratio"` // requests a second, to the baseline's
-	P99Ratio     float64 `json:"p99_ratio"` // to the baseline's p99
+	P99Ratio     float64 `json:"p99_ratio"`  // to the baseline's p99
 	U            float64 `json:"u"`
 	PValue       float64 `json:"p_value"`
 	ZeroDowntime bool    `json:"zero_downtime"`
@@ -150,8 +150,8 @@ type Noise struct {
 
 // ChunkRatio is one chunk of the baseline against the whole of it.
 type ChunkRatio struct {
-	FromS    float64 `json:"from_s"` // from the baseline's start
-	Requests int     `json:"requests"`
+	FromS     float64 `json:"from_s"` // from the baseline's start
+	Requests  int     `json:"requests"`
 	P50Ratio  float64 `json:"p50_ratio"`
 	P99Ratio  float64 `json:"p99_ratio"`
 	RateRatio float64 `json:"rate_ratio"`

@@ -335,7 +335,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.Pace = u.Pace(upEnd)
 	rep.LowerBoundS, rep.BoundRatio = rep.Pace.LowerBoundS, rep.Pace.BoundRatio
 	windows := timeline.Windows(u, evs, upEnd)
-	rep.Windows = windowStats(samples, windows, upStart)
+	rep.Windows = proof.WindowsOf(samples, windows, upStart)
 	for _, w := range windows {
 		if w.Kind == timeline.KindState {
 			rep.States = append(rep.States, w.Name)
@@ -377,17 +377,6 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 func controlTraffic(lbAdmin string, seed uint64) traffic.Config {
 	return traffic.Config{Targets: []string{lbAdmin}, Concurrency: 1, Rate: 50, Seed: seed,
 		Requests: []config.TrafficRequest{{Name: "control", Method: http.MethodGet, Path: "/admin/backends", Share: 1}}}
-}
-
-// windowStats is what clients saw in each window, its times in seconds
-// from start.
-func windowStats(samples []traffic.Sample, windows []timeline.Window, start time.Time) []WindowStats {
-	out := make([]WindowStats, 0, len(windows))
-	for _, w := range windows {
-		out = append(out, WindowStats{Name: w.Name, Kind: string(w.Kind), FromS: w.From.Sub(start).Seconds(),
-			ToS: w.To.Sub(start).Seconds(), Requests: traffic.Summarize(samples, w.From, w.To)})
-	}
-	return out
 }
 
 // failures prints the first few failed requests, if any.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/proof"
 	"github.com/ferry-upgrade/ferry/internal/proof/impact"
 	"github.com/ferry-upgrade/ferry/internal/proof/timeline"
 	"github.com/ferry-upgrade/ferry/internal/proof/traffic"
@@ -95,6 +96,6 @@ func (r naiveRun) report(samples, control []traffic.Sample, p impact.Policy) *Na
 	n := &NaiveRestart{Members: r.members, Baseline: traffic.Summarize(samples, r.baseFrom, r.baseTo),
 		Requests: traffic.Summarize(samples, r.baseTo, r.end), DurationS: r.end.Sub(r.baseTo).Seconds(),
 		Verdict: impact.JudgeWithControl(samples, control, r.baseFrom, r.baseTo, r.windows, p)}
-	n.Windows = windowStats(samples, r.windows, r.baseTo)
+	n.Windows = proof.WindowsOf(samples, r.windows, r.baseTo)
 	return n
 }
