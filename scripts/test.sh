@@ -51,5 +51,5 @@ t=$SECONDS
 # min with other work at load 15).
 go test -count=1 -race -timeout 20m ./internal/core/upgrade/ ./internal/core/plan/ ./internal/core/config/ ./internal/run/health/ ./internal/run/store/ ./internal/core/strategy/ \
 	./internal/run/engine/ ./internal/substrate/sim/ ./internal/substrate/agent/... ./internal/surface/server/ ./internal/surface/controller/ ./internal/substrate/process/ ./internal/substrate/ssh/ ./internal/proof/traffic/ \
-	./internal/proof/ ./internal/testenv/extension/
+	./internal/proof/ ./internal/proof/cpuburn/ ./internal/testenv/extension/
 lap "the race detector run" "$t"

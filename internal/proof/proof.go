@@ -260,10 +260,7 @@ func (s *Session) Report(ctx context.Context, u upgrade.Upgrade, evs []store.Eve
 		tr := &TrafficReport{Targets: s.spec.Targets, Rate: s.spec.Rate, Concurrency: s.spec.Concurrency, Seed: s.spec.Seed,
 			Baseline: traffic.Summarize(src.samples, s.began, start), Requests: traffic.Summarize(src.samples, start, end), Verdict: v}
 		tr.Achieved = traffic.AchievedRate(tr.Requests.Total, end.Sub(start), s.spec.Rate)
-		for _, w := range windows {
-			tr.Windows = append(tr.Windows, Window{Name: w.Name, Kind: string(w.Kind), FromS: w.From.Sub(start).Seconds(),
-				ToS: w.To.Sub(start).Seconds(), Requests: traffic.Summarize(src.samples, w.From, w.To)})
-		}
+		tr.Windows = WindowsOf(src.samples, windows, start)
 		if verify {
 			acked := s.rec.Acked()
 			if n, lost, ok := traffic.VerifyWrites(ctx, s.cfg, acked); ok {
@@ -273,6 +270,17 @@ func (s *Session) Report(ctx context.Context, u upgrade.Upgrade, evs []store.Eve
 		r.Traffic = tr
 	}
 	return r
+}
+
+// WindowsOf is what clients saw in each window, its times in seconds
+// from start.
+func WindowsOf(samples []traffic.Sample, windows []timeline.Window, start time.Time) []Window {
+	out := make([]Window, 0, len(windows))
+	for _, w := range windows {
+		out = append(out, Window{Name: w.Name, Kind: string(w.Kind), FromS: w.From.Sub(start).Seconds(),
+			ToS: w.To.Sub(start).Seconds(), Requests: traffic.Summarize(samples, w.From, w.To)})
+	}
+	return out
 }
 
 func first(s []string, n int) []string {

@@ -157,8 +157,18 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 			}
 		}
 	}
-	if mi, ok := onceAt[StageMigrate]; ok && lastPhase > mi {
-		v.add(at(index("flow", mi)), index(fpath, mi), "migrate comes before the phase of %s (%s): migrate runs once every member runs the release", r.Flow[lastPhase].Component, index(fpath, lastPhase))
+	// Migrate runs the release's own code against the data through the
+	// migrations' component: its members must run the release first.
+	// Other components may follow (Glance's API nodes are restarted
+	// after the online data migration); without a component named,
+	// every member must.
+	if mi, ok := onceAt[StageMigrate]; ok {
+		comp := r.Migrations.Component
+		if p, named := phaseAt[comp]; comp != "" && named && p > mi {
+			v.add(at(index("flow", mi)), index(fpath, mi), "migrate comes before the phase of %s (%s): migrate runs once the members of its component (migrations.component: %s) run the release", comp, index(fpath, p), comp)
+		} else if comp == "" && lastPhase > mi {
+			v.add(at(index("flow", mi)), index(fpath, mi), "migrate comes before the phase of %s (%s): migrate runs once every member runs the release", r.Flow[lastPhase].Component, index(fpath, lastPhase))
+		}
 	}
 	if f, ok := onceAt[StageFinalize]; ok && noReturn > f {
 		v.add(at(index("flow", noReturn)+".point_of_no_return"), index(fpath, noReturn)+".point_of_no_return",

@@ -521,7 +521,12 @@ type TrafficRequest struct {
 // Verdict holds the thresholds of the zero-impact verdict: a window is
 // impacted when its latencies are worse than the baseline's at level
 // Alpha (one-sided Mann-Whitney U) and its p99 is above P99Ratio times
-// the baseline's; a window with fewer than MinRequests is insufficient.
+// the baseline's (or its median above 2 times), raised to 1.25 times
+// what the baseline's own 1 s chunks showed when that is higher, or
+// when its request rate fell below half the baseline's (or below what
+// the chunks showed); a window with fewer than MinRequests, shorter
+// than a chunk, or judged against a baseline with fewer than 4 chunks
+// of MinRequests is insufficient (docs/report.md).
 type Verdict struct {
 	Alpha       float64 `yaml:"alpha"`        // default 0.01
 	P99Ratio    float64 `yaml:"p99_ratio"`    // default 1.5
@@ -907,8 +912,10 @@ type Migrations struct {
 	Component string `yaml:"component"`
 	// Expand runs before any member runs the release (pin the old format).
 	Expand []Call `yaml:"expand"`
-	// Migrate runs once every member runs the release, repeated until it
-	// passes.
+	// Migrate runs once the members of Component run the release (in a
+	// flow, it may come before other components' phases, as Glance's
+	// data migration comes before its API nodes' restart), repeated
+	// until it passes.
 	Migrate []Call `yaml:"migrate"`
 	// Finalize moves the pin to the release: the point of no return.
 	Finalize []Call `yaml:"finalize"`

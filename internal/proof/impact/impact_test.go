@@ -97,40 +97,241 @@ func FuzzMannWhitney(f *testing.F) {
 	})
 }
 
+// load is synthetic traffic: rate requests a second over [from, to)
+// seconds after t0, each with the latency lat(i, at) gives (ms), the
+// failed ones not OK.
+type load struct {
+	from, to float64
+	rate     int
+	lat      func(rng *rand.Rand, at float64) float64
+	failed   int
+}
+
+// steady is latency like the sample's on a quiet machine: 5 to 7 ms.
+func steady(scale float64) func(*rand.Rand, float64) float64 {
+	return func(rng *rand.Rand, _ float64) float64 { return scale * (5 + 2*rng.Float64()) }
+}
+
+// spiky is steady with a few requests stalled to 20–25 ms in the
+// seconds listed (a loaded machine's scheduler stalls: too few to move
+// the whole baseline's p99, enough to make one second's).
+func spiky(scale float64, every int, at ...int) func(*rand.Rand, float64) float64 {
+	in := map[int]bool{}
+	for _, s := range at {
+		in[s] = true
+	}
+	n := 0
+	return func(rng *rand.Rand, t float64) float64 {
+		n++
+		if in[int(t)] && n%every == 0 {
+			return 20 + 5*rng.Float64()
+		}
+		return scale * (5 + 2*rng.Float64())
+	}
+}
+
+func makeSamples(t0 time.Time, seed uint64, loads ...load) []traffic.Sample {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	var out []traffic.Sample
+	for _, l := range loads {
+		n := int((l.to - l.from) * float64(l.rate))
+		for i := 0; i < n; i++ {
+			at := l.from + float64(i)/float64(l.rate)
+			ms := l.lat(rng, at)
+			out = append(out, traffic.Sample{Start: t0.Add(time.Duration(at * float64(time.Second))), Latency: time.Duration(ms * float64(time.Millisecond)), OK: i >= l.failed})
+		}
+	}
+	return out
+}
+
+// TestJudge: each case is a baseline and the upgrade's windows in
+// synthetic traffic, and the verdict wanted per window. The loaded
+// machine cases are those a fixed threshold got wrong: a window that
+// catches the same scheduler stalls as some baseline seconds had is
+// not impact (the fixed 1.5× p99 rule called it impacted); a window
+// whose every request is three times slower still is, though the
+// stalls raised the p99 threshold past 3×.
 func TestJudge(t *testing.T) {
 	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	rng := rand.New(rand.NewPCG(1, 2))
-	var samples []traffic.Sample
-	add := func(from, n int, ms float64, ok bool) {
-		for i := 0; i < n; i++ {
-			lat := time.Duration((ms + rng.Float64()*2) * float64(time.Millisecond))
-			samples = append(samples, traffic.Sample{Start: t0.Add(time.Duration(from)*time.Second + time.Duration(i)*time.Millisecond), Latency: lat, OK: ok})
-		}
+	win := func(name string, from, to float64) timeline.Window {
+		return timeline.Window{Name: name, Kind: timeline.KindState, From: t0.Add(time.Duration(from * float64(time.Second))), To: t0.Add(time.Duration(to * float64(time.Second)))}
 	}
-	add(0, 300, 5, true)  // baseline [0s, 1s)
-	add(1, 300, 5, true)  // kv: like the baseline
-	add(2, 300, 15, true) // api: three times slower
-	add(3, 5, 5, true)    // migrating: too few
-	add(4, 300, 5, true)  // contracting: one failure
-	add(4, 1, 5, false)
-	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	ws := []timeline.Window{{Name: "upgrading-kv", Kind: timeline.KindState, From: at(1), To: at(2)},
-		{Name: "upgrading-api", Kind: timeline.KindState, From: at(2), To: at(3)},
-		{Name: "migrating", Kind: timeline.KindState, From: at(3), To: at(4)},
-		{Name: "contracting", Kind: timeline.KindState, From: at(4), To: at(5)}}
-	v := Judge(samples, at(0), at(1), ws, Policy{})
-	want := []struct {
+	type want struct {
 		impact   string
 		downtime bool
-	}{{Yes, true}, {No, true}, {Insufficient, true}, {Yes, false}}
-	for i, w := range want {
-		got := v.Windows[i]
-		if got.ZeroImpact != w.impact || got.ZeroDowntime != w.downtime {
-			t.Errorf("%s: zero impact %s, zero downtime %v; want %s, %v (%s)", got.Name, got.ZeroImpact, got.ZeroDowntime, w.impact, w.downtime, got.Reason)
-		}
+		reason   string // a part of the window's reason
 	}
-	if v.ZeroDowntime || v.ZeroImpact || !strings.Contains(v.Reason, "upgrading-api: slower than the baseline") {
-		t.Errorf("overall: downtime %v impact %v: %s", v.ZeroDowntime, v.ZeroImpact, v.Reason)
+	cases := []struct {
+		name     string
+		baseline float64 // seconds from t0
+		loads    []load
+		windows  []timeline.Window
+		want     []want
+		overall  string // a part of the verdict's reason
+	}{
+		{
+			name: "quiet machine", baseline: 10,
+			loads: []load{{0, 10, 200, steady(1), 0}, {10, 12, 200, steady(1), 0}, {12, 14, 200, steady(3), 0},
+				{14, 14.5, 200, steady(1), 0}, {14.5, 16.5, 5, steady(1), 0}, {16.5, 18.5, 200, steady(1), 1}},
+			windows: []timeline.Window{win("upgrading-kv", 10, 12), win("upgrading-api", 12, 14), win("migrating", 14, 14.5),
+				win("a stall", 14.5, 16.5), win("contracting", 16.5, 18.5)},
+			want: []want{{Yes, true, "p99 1."}, {No, true, "is 3.00× the baseline"}, {Insufficient, true, "shorter than 1s"},
+				{No, true, "0.03× the baseline's 200/s (< 0.50×"}, {Yes, false, "1 request(s) failed"}},
+			overall: "requests failed, and upgrading-api: slower than the baseline",
+		},
+		{
+			name: "loaded machine: stalls the baseline had too", baseline: 10,
+			loads:   []load{{0, 10, 200, spiky(1, 50, 3, 7), 0}, {10, 12, 200, spiky(1.05, 50, 10, 11), 0}},
+			windows: []timeline.Window{win("upgrading-api", 10, 12)},
+			want:    []want{{Yes, true, "impact above"}},
+			overall: "no request failed",
+		},
+		{
+			name: "loaded machine: every request three times slower", baseline: 10,
+			loads:   []load{{0, 10, 200, spiky(1, 50, 3, 7), 0}, {10, 12, 200, steady(3), 0}},
+			windows: []timeline.Window{win("upgrading-api", 10, 12)},
+			want:    []want{{No, true, "the median"}},
+			overall: "upgrading-api: slower than the baseline",
+		},
+		{
+			name: "loaded machine: the clients' rate wandered in the baseline too", baseline: 10,
+			loads:   []load{{0, 3, 200, steady(1), 0}, {3, 4, 80, steady(1), 0}, {4, 10, 200, steady(1), 0}, {10, 12, 90, steady(1), 0}},
+			windows: []timeline.Window{win("upgrading-api", 10, 12)},
+			want:    []want{{Yes, true, "rate 0.48×"}},
+			overall: "no request failed",
+		},
+		{
+			name: "light traffic: too few requests to judge latencies", baseline: 10,
+			loads:   []load{{0, 10, 25, steady(1), 0}, {10, 11, 15, steady(3), 0}},
+			windows: []timeline.Window{win("upgrading-api", 10, 11)},
+			want:    []want{{Insufficient, true, "15 requests in the window: fewer than 20"}},
+			overall: "no request failed",
+		},
+		{
+			name: "baseline too short to measure its noise", baseline: 3,
+			loads:   []load{{0, 3, 200, steady(1), 0}, {3, 5, 200, steady(3), 0}},
+			windows: []timeline.Window{win("upgrading-api", 3, 5)},
+			want:    []want{{Insufficient, true, "fewer than the 4 needed"}},
+			overall: "impact not judged",
+		},
+		{
+			name: "sparse samples (a metrics signal's, one a step): chunks of 2s hold 20", baseline: 10,
+			loads:   []load{{0, 10, 10, steady(1), 0}, {10, 11, 10, steady(3), 0}, {11, 15, 10, steady(3), 0}},
+			windows: []timeline.Window{win("upgrading-kv", 10, 11), win("upgrading-api", 11, 15)},
+			want:    []want{{Insufficient, true, "shorter than 2s"}, {No, true, "is 3.02× the baseline"}},
+			overall: "upgrading-api: slower than the baseline",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			samples := makeSamples(t0, 1, tc.loads...)
+			v := Judge(samples, t0, t0.Add(time.Duration(tc.baseline*float64(time.Second))), tc.windows, Policy{})
+			t.Logf("noise: %s", v.Noise.Reason)
+			for i, w := range tc.want {
+				got := v.Windows[i]
+				t.Logf("%s: %s: %s", got.Name, got.ZeroImpact, got.Reason)
+				if got.ZeroImpact != w.impact || got.ZeroDowntime != w.downtime || !strings.Contains(got.Reason, w.reason) {
+					t.Errorf("%s: zero impact %s, zero downtime %v (%s); want %s, %v, with %q", got.Name, got.ZeroImpact, got.ZeroDowntime, got.Reason, w.impact, w.downtime, w.reason)
+				}
+			}
+			if !strings.Contains(v.Reason, tc.overall) {
+				t.Errorf("overall: %s; want it to say %q", v.Reason, tc.overall)
+			}
+		})
+	}
+}
+
+// TestJudgeFixedThresholdWouldCry is the loaded-machine case against
+// the rule this verdict replaced: the window is significantly slower
+// (p < 0.01) and its p99 above 1.5× the baseline's, so a fixed 1.5×
+// threshold called it impacted; the baseline's own seconds with stalls
+// show that is the machine.
+func TestJudgeFixedThresholdWouldCry(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	samples := makeSamples(t0, 1, load{0, 10, 200, spiky(1, 50, 3, 7), 0}, load{10, 12, 200, spiky(1.05, 50, 10, 11), 0})
+	w := []timeline.Window{{Name: "upgrading-api", From: t0.Add(10 * time.Second), To: t0.Add(12 * time.Second)}}
+	v := Judge(samples, t0, t0.Add(10*time.Second), w, Policy{})
+	got := v.Windows[0]
+	t.Logf("window: p = %.2g, p99 %.2f×, median %.2f×; noise: %s", got.PValue, got.P99Ratio, got.P50Ratio, v.Noise.Reason)
+	if fixed := got.PValue < 0.01 && got.P99Ratio > 1.5; !fixed {
+		t.Fatalf("the case does not show the fixed rule's false alarm: p = %.2g, p99 %.2f×", got.PValue, got.P99Ratio)
+	}
+	if got.ZeroImpact != Yes || !v.ZeroImpact {
+		t.Errorf("judged %s (%s), want yes: the baseline had the same stalls", got.ZeroImpact, got.Reason)
+	}
+}
+
+// TestJudgeWithControl: a control (requests to something on the same
+// machine that the upgrade does not touch) tells a machine that got
+// busier after the baseline from an upgrade that hurt the clients.
+func TestJudgeWithControl(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	base := load{0, 10, 200, steady(1), 0}
+	ctlBase := load{0, 10, 50, steady(0.2), 0}
+	cases := []struct {
+		name    string
+		window  load // the service in [10, 13)
+		control []load
+		want    string
+		reason  string
+	}{
+		{"the machine got busier: service and control both 2.5× slower, at 0.45× the rate", load{10, 13, 90, steady(2.5), 0},
+			[]load{ctlBase, {10, 13, 22, steady(0.5), 0}}, Yes, "the control on the same machine: p99 2.49×"},
+		{"the same without a control", load{10, 13, 90, steady(2.5), 0}, nil, No, "0.45× the baseline's"},
+		{"the upgrade hurt: the service 2.5× slower, the control as before", load{10, 13, 200, steady(2.5), 0},
+			[]load{ctlBase, {10, 13, 50, steady(0.2), 0}}, No, "(> 1.50×, what its noise allows); the control on the same machine: p99 1.00×"},
+		{"a control too sparse in the window is no evidence", load{10, 13, 200, steady(2.5), 0},
+			[]load{ctlBase, {10, 13, 5, steady(0.5), 0}}, No, "what its noise allows)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			samples := makeSamples(t0, 3, base, tc.window)
+			var control []traffic.Sample
+			if tc.control != nil {
+				control = makeSamples(t0, 4, tc.control...)
+			}
+			w := []timeline.Window{{Name: "upgrading-api", Kind: timeline.KindState, From: t0.Add(10 * time.Second), To: t0.Add(13 * time.Second)}}
+			v := JudgeWithControl(samples, control, t0, t0.Add(10*time.Second), w, Policy{})
+			got := v.Windows[0]
+			t.Logf("%s: %s", got.ZeroImpact, got.Reason)
+			if got.ZeroImpact != tc.want || !strings.Contains(got.Reason, tc.reason) {
+				t.Errorf("judged %s (%s); want %s with %q", got.ZeroImpact, got.Reason, tc.want, tc.reason)
+			}
+		})
+	}
+}
+
+// TestMeasureNoise: a steady baseline's chunks sit near 1× (the floors
+// hold the thresholds at 1.5× and 2×); chunks with stalls raise the p99's
+// threshold to 1.25× the worst, not the median's; a partial last chunk
+// is left out.
+func TestMeasureNoise(t *testing.T) {
+	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name           string
+		lat            func(*rand.Rand, float64) float64
+		chunks         int
+		p99Min, p99Max float64 // the p99 threshold's bounds
+		p50Min, p50Max float64
+	}{
+		{"steady", steady(1), 10, 1.5, 1.5, 2, 2},
+		{"stalls in seconds 3 and 7", spiky(1, 50, 3, 7), 10, 3.5, 5, 2, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			samples := makeSamples(t0, 2, load{0, 10.5, 200, tc.lat, 0})
+			n := MeasureNoise(samples, t0, t0.Add(10500*time.Millisecond), Policy{})
+			t.Logf("%s", n.Reason)
+			if !n.Enough || len(n.Chunks) != tc.chunks {
+				t.Fatalf("enough %v with %d chunks; want %d", n.Enough, len(n.Chunks), tc.chunks)
+			}
+			if n.P99Threshold < tc.p99Min || n.P99Threshold > tc.p99Max || n.P50Threshold < tc.p50Min || n.P50Threshold > tc.p50Max {
+				t.Errorf("thresholds p99 %.2f, p50 %.2f; want p99 in [%g, %g], p50 in [%g, %g]", n.P99Threshold, n.P50Threshold, tc.p99Min, tc.p99Max, tc.p50Min, tc.p50Max)
+			}
+			if got := n.P99Threshold; n.WorstP99Ratio*1.25 > 1.5 && math.Abs(got-1.25*n.WorstP99Ratio) > 1e-9 {
+				t.Errorf("p99 threshold %.3f, want 1.25 × the worst chunk's %.3f", got, n.WorstP99Ratio)
+			}
+		})
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ferry-upgrade/ferry/internal/proof/cpuburn"
+	"github.com/ferry-upgrade/ferry/internal/proof/impact"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
 	"github.com/ferry-upgrade/ferry/internal/substrate/agent"
 	"github.com/ferry-upgrade/ferry/internal/surface/demo"
@@ -67,7 +69,8 @@ Plain HTTP beyond loopback is refused unless --insecure-listen.`,
 func demoCmd(g *globals) *cobra.Command {
 	var o demo.Options
 	var report string
-	var clusterOnly bool
+	var clusterOnly, glance, burn bool
+	var burnSeed uint64
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "start the sample cluster at 1.0.0, drive traffic through it, upgrade it to 2.0.0, report",
@@ -87,6 +90,14 @@ func demoCmd(g *globals) *cobra.Command {
 			}
 			if clusterOnly {
 				return demo.Serve(cmd.Context(), o)
+			}
+			if glance {
+				// Glance's zero-downtime and zero-impact gate: its
+				// order, then the naive restart judged the same way.
+				o.Flow, o.Migrations, o.NaiveRestart = demo.GlanceFlow, true, true
+			}
+			if burn {
+				o.Burn = &cpuburn.Config{Seed: burnSeed}
 			}
 			if o.HTML == "" && report != "" {
 				o.HTML = strings.TrimSuffix(report, ".json") + ".html"
@@ -113,6 +124,11 @@ func demoCmd(g *globals) *cobra.Command {
 	f.BoolVar(&o.Compare, "compare", false, "also upgrade the api tier naively (all at once; rolling without draining) on fresh clusters and compare")
 	f.BoolVar(&o.Direct, "direct", false, "drive the upgrade with an engine in this process instead of through a ferry server's API")
 	f.BoolVar(&o.Migrations, "migrations", true, "give 2.0.0 the kv store's migrations to its format 2 (expand, migrate, finalize, contract)")
+	f.BoolVar(&glance, "glance", false, "Glance's zero-impact gate: 2.0.0 in Glance's order (expand, kv, migrate, api drained one by one, contract), then every member restarted naively (killed and started, no drain) under the same traffic, both judged by the same verdict")
+	f.BoolVar(&o.NaiveRestart, "naive-restart", false, "after the upgrade, restart every member naively (kill and start, no drain, no wait) and judge it with the same verdict")
+	f.BoolVar(&burn, "burn", false, "load the machine with a CPU burner (2 goroutines spinning in random bursts) from before the baseline to the end: the verdict must not blame the upgrade")
+	f.Uint64Var(&burnSeed, "burn-seed", 0, "seed of the burner's bursts (0: from the clock; printed)")
+	f.DurationVar(&o.Baseline, "baseline", demo.DefaultBaseline, "traffic before the first member is touched: the verdict's reference, cut into 1s chunks to measure the machine's noise (at least 4s)")
 	f.BoolVar(&clusterOnly, "cluster-only", false, "start the sample cluster and keep it running (until Ctrl-C) to try ferry's commands by hand")
 	f.StringVar(&o.Dir, "dir", "", "work directory (default: a new temporary directory)")
 	f.BoolVar(&o.Keep, "keep", false, "keep the work directory")
@@ -144,16 +160,16 @@ func printDemo(g *globals, r *demo.Report, report string) {
 	fmt.Fprintf(w, "events recorded\t%d\n", r.Events)
 	fmt.Fprintf(w, "demo wall time\t%.1fs\n", r.TotalS)
 	w.Flush()
-	w = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	yes := map[bool]string{true: "yes", false: "NO"}
-	fmt.Fprintf(g.stdout, "zero downtime: %s; zero impact: %s (%s)\n", yes[r.Verdict.ZeroDowntime], yes[r.Verdict.ZeroImpact], r.Verdict.Reason)
-	fmt.Fprintln(w, "WINDOW\tFROM\tTO\tREQUESTS\tFAILED\tP50\tP99\tP99/BASE\tP-VALUE\tZERO IMPACT")
-	for i, x := range r.Windows {
-		wv := r.Verdict.Windows[i]
-		fmt.Fprintf(w, "%s\t%.1fs\t%.1fs\t%d\t%d\t%.1fms\t%.1fms\t%.2f\t%.2g\t%s\n", x.Name, x.FromS, x.ToS, x.Requests.Total, x.Requests.Failed,
-			x.Requests.P50MS, x.Requests.P99MS, wv.P99Ratio, wv.PValue, wv.ZeroImpact)
+	if r.Burn != nil {
+		fmt.Fprintf(g.stdout, "%s: %d bursts, %.1fs of CPU spun\n", r.Burn.Config, r.Burn.Bursts, r.Burn.BusyS)
 	}
-	w.Flush()
+	fmt.Fprintf(g.stdout, "states: %s → %s\n", strings.Join(r.States, " → "), r.State)
+	printVerdict(g, "ferry's upgrade", r.Windows, r.Verdict)
+	if n := r.NaiveRestart; n != nil {
+		fmt.Fprintf(g.stdout, "\nthe naive restart on the same cluster (%s: each killed and started, no drain, no wait): %d requests, %d failed, p99 %.1fms (baseline %.1fms), healthy again after %.1fs\n",
+			strings.Join(n.Members, ", "), n.Requests.Total, n.Requests.Failed, n.Requests.P99MS, n.Baseline.P99MS, n.DurationS)
+		printVerdict(g, "the naive restart", n.Windows, n.Verdict)
+	}
 	if len(r.Naive) > 0 {
 		w = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "API TIER UPGRADED BY\tREQUESTS\tFAILED\tP50\tP99\tMAX\tTOOK")
@@ -176,6 +192,26 @@ func printDemo(g *globals, r *demo.Report, report string) {
 	if report != "" {
 		fmt.Fprintf(g.stdout, "report written to %s (and %s)\n", report, strings.TrimSuffix(report, ".json")+".html")
 	}
+}
+
+// printVerdict prints one verdict: the noise its thresholds came from,
+// the whole, and window by window.
+func printVerdict(g *globals, what string, windows []demo.WindowStats, v impact.Verdict) {
+	yes := map[bool]string{true: "yes", false: "NO"}
+	fmt.Fprintf(g.stdout, "%s: zero downtime: %s; zero impact: %s (%s)\n", what, yes[v.ZeroDowntime], yes[v.ZeroImpact], v.Reason)
+	fmt.Fprintf(g.stdout, "  baseline: %d requests, p50 %.1fms, p99 %.1fms; noise: %s\n", v.Baseline.Total, v.Baseline.P50MS, v.Baseline.P99MS, v.Noise.Reason)
+	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "WINDOW\tFROM\tTO\tREQUESTS\tFAILED\tP50\tP99\tP50/BASE\tP99/BASE\tRATE/BASE\tCONTROL P99/BASE\tP-VALUE\tZERO IMPACT")
+	for i, x := range windows {
+		wv := v.Windows[i]
+		ctl := "-"
+		if wv.Control != nil {
+			ctl = fmt.Sprintf("%.2f", wv.Control.P99Ratio)
+		}
+		fmt.Fprintf(w, "%s\t%.1fs\t%.1fs\t%d\t%d\t%.1fms\t%.1fms\t%.2f\t%.2f\t%.2f\t%s\t%.2g\t%s\n", x.Name, x.FromS, x.ToS, x.Requests.Total, x.Requests.Failed,
+			x.Requests.P50MS, x.Requests.P99MS, wv.P50Ratio, wv.P99Ratio, wv.RateRatio, ctl, wv.PValue, wv.ZeroImpact)
+	}
+	w.Flush()
 }
 
 func writeJSON(path string, v any) error {

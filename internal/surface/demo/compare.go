@@ -51,7 +51,7 @@ func Compare(ctx context.Context, o Options, bins map[string]string, dir string)
 }
 
 func compareOne(ctx context.Context, o Options, bins map[string]string, dir string, mode Naive) (Comparison, error) {
-	o.Migrations = false // the naive ways know nothing of them
+	o.Migrations, o.Flow = false, "" // the naive ways know nothing of them
 	cl, err := StartCluster(ctx, ClusterOptions{Dir: dir, Self: o.Self, Start: o.From, Logger: o.Logger, Releases: o.releases(bins)})
 	if err != nil {
 		return Comparison{}, err

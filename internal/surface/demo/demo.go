@@ -26,7 +26,9 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/proof"
 
+	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+	"github.com/ferry-upgrade/ferry/internal/proof/cpuburn"
 	"github.com/ferry-upgrade/ferry/internal/proof/impact"
 	"github.com/ferry-upgrade/ferry/internal/proof/timeline"
 	"github.com/ferry-upgrade/ferry/internal/proof/traffic"
@@ -67,8 +69,35 @@ type Options struct {
 	// Compare also upgrades the api tier naively (all at once, rolling
 	// without draining) on fresh clusters, for the report's comparison.
 	Compare bool
+	// Flow is release To's flow (YAML, flow style), or empty for the
+	// default order; GlanceFlow is Glance's.
+	Flow string
+	// Baseline is how long traffic runs before the first member is
+	// touched (default DefaultBaseline): the verdict's reference and
+	// the measure of the machine's noise.
+	Baseline time.Duration
+	// NaiveRestart, after ferry's upgrade, restarts every member again
+	// the naive way on the same cluster under the same traffic, and
+	// judges it with the same verdict (Report.NaiveRestart).
+	NaiveRestart bool
+	// Burn, if set, runs a CPU burner from before the baseline to the
+	// end of the traffic: the verdict on a machine busy with other work.
+	Burn *cpuburn.Config
+	// OnEvent, if set, sees every event of the upgrade as it happens.
+	OnEvent func(store.Event)
 	Logger  *slog.Logger
 }
+
+// DefaultBaseline is the demo's baseline: ten of the verdict's 1 s
+// chunks, for a measure of the machine's noise.
+const DefaultBaseline = 10 * time.Second
+
+// GlanceFlow is release 2.0.0's flow in the order of Glance's rolling
+// upgrade (glance-rolling-upgrades.txt), the kv store standing for
+// its database: expand, the database's members, the online data
+// migration, then the api members restarted in a rolling way, each
+// drained from the load balancer first, then finalize and contract.
+const GlanceFlow = `[{stage: expand}, {stage: phase, component: kv}, {stage: migrate}, {stage: phase, component: api}, {stage: finalize}, {stage: contract}]`
 
 // Report is the demo's result, written as JSON by 'ferry demo --report'.
 type Report struct {
@@ -99,6 +128,14 @@ type Report struct {
 	// Naive is what the same clients saw when the api tier was upgraded
 	// without ferry (with --compare).
 	Naive []Comparison `json:"naive,omitempty"`
+	// States are the upgrade's states in the order it went through them
+	// (from its events), the terminal one left out.
+	States []string `json:"states"`
+	// NaiveRestart is the naive restart after ferry's upgrade, judged
+	// the same way (with --naive-restart).
+	NaiveRestart *NaiveRestart `json:"naive_restart,omitempty"`
+	// Burn is the CPU burner's parameters and what it did (with --burn).
+	Burn *Burn `json:"burn,omitempty"`
 	// DrivenBy says what drove the upgrade: "server" (a ferry server on
 	// loopback, Server, as its answer to POST /v1/upgrade said), or
 	// "demo" (an engine in the demo's own process, --direct).
@@ -110,6 +147,13 @@ type Report struct {
 	LowerBoundS float64      `json:"lower_bound_s"`
 	BoundRatio  float64      `json:"bound_ratio"`
 	Pace        upgrade.Pace `json:"pace"`
+}
+
+// Burn is a CPU burner's run.
+type Burn struct {
+	Config string  `json:"config"`
+	Bursts int64   `json:"bursts"`
+	BusyS  float64 `json:"busy_s"` // spinning, summed over its workers
 }
 
 // WindowStats is the client traffic of one window of the upgrade (the
@@ -154,6 +198,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Seed == 0 {
 		o.Seed = uint64(time.Now().UnixNano())
 	}
+	if o.Baseline <= 0 {
+		o.Baseline = DefaultBaseline
+	}
 	dir := o.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "ferry-demo-")
@@ -189,8 +236,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	say("agent and members up, cluster healthy after %s", time.Since(start).Round(time.Millisecond))
 	var onEvent func(store.Event)
 	direct := o.Direct || o.Serve == nil
+	seen := func(ev store.Event) {
+		live(o.Out, t0, ev)
+		if o.OnEvent != nil {
+			o.OnEvent(ev)
+		}
+	}
 	if direct {
-		onEvent = func(ev store.Event) { live(o.Out, t0, ev) }
+		onEvent = seen
 	}
 	eng, st, err := cl.Engine(o.Logger, onEvent)
 	if err != nil {
@@ -207,18 +260,23 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		say("ferry server on %s: dashboard %s/dashboard/ (token in %s)", srv.url, srv.url, filepath.Join(cl.DataDir, "api-token"))
 	}
 
+	var burn *cpuburn.Burner
+	if o.Burn != nil {
+		burn = cpuburn.Start(ctx, *o.Burn)
+		say("%s", burn.Config())
+		defer burn.Stop()
+	}
 	// Traffic runs from before the first member is touched to after the last.
 	tctx, stopTraffic := context.WithCancel(ctx)
-	var rec *traffic.Recorder
-	done := make(chan struct{})
 	lbURL := cl.LB
-	go func() {
-		defer close(done)
-		rec = traffic.Run(tctx, traffic.Config{BaseURL: lbURL, Concurrency: o.Concurrency, Rate: o.Rate, WriteShare: 0.5, Seed: o.Seed})
-	}()
-	stopT := func() { stopTraffic(); <-done }
+	rec, done := traffic.Start(tctx, traffic.Config{BaseURL: lbURL, Concurrency: o.Concurrency, Rate: o.Rate, WriteShare: 0.5, Seed: o.Seed})
+	// The control: the load balancer's admin API, on the same machine
+	// and untouched by the upgrade, tells a machine that got busier
+	// from an upgrade that hurt the clients (impact.JudgeWithControl).
+	ctl, ctlDone := traffic.Start(tctx, controlTraffic(cl.LBAdmin, o.Seed))
+	stopT := func() { stopTraffic(); <-done; <-ctlDone }
 	baseStart := time.Now()
-	if !sleepCtx(ctx, 5*time.Second) { // the baseline the verdict compares with
+	if !sleepCtx(ctx, o.Baseline) { // the baseline the verdict compares with
 		stopT()
 		return nil, ctx.Err()
 	}
@@ -232,10 +290,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			u, runErr = eng.Run(ctx)
 		}
 	} else {
-		u, runErr = srv.run(ctx, o.To, func(ev store.Event) { live(o.Out, t0, ev) })
+		u, runErr = srv.run(ctx, o.To, seen)
 	}
 	upEnd := time.Now()
 	sleepCtx(ctx, time.Second)
+	var naive naiveRun
+	if runErr == nil && o.NaiveRestart {
+		if naive, runErr = restartNaively(ctx, cl, eng, o.To, o.Baseline, say); runErr == nil {
+			sleepCtx(ctx, time.Second)
+		}
+	}
 	stopT()
 	if runErr != nil {
 		return nil, runErr
@@ -245,6 +309,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		DurationS: upEnd.Sub(upStart).Seconds(), Seed: o.Seed, DrivenBy: "demo"}
 	if srv != nil {
 		rep.DrivenBy, rep.Server = srv.drivenBy, srv.url
+	}
+	if burn != nil {
+		st := burn.Stop()
+		rep.Burn = &Burn{Config: burn.Config().String(), Bursts: st.Bursts, BusyS: st.Busy.Seconds()}
 	}
 	samples := rec.Samples()
 	rep.Requests = traffic.Summarize(samples, upStart, upEnd)
@@ -267,12 +335,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.Pace = u.Pace(upEnd)
 	rep.LowerBoundS, rep.BoundRatio = rep.Pace.LowerBoundS, rep.Pace.BoundRatio
 	windows := timeline.Windows(u, evs, upEnd)
+	rep.Windows = proof.WindowsOf(samples, windows, upStart)
 	for _, w := range windows {
-		rep.Windows = append(rep.Windows, WindowStats{Name: w.Name, Kind: string(w.Kind),
-			FromS: w.From.Sub(upStart).Seconds(), ToS: w.To.Sub(upStart).Seconds(),
-			Requests: traffic.Summarize(samples, w.From, w.To)})
+		if w.Kind == timeline.KindState {
+			rep.States = append(rep.States, w.Name)
+		}
 	}
-	rep.Verdict = impact.Judge(samples, baseStart, upStart, windows, impact.Policy{})
+	control := ctl.Samples()
+	rep.Verdict = impact.JudgeWithControl(samples, control, baseStart, upStart, windows, impact.Policy{})
+	if o.NaiveRestart {
+		rep.NaiveRestart = naive.report(samples, control, impact.Policy{})
+	}
 	if o.HTML != "" {
 		f, err := os.Create(o.HTML)
 		if err != nil {
@@ -297,6 +370,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	rep.TotalS = time.Since(t0).Seconds()
 	failures(o.Out, samples, upStart, upEnd)
 	return rep, nil
+}
+
+// controlTraffic is the control's requests: 50 a second from one
+// client to the load balancer's list of backends.
+func controlTraffic(lbAdmin string, seed uint64) traffic.Config {
+	return traffic.Config{Targets: []string{lbAdmin}, Concurrency: 1, Rate: 50, Seed: seed,
+		Requests: []config.TrafficRequest{{Name: "control", Method: http.MethodGet, Path: "/admin/backends", Share: 1}}}
 }
 
 // failures prints the first few failed requests, if any.
@@ -363,6 +443,7 @@ func (o Options) releases(bins map[string]string) []Release {
 	if o.Migrations && strings.HasPrefix(o.To, "2.") {
 		to.Migrations = KVMigrations
 	}
+	to.Flow = o.Flow
 	return []Release{{Version: o.From, Path: bins[o.From]}, to}
 }
 

@@ -17,7 +17,7 @@ import (
 // TestImpactRollsBack: a 2.0.0 whose api answers 200 ms slower is
 // healthy by every check, so only the clients notice. With ferry
 // judging each batch from the traffic it sees (Mann-Whitney against
-// the baseline, p99 ratio) and policy on_impact: rollback, an api batch
+// the baseline, p99 and median ratios, the clients' rate) and policy on_impact: rollback, an api batch
 // is judged impacted and the upgrade is rolled back.
 func TestImpactRollsBack(t *testing.T) {
 	if testing.Short() {
@@ -54,7 +54,9 @@ func TestImpactRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%s after %d batches judged: %s", u.State, judged, u.Reason)
-	if u.State != upgrade.StateRolledBack || !strings.HasPrefix(u.Reason, "impact: slower than the baseline") {
+	// 200 ms more a request at 4 clients also caps their rate at 20/s:
+	// the verdict may name the rate before the latency.
+	if u.State != upgrade.StateRolledBack || !(strings.HasPrefix(u.Reason, "impact: slower than the baseline") || strings.HasSuffix(u.Reason, "they waited on the service")) {
 		t.Fatalf("ended %s (%s), want rolled-back on impact", u.State, u.Reason)
 	}
 	var verdicts []string

@@ -42,7 +42,7 @@ func TestTrafficFromTheDescription(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, want := range []string{"baseline for 3s", "zero downtime: yes", "writes: "} {
+	for _, want := range []string{"baseline for 5s", "zero downtime: yes", "writes: "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
 		}
