@@ -12,13 +12,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+	"github.com/ferry-upgrade/ferry/internal/proof/traffic"
 	"github.com/ferry-upgrade/ferry/internal/surface/demo"
 	"github.com/ferry-upgrade/ferry/internal/surface/demo/loopback"
 	"github.com/ferry-upgrade/ferry/internal/testenv/sshtest"
@@ -168,6 +168,35 @@ func (st *stxCluster) lockedNow(t *testing.T) []string {
 		out = append(out, e.Name())
 	}
 	return out
+}
+
+// expectEnded checks the cluster after upgrade u ended in state want:
+// nothing owed, every member and every host's load on version, 0
+// failed requests and every acknowledged write read back, no host
+// locked (at the balancer or by the script), configuration changes
+// allowed again.
+func (st *stxCluster) expectEnded(t *testing.T, u upgrade.Upgrade, want upgrade.State, version string, rec *traffic.Recorder) {
+	t.Helper()
+	if u.State != want || len(u.Effects) > 0 {
+		t.Errorf("the upgrade: %s (%s), owing %v; want %s", u.State, u.Reason, u.Effects, want)
+	}
+	expectAllOn(t, st.Cluster, version)
+	for h, v := range st.loads(t) {
+		if v != version {
+			t.Errorf("host %s runs load %s, want %s", h, v, version)
+		}
+	}
+	if failed := failedRequests(rec); failed > 0 {
+		t.Errorf("%d of %d requests failed, want 0", failed, len(rec.Samples()))
+	}
+	t.Logf("%d requests, %d failed", len(rec.Samples()), failedRequests(rec))
+	checkWrites(t, st.Cluster, rec)
+	if left, err := lockedHosts(http.DefaultClient, st.Cluster); err != nil || len(left) > 0 || len(st.lockedNow(t)) > 0 {
+		t.Errorf("left locked: %v %v (%v)", left, st.lockedNow(t), err)
+	}
+	if err := st.configChange(); err != nil {
+		t.Errorf("a configuration change once the upgrade ended: %v", err)
+	}
 }
 
 // lockSets records each different set of hosts the balancer has locked
@@ -326,16 +355,8 @@ func TestStarlingXPlatformFlow(t *testing.T) {
 		t.Fatalf("ferry upgrade start: exit %d\n%s", code, out)
 	}
 	t.Logf("StarlingX's flow on 7 hosts in %s:\n%s", took.Round(time.Millisecond), out)
-	if failed := failedRequests(rec); failed > 0 {
-		t.Errorf("%d of %d requests failed, want 0", failed, len(rec.Samples()))
-	}
-	t.Logf("%d requests, %d failed", len(rec.Samples()), failedRequests(rec))
-	checkWrites(t, st.Cluster, rec)
-	expectAllOn(t, st.Cluster, "2.0.0")
 	u, _ = status(t, st.Cluster)
-	if u.State != upgrade.StateCompleted || len(u.Effects) > 0 {
-		t.Errorf("the upgrade: %s, owing %v", u.State, u.Effects)
-	}
+	st.expectEnded(t, u, upgrade.StateCompleted, "2.0.0", rec)
 
 	states := stateOrder(t, st, u.ID)
 	t.Logf("states: %s", strings.Join(states, " → "))
@@ -374,21 +395,10 @@ func TestStarlingXPlatformFlow(t *testing.T) {
 	if a := coordActive(t, st.Cluster); a != "coord-1" {
 		t.Errorf("the active coordinator after the upgrade: %q, want coord-1 (controller-1's)", a)
 	}
-	for h, v := range st.loads(t) {
-		if v != "2.0.0" {
-			t.Errorf("host %s runs load %s", h, v)
-		}
-	}
 	for h, ds := range st.dataLoads(t) {
 		if fmt.Sprint(ds) != "[2.0.0]" {
 			t.Errorf("host %s keeps platform data %v, want [2.0.0] (migrated, the 1.0.0 data removed at completing)", h, ds)
 		}
-	}
-	if err := st.configChange(); err != nil {
-		t.Errorf("a configuration change after the upgrade: %v", err)
-	}
-	if left, err := lockedHosts(http.DefaultClient, st.Cluster); err != nil || len(left) > 0 || len(st.lockedNow(t)) > 0 {
-		t.Errorf("left locked: %v %v (%v)", left, st.lockedNow(t), err)
 	}
 }
 
@@ -425,26 +435,7 @@ func TestStarlingXAbortBeforeNoReturn(t *testing.T) {
 	rec := stop()
 	t.Logf("ferry upgrade start: exit %d\n%s", code, out)
 	u, _ = status(t, st.Cluster)
-	if u.State != upgrade.StateRolledBack || len(u.Effects) > 0 {
-		t.Errorf("the upgrade: %s, owing %v", u.State, u.Effects)
-	}
-	expectAllOn(t, st.Cluster, "1.0.0")
-	for h, v := range st.loads(t) {
-		if v != "1.0.0" {
-			t.Errorf("host %s runs load %s after the abort", h, v)
-		}
-	}
-	if failed := failedRequests(rec); failed > 0 {
-		t.Errorf("%d of %d requests failed, want 0", failed, len(rec.Samples()))
-	}
-	t.Logf("%d requests, %d failed", len(rec.Samples()), failedRequests(rec))
-	checkWrites(t, st.Cluster, rec)
-	if left, err := lockedHosts(http.DefaultClient, st.Cluster); err != nil || len(left) > 0 || len(st.lockedNow(t)) > 0 {
-		t.Errorf("left locked: %v %v (%v)", left, st.lockedNow(t), err)
-	}
-	if err := st.configChange(); err != nil {
-		t.Errorf("a configuration change after the abort: %v", err)
-	}
+	st.expectEnded(t, u, upgrade.StateRolledBack, "1.0.0", rec)
 	t.Logf("states: %s", strings.Join(stateOrder(t, st, u.ID), " → "))
 	ran := readFile(t, filepath.Join(st.state, "commands.log"))
 	t.Logf("the hosts' commands:\n%s", ran)
@@ -462,57 +453,48 @@ func TestStarlingXAbortBeforeNoReturn(t *testing.T) {
 }
 
 // TestStarlingXKilledResumes: examples/starlingx on seven namespace
-// hosts, upgraded under client traffic while ferry is SIGKILLed 0.3 to
-// 4 s after each start (the moments drawn from a seed, printed;
-// FERRY_KILL_SEED reproduces them) and resumed with 'ferry upgrade
-// resume', until the upgrade ends (killStorm). It must complete, with
-// every member and host on 2.0.0, nothing owed in the journal, nothing
-// locked, configuration changes allowed again, 0 failed requests and
-// every acknowledged write read back; it is killed at least
-// FERRY_STX_KILLS times (default 3).
+// hosts, upgraded under client traffic while ferry is SIGKILLed at
+// FERRY_STX_KILLS moments (default 10), each 0.3 to 2 s after a start
+// (drawn from a seed, printed; FERRY_KILL_SEED reproduces them), and
+// resumed with 'ferry upgrade resume' each time; the last resume goes
+// to the end (killStorm). It must complete, killed that many times,
+// with every member and host on 2.0.0, nothing owed in the journal,
+// nothing locked, configuration changes allowed again, 0 failed
+// requests and every acknowledged write read back.
 func TestStarlingXKilledResumes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: starts a real cluster on namespace hosts")
 	}
-	least := envCount(t, "FERRY_STX_KILLS", 3)
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("FERRY_KILL_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("FERRY_KILL_SEED: %v", err)
-		}
-		seed = v
-	}
+	least := envCount(t, "FERRY_STX_KILLS", 10)
+	seed := killSeed(t)
 	t.Logf("seed %d (FERRY_KILL_SEED=%d reproduces the kill points)", seed, seed)
 	st := startStarlingX(t)
 	stop := clientTraffic(st.Cluster, seed)
 	began := time.Now()
-	kills := killStorm(t, st.Cluster, rand.New(rand.NewPCG(seed, 1)), "2.0.0")
+	rng, moments := rand.New(rand.NewPCG(seed, 1)), 0
+	var where []string // the state and the hosts in flight at each kill
+	kills := killStorm(t, st.Cluster, "2.0.0", func() time.Duration {
+		if u, ok := status(t, st.Cluster); ok && moments > 0 {
+			at := u.State.String()
+			for _, h := range sortedHostNames(u) {
+				if hm := u.Hosts[h]; hm.Step != upgrade.HostPending && hm.Step != upgrade.HostDone {
+					at += " " + h + ":" + string(hm.Step)
+				}
+			}
+			where = append(where, at)
+		}
+		if moments++; moments > least {
+			return 0 // the kills made: the last run goes to the end
+		}
+		return time.Duration(300+rng.IntN(1700)) * time.Millisecond
+	})
 	rec := stop()
-	t.Logf("completed after %d kills in %s", kills, time.Since(began).Round(time.Millisecond))
+	t.Logf("completed after %d kills in %s; after each kill: %s", kills, time.Since(began).Round(time.Millisecond), strings.Join(where, "; "))
 	if kills < least {
 		t.Errorf("ferry was killed %d times, want at least %d", kills, least)
 	}
 	u, _ := status(t, st.Cluster)
-	if u.State != upgrade.StateCompleted || len(u.Effects) > 0 {
-		t.Errorf("the upgrade: %s, owing %v", u.State, u.Effects)
-	}
-	if failed := failedRequests(rec); failed > 0 {
-		t.Errorf("%d of %d requests failed, want 0", failed, len(rec.Samples()))
-	}
-	t.Logf("%d requests, %d failed", len(rec.Samples()), failedRequests(rec))
-	checkWrites(t, st.Cluster, rec)
-	for h, v := range st.loads(t) {
-		if v != "2.0.0" {
-			t.Errorf("host %s runs load %s", h, v)
-		}
-	}
-	if left, err := lockedHosts(http.DefaultClient, st.Cluster); err != nil || len(left) > 0 || len(st.lockedNow(t)) > 0 {
-		t.Errorf("left locked: %v %v (%v)", left, st.lockedNow(t), err)
-	}
-	if err := st.configChange(); err != nil {
-		t.Errorf("a configuration change after the upgrade: %v", err)
-	}
+	st.expectEnded(t, u, upgrade.StateCompleted, "2.0.0", rec)
 	t.Logf("states: %s", strings.Join(stateOrder(t, st, u.ID), " → "))
 	ran := readFile(t, filepath.Join(st.state, "commands.log"))
 	t.Logf("the hosts' commands (capacity and config asks left out):\n%s", strings.Join(slices.DeleteFunc(strings.Split(ran, "\n"), func(l string) bool {
