@@ -13,6 +13,17 @@ lb=$(cat "$state/lb")
 set -- ${SSH_CONNECTION:-none none none}
 printf '%s %s %s on %s\n' "$op" "${host:--}" "${arg:--}" "$3" >>"$state/commands.log"
 
+# A host's lock and unlock never run at once: an unlock waits for a lock
+# still running (as StarlingX's sysinv takes one host action at a time).
+# ferry may make a lock's undo while the lock's command still runs here:
+# it stops waiting for a command it cancels (an abort) but the command
+# goes on.
+case $op in
+lock | unlock)
+	exec 9>>"$state/host-$host.lock"
+	flock 9 ;;
+esac
+
 role() { curl -fsS --max-time 2 "http://$1/role" 2>/dev/null | grep -q '"role":"active"'; }
 
 case $op in

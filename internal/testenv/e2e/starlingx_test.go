@@ -42,8 +42,9 @@ type stxCluster struct {
 // examples/starlingx/cluster.yaml.tmpl for them (release 2.0.0 signed
 // with an Ed25519 key made here), starts the balancer on the hosts'
 // gateway and brings the cluster up on 1.0.0, every host's load 1.0.0
-// with its platform data.
-func startStarlingX(t *testing.T) *stxCluster {
+// with its platform data. Each swact takes handover (the coordinators'
+// --handover-delay) at least.
+func startStarlingX(t *testing.T, handover time.Duration) *stxCluster {
 	t.Helper()
 	env := sshtest.New(t, len(stxHosts))
 	dir := t.TempDir()
@@ -61,7 +62,8 @@ func startStarlingX(t *testing.T) *stxCluster {
 		t.Fatal(err)
 	}
 	st := &stxCluster{state: filepath.Join(dir, "state"), script: filepath.Join(root, "hostcmd.sh"), sig: filepath.Join(dir, "sample-2.0.0.sig")}
-	vars := map[string]string{"HOSTCMD": st.script, "STATE": st.state, "KEY": filepath.Join(dir, "signing.pub"), "SIG2": st.sig}
+	vars := map[string]string{"HOSTCMD": st.script, "STATE": st.state, "KEY": filepath.Join(dir, "signing.pub"), "SIG2": st.sig,
+		"HANDOVERDELAY": handover.String()}
 	var hosts, backends []string
 	for i, name := range stxHosts {
 		h := env.Hosts[i]
@@ -284,15 +286,17 @@ func hostSteps(t *testing.T, st *stxCluster, id string) (map[string][]string, []
 // controller-1 first), upgrading-hosts (the point of no return: an
 // abort there is refused naming the stage; storage hosts one at a
 // time, no worker locked with a storage host), action-activating,
-// action-completing (the 1.0.0 data removed), completed: every state in
-// that order in the events, 0 failed requests across the swact, every
+// action-swact (the role back to controller-0), action-completing (the
+// 1.0.0 data removed), completed: every state in that order in the
+// events, 0 failed requests across the swact (from controller-0's lock
+// until 2 s after coord-1 holds the role) and in all, every
 // acknowledged write read back, every host on 2.0.0, nothing locked,
 // configuration changes allowed again.
 func TestStarlingXPlatformFlow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: starts a real cluster on namespace hosts")
 	}
-	st := startStarlingX(t)
+	st := startStarlingX(t, 0)
 
 	// A load whose signature does not verify: refused before anything moves.
 	before := st.pids(t)
@@ -360,7 +364,7 @@ func TestStarlingXPlatformFlow(t *testing.T) {
 
 	states := stateOrder(t, st, u.ID)
 	t.Logf("states: %s", strings.Join(states, " → "))
-	want := []string{"preflight", "upgrading-controllers", "upgrading-hosts", "action-activating", "action-completing", "completed"}
+	want := []string{"preflight", "upgrading-controllers", "upgrading-hosts", "action-activating", "action-swact", "action-completing", "completed"}
 	if got := slices.DeleteFunc(slices.Clone(states), func(s string) bool { return !slices.Contains(want, s) }); !slices.Equal(got, want) {
 		t.Errorf("states in the events: %v, want %v in that order", states, want)
 	}
@@ -392,8 +396,32 @@ func TestStarlingXPlatformFlow(t *testing.T) {
 	if !strings.Contains(ran, "swact controller-0 -> controller-1") {
 		t.Error("no swact from controller-0 to controller-1 in the commands' log")
 	}
-	if a := coordActive(t, st.Cluster); a != "coord-1" {
-		t.Errorf("the active coordinator after the upgrade: %q, want coord-1 (controller-1's)", a)
+	if a := coordActive(t, st.Cluster); a != "coord-0" {
+		t.Errorf("the active coordinator after the upgrade: %q, want coord-0 (swacted back to controller-0 by action-swact)", a)
+	}
+	// The requests around the swact: from controller-0's lock until
+	// 2 s after coord-1 was seen holding the role.
+	var from, to time.Time
+	for _, ev := range eventsOf(t, st.Cluster, u.ID) {
+		switch {
+		case ev.Message == "host controller-0: pending → locking" && from.IsZero():
+			from = ev.Time
+		case ev.Kind == "role" && ev.Message == "coord-1 holds the role active" && to.IsZero():
+			to = ev.Time.Add(2 * time.Second)
+		}
+	}
+	around, failedAround := 0, 0
+	for _, smp := range rec.Samples() {
+		if !smp.Start.Before(from) && smp.Start.Before(to) {
+			around++
+			if !smp.OK {
+				failedAround++
+			}
+		}
+	}
+	t.Logf("across the swact (%s from controller-0's lock): %d requests, %d failed", to.Sub(from).Round(time.Millisecond), around, failedAround)
+	if from.IsZero() || to.IsZero() || around == 0 || failedAround > 0 {
+		t.Errorf("across the swact (%s to %s): %d requests, %d failed; want some, none failed", from, to, around, failedAround)
 	}
 	for h, ds := range st.dataLoads(t) {
 		if fmt.Sprint(ds) != "[2.0.0]" {
@@ -403,9 +431,11 @@ func TestStarlingXPlatformFlow(t *testing.T) {
 }
 
 // TestStarlingXAbortBeforeNoReturn: examples/starlingx on seven
-// namespace hosts, aborted once controller-1 is upgraded and
-// controller-0 is being upgraded (before the point of no return, which
-// is controller-0 upgraded): every host returns to load 1.0.0 (each
+// namespace hosts, each swact 3 s long, aborted once controller-1 is
+// upgraded and controller-0 is locking (its lock command waiting for
+// the swact; before the point of no return, which is controller-0
+// upgraded): the lock's undo waits for the lock (hostcmd.sh serializes
+// them), and every host returns to load 1.0.0 (each
 // reinstalled host reinstalled with 1.0.0 again, StarlingX's
 // aborting-reinstall), every member on 1.0.0, nothing locked,
 // configuration changes allowed again, 0 failed requests.
@@ -413,13 +443,13 @@ func TestStarlingXAbortBeforeNoReturn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: starts a real cluster on namespace hosts")
 	}
-	st := startStarlingX(t)
+	st := startStarlingX(t, 3*time.Second)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("traffic seed %d", seed)
 	stop := clientTraffic(st.Cluster, seed)
 	bg := startFerry(t, st.Cluster, "upgrade", "start", "--to", "2.0.0", "-q")
 	var u upgrade.Upgrade
-	waitFor(t, 3*time.Minute, "controller-0 locked", func() bool {
+	waitFor(t, 3*time.Minute, "controller-0 locking", func() bool {
 		bg.alive(t)
 		var ok bool
 		u, ok = status(t, st.Cluster)
@@ -468,7 +498,7 @@ func TestStarlingXKilledResumes(t *testing.T) {
 	least := envCount(t, "FERRY_STX_KILLS", 10)
 	seed := killSeed(t)
 	t.Logf("seed %d (FERRY_KILL_SEED=%d reproduces the kill points)", seed, seed)
-	st := startStarlingX(t)
+	st := startStarlingX(t, 0)
 	stop := clientTraffic(st.Cluster, seed)
 	began := time.Now()
 	rng, moments := rand.New(rand.NewPCG(seed, 1)), 0
