@@ -37,14 +37,7 @@ func TestKillNineResumes(t *testing.T) {
 	}
 	points := envInt(t, "FERRY_KILL_POINTS", 20)
 	aways := envCount(t, "FERRY_KILL_AWAY", 0)
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("FERRY_KILL_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatalf("FERRY_KILL_SEED: %v", err)
-		}
-		seed = v
-	}
+	seed := killSeed(t)
 	t.Logf("seed %d (FERRY_KILL_SEED=%d reproduces the kill points), %d kills at least, %d pairs of long absences", seed, seed, points, aways)
 	rng := rand.New(rand.NewPCG(seed, 1))
 
@@ -63,7 +56,7 @@ func TestKillNineResumes(t *testing.T) {
 	}
 	kills := 0
 	for kills < points {
-		kills += killStorm(t, cl, rng, target)
+		kills += killStorm(t, cl, target, func() time.Duration { return time.Duration(300+rng.IntN(3700)) * time.Millisecond })
 		t.Logf("upgrade to %s completed after %d kills so far", target, kills)
 		next()
 	}
@@ -77,18 +70,21 @@ func TestKillNineResumes(t *testing.T) {
 	checkWrites(t, cl, stopTraffic())
 }
 
-// killStorm runs the upgrade to target, SIGKILLing ferry after 0.3 to
-// 4s each time and resuming it, until the upgrade ends; it must have
-// completed. It returns how many times ferry was killed.
-func killStorm(t *testing.T, cl *demo.Cluster, rng *rand.Rand, target string) int {
+// killStorm runs the upgrade to target, SIGKILLing ferry after the
+// delay next returns each time (TestKillNineResumes: 0.3 to 4 s) and
+// resuming it, until the upgrade ends; a delay of 0 lets that run go to
+// its end. The upgrade must have completed. It returns how many times
+// ferry was killed.
+func killStorm(t *testing.T, cl *demo.Cluster, target string, next func() time.Duration) int {
 	t.Helper()
 	const most = 80
 	prev, _ := status(t, cl)
 	start := []string{"upgrade", "start", "--to", target, "-q"}
 	args, kills := start, 0
 	for {
-		delay := time.Duration(300+rng.IntN(3700)) * time.Millisecond
-		if runAndKill(t, cl, args, delay) {
+		if delay := next(); delay <= 0 {
+			ferry(t, cl, args...)
+		} else if runAndKill(t, cl, args, delay) {
 			kills++
 		}
 		u, ok := status(t, cl)
@@ -165,6 +161,21 @@ func runAndKill(t *testing.T, cl *demo.Cluster, args []string, delay time.Durati
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	<-exited
 	return true
+}
+
+// killSeed is FERRY_KILL_SEED, or the time when it is not set: the
+// seed of the moments ferry is killed at.
+func killSeed(t *testing.T) uint64 {
+	t.Helper()
+	s := os.Getenv("FERRY_KILL_SEED")
+	if s == "" {
+		return uint64(time.Now().UnixNano())
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		t.Fatalf("FERRY_KILL_SEED: %v", err)
+	}
+	return v
 }
 
 func envInt(t *testing.T, name string, def int) int {

@@ -85,8 +85,9 @@ policy: {on_failure: rollback, tick: 200ms}
 // 'ferry cluster up' over SSH, and the hosts.
 type sshCluster struct {
 	*demo.Cluster
-	env *sshtest.Env
-	lb  *exec.Cmd
+	env   *sshtest.Env
+	hosts map[string]*sshtest.Host // by the name the description gives it
+	lb    *exec.Cmd
 }
 
 // sshOptions change the sample on namespace hosts: the balancer's
@@ -149,7 +150,27 @@ func startSSHClusterWith(t *testing.T, o sshOptions) *sshCluster {
 	}
 	prefix := strings.TrimSuffix(env.Gateway, "1")
 	desc := fmt.Sprintf(sshDescription, strings.Join(hosts, "\n"), prefix, lbAdmin, strings.Join(rels, "\n"))
-	cl := &sshCluster{env: env, Cluster: &demo.Cluster{Dir: dir, File: filepath.Join(dir, "cluster.yaml"), DataDir: filepath.Join(dir, "ferry"),
+	// The balancer, beside ferry: not a member of the description.
+	var backends []string
+	for i := 1; i <= 3; i++ {
+		b := fmt.Sprintf("api-%d=%s%d:8201", i, prefix, 10+i)
+		if o.Hosts != nil {
+			b += fmt.Sprintf("@h%d", i) // locked with its host
+		}
+		backends = append(backends, b)
+	}
+	return upSSH(t, env, dir, desc, lbAddr, lbAdmin, backends)
+}
+
+// upSSH writes description desc into dir, starts the balancer (its
+// client address lbAddr, its admin lbAdmin, each of backends one
+// --backend) and brings the cluster up on 1.0.0 with 'ferry cluster up'
+// over SSH on env's hosts, then waits until the balancer sees every
+// backend healthy. The test's end brings it down with 'ferry cluster
+// down'.
+func upSSH(t *testing.T, env *sshtest.Env, dir, desc, lbAddr, lbAdmin string, backends []string) *sshCluster {
+	t.Helper()
+	cl := &sshCluster{env: env, hosts: map[string]*sshtest.Host{}, Cluster: &demo.Cluster{Dir: dir, File: filepath.Join(dir, "cluster.yaml"), DataDir: filepath.Join(dir, "ferry"),
 		LB: "http://" + lbAddr, LBAdmin: "http://" + lbAdmin, Addresses: map[string]string{}}}
 	if err := os.WriteFile(cl.File, []byte(desc), 0o644); err != nil {
 		t.Fatal(err)
@@ -167,19 +188,17 @@ func startSSHClusterWith(t *testing.T, o sshOptions) *sshCluster {
 			d.Close()
 		}
 	})
+	for i, h := range c.Hosts {
+		cl.hosts[h.Name] = env.Hosts[i]
+	}
 	for _, comp := range c.ComponentsInOrder() {
 		for _, m := range comp.Members {
 			cl.Members = append(cl.Members, driver.Member{Name: m.Name, Component: comp.Name, Host: m.Host, Address: m.Address})
 			cl.Addresses[m.Name] = m.Address
 		}
 	}
-	// The balancer, beside ferry: not a member of the description.
 	args := []string{"lb", "--http", lbAddr, "--admin", lbAdmin}
-	for i := 1; i <= 3; i++ {
-		b := fmt.Sprintf("api-%d=%s%d:8201", i, prefix, 10+i)
-		if o.Hosts != nil {
-			b += fmt.Sprintf("@h%d", i) // locked with its host
-		}
+	for _, b := range backends {
 		args = append(args, "--backend", b)
 	}
 	logf, err := os.Create(filepath.Join(dir, "lb.log"))
@@ -207,7 +226,7 @@ func startSSHClusterWith(t *testing.T, o sshOptions) *sshCluster {
 		t.Fatalf("ferry cluster up: exit %d\n%s", code, out)
 	}
 	waitFor(t, 30*time.Second, "the balancer seeing every api member", func() bool { return lbHealthy(cl.LBAdmin) })
-	t.Logf("ferry cluster up over SSH on 3 hosts: %s\n%s", time.Since(start).Round(time.Millisecond), out)
+	t.Logf("ferry cluster up over SSH on %d hosts: %s\n%s", len(env.Hosts), time.Since(start).Round(time.Millisecond), out)
 	return cl
 }
 
@@ -287,7 +306,7 @@ func (cl *sshCluster) pids(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, m := range cl.Members {
-		h := cl.env.Hosts[m.Host[1]-'1']
+		h := cl.hosts[m.Host]
 		b, err := os.ReadFile(filepath.Join(h.Dir, "members", m.Name, "pid"))
 		if err != nil {
 			t.Fatal(err)

@@ -12,14 +12,19 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/surface/demo"
 )
 
-// coordActive asks each coordinator which role it holds (its GET
+// coordActive asks each coordinator (each member of component coord)
+// which role it holds (its GET
 // /role) and returns the one that says active ("" if none does, or
 // more than one).
 func coordActive(t *testing.T, cl *demo.Cluster) string {
 	t.Helper()
 	c := &http.Client{Timeout: 2 * time.Second}
 	active := ""
-	for _, n := range []string{"coord-1", "coord-2"} {
+	for _, m := range cl.Members {
+		if m.Component != "coord" {
+			continue
+		}
+		n := m.Name
 		resp, err := c.Get("http://" + cl.Addresses[n] + "/role")
 		if err != nil {
 			continue

@@ -1,0 +1,100 @@
+#!/bin/sh
+# hostcmd.sh STATE OP [HOST] [ARG]: the hosts' own commands of the
+# StarlingX-shaped example, as ferry runs them (an argv: over SSH on the
+# host for lock, unlock, reinstall and migrate; on ferry's machine for
+# capacity, config, activate and complete). STATE is a directory every
+# host and ferry share: lb (the balancer's admin URL), coord/HOST (the
+# controller's coord address), load/HOST (the load a host runs),
+# data/HOST/VERSION (its platform data per load), locked/HOST, config
+# (present while configuration changes are refused), commands.log.
+set -eu
+state=$1 op=$2 host=${3:-} arg=${4:-}
+lb=$(cat "$state/lb")
+set -- ${SSH_CONNECTION:-none none none}
+printf '%s %s %s on %s\n' "$op" "${host:--}" "${arg:--}" "$3" >>"$state/commands.log"
+
+# A host's lock and unlock never run at once: an unlock waits for a lock
+# still running (as StarlingX's sysinv takes one host action at a time).
+# ferry may make a lock's undo while the lock's command still runs here:
+# it stops waiting for a command it cancels (an abort) but the command
+# goes on.
+case $op in
+lock | unlock)
+	exec 9>>"$state/host-$host.lock"
+	flock 9 ;;
+esac
+
+role() { curl -fsS --max-time 2 "http://$1/role" 2>/dev/null | grep -q '"role":"active"'; }
+
+case $op in
+lock)
+	# The active controller cannot be locked: swact to the other first.
+	if [ -f "$state/coord/$host" ] && role "$(cat "$state/coord/$host")"; then
+		for f in "$state"/coord/*; do
+			other=$(basename "$f")
+			[ "$other" = "$host" ] && continue
+			peer=$(cat "$f")
+			to=$(curl -fsS "http://$peer/role" | sed -n 's/.*"name":"\([^"]*\)".*/\1/p')
+			curl -fsS -X POST "http://$(cat "$state/coord/$host")/admin/handover?to=$to" >/dev/null
+			i=0
+			until role "$peer"; do
+				i=$((i + 1))
+				[ $i -lt 200 ] || { echo "swact from $host to $other: $to not active after 20s" >&2; exit 1; }
+				sleep 0.1
+			done
+			echo "swact $host -> $other" >>"$state/commands.log"
+		done
+	fi
+	curl -fsS -X POST "$lb/admin/hosts/$host/lock?timeout=10s" >/dev/null
+	mkdir -p "$state/locked" && : >"$state/locked/$host" ;;
+unlock)
+	curl -fsS -X POST "$lb/admin/hosts/$host/unlock" >/dev/null
+	rm -f "$state/locked/$host" ;;
+reinstall)
+	# The load installed: the host's platform data of that load begins.
+	mkdir -p "$state/load" "$state/data/$host/$arg"
+	echo "$arg" >"$state/load/$host" ;;
+migrate)
+	# The data of every other load on the host copied into this load's.
+	for d in "$state/data/$host"/*; do
+		[ "$(basename "$d")" = "$arg" ] && continue
+		cp -R "$d/." "$state/data/$host/$arg/"
+	done ;;
+capacity)
+	locked=$(curl -fsS "$lb/admin/hosts")
+	case $host in
+	storage-*)
+		if echo "$locked" | grep -q '"storage-'; then
+			echo "a storage host is locked ($locked): at most half the storage hosts at once" >&2; exit 1
+		fi ;;
+	worker-*)
+		# Every storage host upgraded (the controllers' load, unlocked)
+		# before any worker.
+		want=$(cat "$state/load/controller-0")
+		for f in "$state"/load/storage-*; do
+			s=$(basename "$f")
+			if [ "$(cat "$f")" != "$want" ] || echo "$locked" | grep -q "\"$s\""; then
+				echo "$s is not upgraded yet (load $(cat "$f"), locked: $locked): storage hosts go before workers" >&2; exit 1
+			fi
+		done
+		curl -fsS "$lb/admin/hosts/$host/capacity?min_hosts=1" >/dev/null || {
+			echo "the balancer: no worker would be left in rotation" >&2; exit 1; } ;;
+	esac ;;
+config)
+	case $host in
+	lock) : >"$state/config" ;;
+	unlock) rm -f "$state/config" ;;
+	change) [ ! -e "$state/config" ] || { echo "configuration changes are refused during an upgrade" >&2; exit 1; } ;;
+	esac ;;
+activate)
+	for f in "$state"/load/*; do
+		[ "$(cat "$f")" = "$host" ] || { echo "$(basename "$f") runs $(cat "$f"), not $host" >&2; exit 1; }
+	done
+	echo "$host" >"$state/activated" ;;
+complete)
+	# The previous load's data removed from every host.
+	for d in "$state"/data/*/*; do
+		[ "$(basename "$d")" = "$host" ] || rm -rf "$d"
+	done ;;
+*) echo "hostcmd.sh: unknown operation $op" >&2; exit 2 ;;
+esac
