@@ -8,6 +8,10 @@
 # data/HOST/VERSION (its platform data per load), locked/HOST, config
 # (present while configuration changes are refused), commands.log.
 set -eu
+# A lock or unlock, once begun, runs to its end like one of sysinv's host
+# actions: it ignores ferry's SIGTERM (a swact cannot stop half way),
+# and ferry waits for it, within the command's timeout.
+case ${2:-} in lock | unlock) trap '' TERM ;; esac
 state=$1 op=$2 host=${3:-} arg=${4:-}
 lb=$(cat "$state/lb")
 set -- ${SSH_CONNECTION:-none none none}
@@ -15,9 +19,9 @@ printf '%s %s %s on %s\n' "$op" "${host:--}" "${arg:--}" "$3" >>"$state/commands
 
 # A host's lock and unlock never run at once: an unlock waits for a lock
 # still running (as StarlingX's sysinv takes one host action at a time).
-# ferry may make a lock's undo while the lock's command still runs here:
-# it stops waiting for a command it cancels (an abort) but the command
-# goes on.
+# ferry itself stops a lock it cancels (an abort) on the host, its whole
+# process group, before it makes the lock's undo (the ssh driver's
+# hostkill), but a lock ignores it (above).
 case $op in
 lock | unlock)
 	exec 9>>"$state/host-$host.lock"
@@ -40,7 +44,7 @@ lock)
 			until role "$peer"; do
 				i=$((i + 1))
 				[ $i -lt 200 ] || { echo "swact from $host to $other: $to not active after 20s" >&2; exit 1; }
-				sleep 0.1
+				sleep 0.1 || true # a sleep ferry's SIGTERM ended
 			done
 			echo "swact $host -> $other" >>"$state/commands.log"
 		done

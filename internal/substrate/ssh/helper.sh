@@ -294,15 +294,58 @@ exec) # DIR NAME VERSION SHA VERIFY LINES PREVIOUS -- ARGV: the description's ow
 	cd "$md" || die "cannot enter $md"
 	exec "$@"
 	;;
-host) # DIR HOST -- ARGV: a command of the description about a host (its lock, unlock, migration)
-	hd=$1/hosts/$2
+host) # DIR HOST KEY -- ARGV: a command of the description about a host (its lock, unlock, migration)
+	# It runs beside this shell, its output in files shown when it ends,
+	# so that a session closed under it (ferry gave up on it) neither
+	# stops it half way by a broken pipe nor leaves it unknown: its pid is
+	# in run/KEY.pid and KEY in its environment, for hostkill.
+	hd=$1/hosts/$2 key=$3
 	export FERRY_HOST="$2"
-	shift 2
+	shift 3
 	[ "${1:-}" = "--" ] || die "no -- before the command"
 	shift
-	mkdir -p "$hd" || die "cannot make $hd"
+	case $key in '' | *[!A-Za-z0-9._-]*) die "bad key" ;; esac
+	mkdir -p "$hd/run" || die "cannot make $hd/run"
 	cd "$hd" || die "cannot enter $hd"
-	exec "$@"
+	FERRY_HOST_COMMAND=$key "$@" </dev/null >"run/$key.out" 2>"run/$key.err" &
+	c=$!
+	echo "$c" >"run/$key.pid" || die "cannot write $hd/run/$key.pid"
+	wait "$c"
+	s=$?
+	cat "run/$key.out"
+	cat "run/$key.err" >&2
+	rm -f "run/$key.out" "run/$key.err" "run/$key.pid"
+	exit "$s"
+	;;
+hostkill) # DIR HOST KEY GRACE_MS: stops host command KEY, which ferry gave up
+	# on (an abort), with its process group: SIGTERM, GRACE_MS to end (a
+	# command that must not stop half way ignores it and ends in that
+	# time), then SIGKILL; answers once it is gone: "stopped", or "none"
+	# when it had ended. The group is signalled only while the command
+	# still carries KEY in its environment (a pid reused since is someone
+	# else's).
+	hd=$1/hosts/$2 key=$3 grace=$4
+	case $grace in '' | *[!0-9]*) die "bad grace" ;; esac
+	case $key in '' | *[!A-Za-z0-9._-]*) die "bad key" ;; esac
+	f=$hd/run/$key.pid
+	if [ ! -r "$f" ]; then echo none; exit 0; fi
+	read -r pid <"$f" || die "cannot read $f"
+	case $pid in '' | *[!0-9]*) die "bad pid in $f" ;; esac
+	if ! tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "FERRY_HOST_COMMAND=$key"; then
+		echo none
+		exit 0
+	fi
+	# The group: the third field after the command's name in its stat.
+	st=$(cat "/proc/$pid/stat" 2>/dev/null) || { echo none; exit 0; }
+	set -- ${st##*) }
+	pg=$3
+	case $pg in '' | *[!0-9]*) die "bad process group of $pid" ;; esac
+	kill -s TERM -- "-$pg" 2>/dev/null || true
+	i=0 n=$((grace / 100))
+	while kill -0 "$pid" 2>/dev/null && [ $i -lt $n ]; do sleep 0.1; i=$((i + 1)); done
+	kill -s KILL -- "-$pg" 2>/dev/null || true
+	while kill -0 "$pid" 2>/dev/null && [ $i -lt $((n + 20)) ]; do sleep 0.1; i=$((i + 1)); done
+	echo stopped
 	;;
 bg) # DIR HOST KEY MODE -- ARGV: a host's long command (its reinstall) in a
 	# session of its own, so that it outlives the connection (the host may

@@ -3,10 +3,12 @@ package ssh
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,18 +72,59 @@ func (d *Driver) runHost(ctx context.Context, what string, c driver.HostCommand)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(c.Timeout, defaultHostCommandTimeout))
 	defer cancel()
-	line, err := helper(c.Sudo, "host", append([]string{cn.h.Dir, c.Host, "--"}, c.Argv...)...)
+	key := newKey()
+	line, err := helper(c.Sudo, "host", append([]string{cn.h.Dir, c.Host, key, "--"}, c.Argv...)...)
 	if err != nil {
 		return fmt.Errorf("ssh driver: %s of host %s: %w", what, c.Host, err)
 	}
 	r, err := cn.run(ctx, line, nil)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Given up on (an abort, its timeout): stopped on the host
+			// before the caller goes on, or its undo could run first.
+			if kerr := d.hostKill(cn, c, key); kerr != nil {
+				err = fmt.Errorf("%w; and it may still run there: %w", err, kerr)
+			}
+		}
 		return fmt.Errorf("ssh driver: %s of host %s (run on %s): %w", what, c.Host, on, err)
 	}
 	if r.code != 0 {
 		return fmt.Errorf("ssh driver: %w", cn.failure(what+" of host "+c.Host, r))
 	}
 	return nil
+}
+
+// hostKill stops host command key of c, which its caller gave up on, on
+// the host where it runs, and returns once it is gone: SIGTERM to its
+// process group, the command's own timeout to end (a command that
+// must not stop half way, a swact, ignores the signal and ends), then
+// SIGKILL. A session closed does not stop a command without a
+// terminal, and sshd's signal request is refused by some builds
+// ("session signalling requires privilege separation"): the helper
+// signals the group itself.
+func (d *Driver) hostKill(cn *conn, c driver.HostCommand, key string) error {
+	grace := cmp.Or(c.Timeout, defaultHostCommandTimeout)
+	line, err := helper(c.Sudo, "hostkill", cn.h.Dir, c.Host, key, strconv.FormatInt(grace.Milliseconds(), 10))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), grace+2*cn.h.ConnectTimeout+5*time.Second)
+	defer cancel()
+	r, err := cn.run(ctx, line, nil)
+	if err != nil {
+		return err
+	}
+	if r.code != 0 {
+		return cn.failure("stopping it", r)
+	}
+	return nil
+}
+
+// newKey names one run of a host command on its host.
+func newKey() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // ReinstallHost runs the host's reinstall in a session of its own on

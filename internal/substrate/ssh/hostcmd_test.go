@@ -1,9 +1,12 @@
 package ssh
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -238,5 +241,64 @@ func waitUntil(t *testing.T, limit time.Duration, ok func() bool) {
 			t.Fatalf("not within %s", limit)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestCancelledHostCommandStops: a host's lock cancelled while it runs
+// (an abort) is stopped on the host before LockHost returns, so that
+// the unlock that follows cannot run before the rest of the lock (the
+// StarlingX example once ended with controller-0 locked: its unlock ran,
+// then the cancelled lock's last step).
+func TestCancelledHostCommandStops(t *testing.T) {
+	e := sshtest.New(t, 1)
+	dir := t.TempDir()
+	pidFile, finished := filepath.Join(dir, "pid"), filepath.Join(dir, "finished")
+	script := hostScript(t, `echo $$ >"`+pidFile+`.tmp" && mv "`+pidFile+`.tmp" "`+pidFile+`"
+sleep 5
+: >"`+finished+`"
+`)
+	d := newDriver(t, e, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- d.LockHost(ctx, driver.HostCommand{Host: "h1", Argv: []string{script}}) }()
+	waitFile(t, pidFile, 30*time.Second)
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case err = <-errc:
+	case <-time.After(30 * time.Second):
+		t.Fatal("LockHost did not return within 30s of its cancel")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("LockHost cancelled: %v, want context.Canceled", err)
+	}
+	// The hosts share this machine's processes: the script's must be
+	// gone (or a zombie its sshd has not reaped yet) once LockHost
+	// returned.
+	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil && !strings.Contains(string(st), ") Z ") {
+		t.Errorf("the cancelled lock (pid %d) still runs on the host after LockHost returned: %s", pid, st)
+	}
+	if _, err := os.Stat(finished); err == nil {
+		t.Error("the cancelled lock ran on to its end")
+	}
+}
+
+// waitFile waits until path exists.
+func waitFile(t *testing.T, path string, limit time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(limit); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within %s", path, limit)
+		}
 	}
 }
