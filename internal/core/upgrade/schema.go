@@ -159,4 +159,3 @@ func Understood(u Upgrade) error {
 	}
 	return &RecordError{ID: u.ID, Reason: "names what this build does not know: " + strings.Join(unknown, "; ")}
 }
-
