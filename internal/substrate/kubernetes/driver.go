@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -204,28 +205,24 @@ func (d *Driver) Discover(ctx context.Context, component string, w driver.Worklo
 const ZoneLabel = "topology.kubernetes.io/zone"
 
 // domains sets each member's Domain to its node's zone (ZoneLabel), so
-// that strategies and budgets by domain see Kubernetes' own topology.
-// A node without the label leaves its members without a domain.
+// that strategies and budgets by domain see Kubernetes' own topology,
+// from one list of the nodes (a DaemonSet's thousand members are one
+// request, not a thousand). A node without the label leaves its members
+// without a domain.
 func (d *Driver) domains(ctx context.Context, ms []driver.Member) error {
-	zone := map[string]string{}
+	if !slices.ContainsFunc(ms, func(m driver.Member) bool { return m.Host != "" }) {
+		return nil
+	}
+	l, err := d.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return apiError(ctx, err, "listing the nodes for their zones")
+	}
+	zone := make(map[string]string, len(l.Items))
+	for _, n := range l.Items {
+		zone[n.Name] = n.Labels[ZoneLabel]
+	}
 	for i := range ms {
-		node := ms[i].Host
-		if node == "" {
-			continue
-		}
-		z, seen := zone[node]
-		if !seen {
-			n, err := d.client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-			switch {
-			case apierrors.IsNotFound(err):
-			case err != nil:
-				return apiError(ctx, err, "reading node %s's zone", node)
-			default:
-				z = n.Labels[ZoneLabel]
-			}
-			zone[node] = z
-		}
-		ms[i].Domain = z
+		ms[i].Domain = zone[ms[i].Host]
 	}
 	return nil
 }
