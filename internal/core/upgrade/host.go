@@ -667,7 +667,7 @@ func (s *stepper) hostMembers(ph plan.Phase, b *Batch, hm *HostMove) bool {
 			s.begin(m)
 		}
 		if u.State != StatePaused {
-			m = s.advance(comp, *part, m, s.obs.Members[n])
+			m = s.advance(comp, *part, m, s.obs.Members[n], -1)
 		}
 		if s.failed {
 			return false
