@@ -107,6 +107,7 @@ var defaultsDoc = map[string]string{
 	"Verdict.p99_ratio":                    fmt.Sprint(DefaultP99Ratio),
 	"Verdict.min_requests":                 fmt.Sprint(DefaultMinRequests),
 	"Prometheus.step":                      "1s",
+	"TrafficControl.rate":                  fmt.Sprint(DefaultControlRate),
 	"Kubernetes.kubeconfig":                "$KUBECONFIG, then the in-cluster service account",
 	"HostSSH.user":                         "ferry's own user, as ssh",
 	"HostSSH.dir":                          ".ferry",
@@ -207,6 +208,7 @@ requests:
 	"TrafficRequest": `{name: get, path: "/v1/kv/{{.Written}}", verify: true, share: 3}`,
 	"Verdict":        `{alpha: 0.01, p99_ratio: 2, min_requests: 50}`,
 	"Prometheus":     `{url: "http://127.0.0.1:9090", latency: 'histogram_quantile(0.99, sum by (le) (rate(http_request_duration_seconds_bucket[30s])))', errors: 'sum(rate(http_errors_total[30s]))'}`,
+	"TrafficControl": `{url: "http://127.0.0.1:8001/admin/backends", rate: 20}`,
 }
 
 // TestDescriptionReference fails when docs/description.md is not what
@@ -372,7 +374,7 @@ func text(cg *ast.CommentGroup) string {
 // shape, top down.
 var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "HostCommands", "HostCommand", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
 	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Backup", "Workload", "Commands", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks", "Alarm",
-	"Policy", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus"}
+	"Policy", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus", "TrafficControl"}
 
 // typeDoc writes a field's type as a reader of YAML sees it.
 func typeDoc(t reflect.Type) string {

@@ -477,6 +477,21 @@ type Traffic struct {
 	// service's own traffic a signal too (or the only one, with no
 	// targets): for services whose real clients should be the judge.
 	Prometheus *Prometheus `yaml:"prometheus"`
+	// Control, if set, is a request on the same machine that the
+	// upgrade does not touch (a load balancer's admin API, say), driven
+	// beside the traffic: when the whole machine slows, the control
+	// slows too, and the zero-impact verdict raises its thresholds by
+	// as much (docs/report.md), so that a loaded machine is not taken
+	// for an upgrade that hurt the clients.
+	Control *TrafficControl `yaml:"control"`
+}
+
+// TrafficControl is the control of a traffic spec: one GET, repeated.
+type TrafficControl struct {
+	// URL is the request's whole address (http or https).
+	URL string `yaml:"url"`
+	// Rate is its requests per second, from one client (default 20).
+	Rate float64 `yaml:"rate"`
 }
 
 // Prometheus is a Prometheus server and the queries that measure what

@@ -373,10 +373,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 }
 
 // controlTraffic is the control's requests: 50 a second from one
-// client to the load balancer's list of backends.
+// client to the load balancer's list of backends, as a description's
+// traffic.control would say.
 func controlTraffic(lbAdmin string, seed uint64) traffic.Config {
-	return traffic.Config{Targets: []string{lbAdmin}, Concurrency: 1, Rate: 50, Seed: seed,
-		Requests: []config.TrafficRequest{{Name: "control", Method: http.MethodGet, Path: "/admin/backends", Share: 1}}}
+	return *proof.ControlConfig(&config.Traffic{Seed: seed, Timeout: config.Duration(5 * time.Second),
+		Control: &config.TrafficControl{URL: lbAdmin + "/admin/backends", Rate: 50}})
 }
 
 // failures prints the first few failed requests, if any.
