@@ -819,7 +819,12 @@ type Release struct {
 	// with, when not the description's signing_key (a key rotated at
 	// this release).
 	SigningKey string `yaml:"signing_key"`
-	pos        positions
+	// RequiresFerry is the oldest ferry release that understands this
+	// release (its flow, its steps): an older ferry refuses to start
+	// the upgrade, as Rook's operator never lets a cluster run newer
+	// than itself. Upgrade ferry first.
+	RequiresFerry string `yaml:"requires_ferry"`
+	pos           positions
 }
 
 // The kinds of stage of a flow (FlowStage.Stage).

@@ -870,6 +870,9 @@ func (v *validator) releases() {
 				seen[r.Version] = i
 			}
 		}
+		if r.RequiresFerry != "" && !IsVersion(r.RequiresFerry) {
+			v.add(at("requires_ferry"), path+".requires_ferry", "%q is not a version: the oldest ferry release (MAJOR.MINOR.PATCH) that understands release %s", truncate(r.RequiresFerry, 70), r.Version)
+		}
 		self := IsVersion(r.Version)
 		for j, p := range r.UpgradeFrom {
 			switch {

@@ -10,6 +10,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/core/plan"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+	"github.com/ferry-upgrade/ferry/internal/run/buildinfo"
 )
 
 // Check is one preflight check and its verdict, like one line of
@@ -134,6 +135,9 @@ func (e *Engine) RunPreflight(ctx context.Context, to string) Preflight {
 			add("release "+to+" in the catalog", false, "not found; known: "+strings.Join(e.releaseNames(), ", "))
 		} else {
 			add("release "+to+" in the catalog", true, "found")
+			if req := e.c.Release(to).RequiresFerry; req != "" {
+				add(FerryUnderstands(to, req))
+			}
 			p, err := plan.ComputePath(e.c, plan.Observed{Version: snap.Versions(), Down: snap.Down()}, to)
 			if err != nil {
 				pf.planErr = err
@@ -203,4 +207,16 @@ func CheckLock(u upgrade.Upgrade, digest, file string) error {
 	}
 	return fmt.Errorf("%w: %s changed since upgrade %s began (sha256 %.12s…, now %.12s…); nothing changes in the cluster until the upgrade ends: put the original description back, or let the upgrade end (ferry upgrade abort rolls it back)",
 		ErrLocked, file, u.ID, u.Description, digest)
+}
+
+// FerryUnderstands is the preflight's check that this ferry is at least
+// the release release to requires (requires_ferry): its name, verdict
+// and detail.
+func FerryUnderstands(to, requires string) (string, bool, string) {
+	name := "ferry understands release " + to
+	have := buildinfo.Release()
+	if config.CompareVersions(have, requires) < 0 {
+		return name, false, fmt.Sprintf("release %s requires ferry %s or later; this is ferry %s: upgrade ferry first", to, requires, have)
+	}
+	return name, true, fmt.Sprintf("ferry %s, %s required", have, requires)
 }
