@@ -282,6 +282,9 @@ func (e *Engine) BeginWith(ctx context.Context, to string, opts BeginOptions) (u
 		msg += fmt.Sprintf(" (step 1 of the path %s → %s)", u.From, strings.Join(p.Path, " → "))
 	}
 	e.emit(now, u, store.Event{Kind: "state", Message: msg})
+	for _, w := range SingleMembers(e.c, p) {
+		e.emit(now, u, store.Event{Kind: "warning", Message: w.Detail})
+	}
 	return u, nil
 }
 

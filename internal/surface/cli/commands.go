@@ -214,8 +214,11 @@ func (g *globals) printHealth(ok bool, to string, checks []engine.Check) error {
 		fmt.Fprintln(w, "CHECK\tRESULT\tDETAIL")
 		for _, ch := range checks {
 			res := "pass"
-			if !ch.OK {
+			switch {
+			case !ch.OK:
 				res = "FAIL"
+			case ch.Warning:
+				res = "WARN"
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\n", ch.Name, res, ch.Detail)
 		}
