@@ -52,7 +52,7 @@ t=$SECONDS
 # and the extension example, an upgrade through the real engine (2 s).
 # Warm, on 2 cores at low load: 5 min 44 s (2026-11-25, 96b0f6a; 10.6
 # min with other work at load 15).
-go test -count=1 -race -timeout 20m ./internal/core/upgrade/ ./internal/core/plan/ ./internal/core/config/ ./internal/run/health/ ./internal/run/store/ ./internal/core/strategy/ \
+go test -count=1 -race -timeout 20m ./internal/core/upgrade/ ./internal/core/plan/ ./internal/core/config/ ./internal/run/health/ ./internal/run/store/ ./internal/run/store/etcdstore/ ./internal/core/strategy/ \
 	./internal/run/engine/ ./internal/substrate/sim/ ./internal/substrate/agent/... ./internal/surface/server/ ./internal/surface/controller/ ./internal/substrate/process/ ./internal/substrate/ssh/ ./internal/proof/traffic/ \
 	./internal/proof/ ./internal/proof/cpuburn/ ./internal/testenv/extension/
 lap "the race detector run" "$t"
