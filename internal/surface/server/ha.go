@@ -1,10 +1,13 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
@@ -146,4 +149,44 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request) bool {
 	w.Header().Set("X-Ferry-Leader", leader)
 	proxy.ServeHTTP(w, r)
 	return true
+}
+
+// syncCatalog adds to this server's catalog the releases another server
+// imported into the shared store's (CatalogKeeper) since it last
+// looked, so that a standby shows them, and drives to them once it
+// leads. A release this server knows already is left as it is.
+func (s *Server) syncCatalog() {
+	k, ok := s.cfg.Store.(CatalogKeeper)
+	if !ok {
+		return
+	}
+	b, err := k.ReadCatalog(ImportedFile)
+	if err != nil {
+		s.log.Warn("server: read the shared catalog", "err", err)
+		return
+	}
+	if b == nil || bytes.Equal(b, s.catalogSeen) {
+		return
+	}
+	var all []ImportRequest
+	if err := json.Unmarshal(b, &all); err != nil {
+		s.log.Error("server: the shared catalog cannot be read", "where", s.importedWhere(), "err", err)
+		return
+	}
+	next := *s.cfg.Cluster
+	next.Releases = slices.Clip(next.Releases)
+	for _, ir := range all {
+		if next.Release(ir.Version) == nil {
+			next.Releases = append(next.Releases, ir.release())
+			s.log.Info("server: release imported by another server joins the catalog", "version", ir.Version)
+		}
+	}
+	if len(next.Releases) != len(s.cfg.Cluster.Releases) {
+		if err := s.catalogMu.Lock(s.ctx); err != nil {
+			return
+		}
+		s.cfg.Cluster.Releases = next.Releases
+		s.catalogMu.Unlock()
+	}
+	s.catalogSeen = b
 }

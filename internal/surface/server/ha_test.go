@@ -1,13 +1,18 @@
 package server
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/run/store/etcdstore"
 	"github.com/ferry-upgrade/ferry/internal/testenv/etcdtest"
 )
@@ -21,15 +26,21 @@ type haServer struct {
 	ts  *httptest.Server
 }
 
-func startHAServer(t *testing.T, o offline, endpoints []string, name string) *haServer {
+func startHAServer(t *testing.T, o offline, endpoints []string, name, root string) *haServer {
 	t.Helper()
+	c, err := config.Load(o.cfg.File) // a catalog of its own, as in a process of its own
+	if err != nil {
+		t.Fatal(err)
+	}
 	st, err := etcdstore.Open(etcdstore.Config{Endpoints: endpoints, Prefix: "/ferry-server-test/", Name: name, TTL: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := httptest.NewUnstartedServer(nil)
 	url := "http://" + ts.Listener.Addr().String()
-	s := newTestServer(t, o, func(c *Config) { c.Store, c.DataDir, c.Advertise = st, o.dataDir, url })
+	s := newTestServer(t, o, func(cfg *Config) {
+		cfg.Cluster, cfg.Store, cfg.DataDir, cfg.Advertise, cfg.ArtifactRoots = c, st, o.dataDir, url, []string{root}
+	})
 	ts.Config.Handler = s.Handler()
 	ts.Start()
 	if err := s.Start(); err != nil {
@@ -50,11 +61,23 @@ func (h *haServer) stop() {
 
 func (h *haServer) call(t *testing.T, method, path string, header ...string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, h.url+path, nil)
+	return h.send(t, method, path, "", header...)
+}
+
+func (h *haServer) send(t *testing.T, method, path, body string, header ...string) (*http.Response, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, h.url+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+h.s.cfg.Token)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
@@ -72,14 +95,16 @@ func (h *haServer) call(t *testing.T, method, path string, header ...string) (*h
 // upgrade to clear) is answered by the leader, through the standby,
 // naming it; a write already forwarded once is refused 503 not_leader
 // rather than forwarded again; reads are answered by the standby
-// itself; when the leader stops, the standby leads within a lease and
-// answers writes itself.
+// itself; a release imported through the standby joins the leader's
+// catalog, in etcd, and then the standby's; when the leader stops, the
+// standby leads within a lease and answers writes itself.
 func TestStandbyForwardsWritesAndTakesOver(t *testing.T) {
 	c := etcdtest.Start(t, 1, 4401)
 	o := offlineCluster(t)
-	a := startHAServer(t, o, c.Endpoints, "a")
+	root := t.TempDir()
+	a := startHAServer(t, o, c.Endpoints, "a", root)
 	waitFor(t, 10*time.Second, "server a leading", a.st.Leads)
-	b := startHAServer(t, o, c.Endpoints, "b")
+	b := startHAServer(t, o, c.Endpoints, "b", root)
 
 	resp, body := b.call(t, "DELETE", "/v1/upgrade")
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, CodeNoUpgrade) || resp.Header.Get("X-Ferry-Leader") != a.url {
@@ -92,6 +117,25 @@ func TestStandbyForwardsWritesAndTakesOver(t *testing.T) {
 	resp, body = b.call(t, "GET", "/v1/upgrade")
 	if resp.StatusCode != http.StatusNotFound || resp.Header.Get("X-Ferry-Leader") != "" {
 		t.Fatalf("a read on the standby: %d %s (leader %q), want its own 404", resp.StatusCode, body, resp.Header.Get("X-Ferry-Leader"))
+	}
+
+	art := filepath.Join(root, "app-2.1.0")
+	content := []byte("#!/bin/sh\necho 2.1.0\n")
+	if err := os.WriteFile(art, content, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(content)
+	imp := fmt.Sprintf(`{"version": "2.1.0", "upgrade_from": ["2.0.x"], "artifacts": {"*": {"path": %q, "sha256": "%x"}}}`, art, sum)
+	resp, body = b.send(t, "POST", "/v1/releases", imp)
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("X-Ferry-Leader") != a.url {
+		t.Fatalf("an import through the standby: %d %s (leader %q), want the leader's 201", resp.StatusCode, body, resp.Header.Get("X-Ferry-Leader"))
+	}
+	for _, h := range []*haServer{a, b} {
+		waitFor(t, 5*time.Second, h.url+"'s catalog having 2.1.0", func() bool {
+			h.s.catalogMu.RLock()
+			defer h.s.catalogMu.RUnlock()
+			return h.s.cfg.Cluster.Release("2.1.0") != nil
+		})
 	}
 
 	a.stop()

@@ -181,6 +181,9 @@ type Server struct {
 	// catalogMu: API handlers read the catalog under it; an import
 	// (releases.go) writes it.
 	catalogMu catalogLock
+	// catalogSeen is the shared catalog as the watcher last read it
+	// (syncCatalog), when the store keeps it.
+	catalogSeen []byte
 	// roots are the directories imports may read artifacts from.
 	roots []artifactRoot
 
@@ -310,6 +313,7 @@ func (s *Server) watch() {
 // refresh reads the current record and the events after the last one
 // seen, and hands the events to the stream and the metrics.
 func (s *Server) refresh() {
+	s.syncCatalog()
 	u, ok, err := s.cfg.Store.Current()
 	if err != nil {
 		s.log.Warn("server: read the current upgrade", "err", err)
