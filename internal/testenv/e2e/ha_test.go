@@ -41,9 +41,11 @@ const haTTL = 5 * time.Second
 // an independent observer must never see more members down than the
 // policy allows; every write the clients had acknowledged must read
 // back; a standby must take the upgrade up within two leases of the
-// kill; and etcd's history of the record must show one writer at a
-// time: its revisions 1, 2, 3... each saved once, the fence's term
-// never going back.
+// kill; once per run the leader is SIGSTOPped past its lease, a
+// standby takes over, and the stopped server, continued, says it lost
+// its lease and stops; and etcd's history of the record must show one
+// writer at a time: its revisions 1, 2, 3... each saved once, the
+// fence's term never going back (the continued server wrote nothing).
 //
 // FERRY_HA_KILLS sets how many kills (default 6: CI; 'make faults'
 // runs 100), FERRY_HA_SEED the seed (default: the time, printed).
@@ -62,7 +64,7 @@ func TestHAServersSurviveLeaderKills(t *testing.T) {
 	obs := watch(cl)
 	ha := startHA(t, cl, etcd.Endpoints, seed)
 
-	target, killed, upgrades := "1.0.1", 0, 0
+	target, killed, upgrades, stopped := "1.0.1", 0, 0, false
 	var takeovers []time.Duration
 	for killed < kills {
 		if upgrades++; upgrades > 2*kills+2 {
@@ -80,6 +82,12 @@ func TestHAServersSurviveLeaderKills(t *testing.T) {
 			takeovers = append(takeovers, took)
 			t.Logf("kill %d (upgrade %d, to %s, %s): a standby drove the upgrade %s after", killed, upgrades, target, u.State, took.Round(time.Millisecond))
 		}
+		if !stopped {
+			if u := ha.current(t); u.ID == id && !u.State.Terminal() {
+				ha.stopLeader(t, id)
+				stopped = true
+			}
+		}
 		u := ha.wait(t, id, 4*time.Minute)
 		if u.State != upgrade.StateCompleted || u.To != target {
 			t.Fatalf("upgrade %s to %s ended %s: %s", id, target, u.State, u.Reason)
@@ -92,6 +100,9 @@ func TestHAServersSurviveLeaderKills(t *testing.T) {
 		} else {
 			target = "1.0.1"
 		}
+	}
+	if !stopped {
+		t.Errorf("no upgrade ran long enough for the SIGSTOP of its leader")
 	}
 	var worst time.Duration
 	for _, d := range takeovers {
@@ -277,6 +288,31 @@ func (h *ha) killLeader(t *testing.T, id string, u upgrade.Upgrade) time.Duratio
 		t.Errorf("a standby took the upgrade up %s after the leader's kill: more than two leases (%s)", took, 2*haTTL)
 	}
 	return took
+}
+
+// stopLeader SIGSTOPs the leading server past its lease, waits for
+// another server to save upgrade id's record, SIGCONTs it, and waits
+// for it to say its lease ended (it stops driving; the history checked
+// at the upgrade's end shows it wrote nothing more).
+func (h *ha) stopLeader(t *testing.T, id string) {
+	t.Helper()
+	i := h.leader(t)
+	if i < 0 {
+		t.Fatal("no server leads while the upgrade runs")
+	}
+	before := h.writer(t, id)
+	_ = h.procs[i].cmd.Process.Signal(syscall.SIGSTOP)
+	stoppedAt := time.Now()
+	waitFor(t, 2*haTTL+10*time.Second, "another server saving the record while the leader is stopped", func() bool {
+		return h.writer(t, id).Fence.Term > before.Fence.Term
+	})
+	took := time.Since(stoppedAt)
+	_ = h.procs[i].cmd.Process.Signal(syscall.SIGCONT)
+	waitFor(t, 15*time.Second, "the continued server saying its lease ended", func() bool {
+		h.procs[i].alive(t)
+		return strings.Contains(h.procs[i].out.String(), "its lease ended")
+	})
+	t.Logf("SIGSTOP of the leader %s (term %d): a standby saved the record %s after; continued, it said its lease ended", h.urls[i], before.Fence.Term, took.Round(time.Millisecond))
 }
 
 // writer is the fence and revision of upgrade id's last save.
