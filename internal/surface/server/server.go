@@ -165,7 +165,7 @@ type Server struct {
 	// importing: busy for an import's change of the catalog (reserveImport),
 	// a few milliseconds; no engine runs.
 	importing bool
-	driving   string // the upgrade it drives
+	driving   string             // the upgrade it drives
 	stopRun   context.CancelFunc // ends the engine goroutine's run (a lost lease)
 	// blocked holds the upgrades this server will not drive, and why
 	// (begun with another description: the cluster lock).

@@ -77,7 +77,7 @@ func TestHAServersSurviveLeaderKills(t *testing.T) {
 			if u.ID != id || u.State.Terminal() {
 				break
 			}
-			took := ha.killLeader(t, id, u)
+			took := ha.killLeader(t, id)
 			killed++
 			takeovers = append(takeovers, took)
 			t.Logf("kill %d (upgrade %d, to %s, %s): a standby drove the upgrade %s after", killed, upgrades, target, u.State, took.Round(time.Millisecond))
@@ -260,13 +260,9 @@ func (h *ha) current(t *testing.T) upgrade.Upgrade {
 // killLeader SIGKILLs the leading server, starts it again as a
 // standby, and returns how long after the kill another server saved
 // upgrade id's record (a later fence's term), failing past two leases.
-func (h *ha) killLeader(t *testing.T, id string, u upgrade.Upgrade) time.Duration {
+func (h *ha) killLeader(t *testing.T, id string) time.Duration {
 	t.Helper()
-	i := h.leader(t)
-	if i < 0 {
-		t.Fatal("no server leads while the upgrade runs")
-	}
-	before := h.writer(t, id)
+	i, before := h.leading(t, id)
 	_ = h.procs[i].cmd.Process.Signal(syscall.SIGKILL)
 	<-h.procs[i].exited
 	killedAt := time.Now()
@@ -296,11 +292,7 @@ func (h *ha) killLeader(t *testing.T, id string, u upgrade.Upgrade) time.Duratio
 // at the upgrade's end shows it wrote nothing more).
 func (h *ha) stopLeader(t *testing.T, id string) {
 	t.Helper()
-	i := h.leader(t)
-	if i < 0 {
-		t.Fatal("no server leads while the upgrade runs")
-	}
-	before := h.writer(t, id)
+	i, before := h.leading(t, id)
 	_ = h.procs[i].cmd.Process.Signal(syscall.SIGSTOP)
 	stoppedAt := time.Now()
 	waitFor(t, 2*haTTL+10*time.Second, "another server saving the record while the leader is stopped", func() bool {
@@ -313,6 +305,17 @@ func (h *ha) stopLeader(t *testing.T, id string) {
 		return strings.Contains(h.procs[i].out.String(), "its lease ended")
 	})
 	t.Logf("SIGSTOP of the leader %s (term %d): a standby saved the record %s after; continued, it said its lease ended", h.urls[i], before.Fence.Term, took.Round(time.Millisecond))
+}
+
+// leading is the leading server, which must be one while upgrade id
+// runs, and the last save of its record.
+func (h *ha) leading(t *testing.T, id string) (int, etcdstore.Written) {
+	t.Helper()
+	i := h.leader(t)
+	if i < 0 {
+		t.Fatal("no server leads while the upgrade runs")
+	}
+	return i, h.writer(t, id)
 }
 
 // writer is the fence and revision of upgrade id's last save.
