@@ -6,8 +6,17 @@
 package buildinfo
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strings"
+	"time"
 )
 
 // Info is what the binary says of its build.
@@ -87,3 +96,69 @@ var release = "0.9.0"
 // (releases[].requires_ferry), and ferry refuses to move a cluster past
 // what it understands.
 func Release() string { return release }
+
+// Self is what `ferry version -o json` prints: the release a binary is
+// and its build. ferry asks a new binary for it before it puts the
+// binary anywhere (ferry self-upgrade), and an agent asks again before
+// it re-executes itself on one.
+type Self struct {
+	Release string `json:"release"`
+	Build   Info   `json:"build"`
+}
+
+// Running is the Self of this binary.
+func Running() Self { return Self{Release: Release(), Build: Read()} }
+
+// AskTimeout bounds Of: a binary that does not answer its version
+// within it is not a ferry to run.
+const AskTimeout = 10 * time.Second
+
+// Of runs `PATH version -o json` (argv, no shell; AskTimeout at most)
+// and returns what it says: the release of a ferry binary that is not
+// running yet. A program that does not answer so is refused, naming
+// the path and what it printed.
+func Of(ctx context.Context, path string) (Self, error) {
+	ctx, cancel := context.WithTimeout(ctx, AskTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, "version", "-o", "json")
+	var out, errb bytes.Buffer
+	cmd.Stdout = &limited{w: &out, n: 64 << 10}
+	cmd.Stderr = &limited{w: &errb, n: 4 << 10}
+	cmd.WaitDelay = time.Second
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("no answer within %s", AskTimeout)
+		}
+		return Self{}, fmt.Errorf("asking %s its release (%s version -o json): %w: %s", path, filepath.Base(path), err, strings.TrimSpace(errb.String()))
+	}
+	var s Self
+	if err := json.Unmarshal(out.Bytes(), &s); err != nil || !releaseRE.MatchString(s.Release) {
+		return Self{}, fmt.Errorf("asking %s its release: it answered %q, not a ferry's version (want {\"release\": \"MAJOR.MINOR.PATCH\", ...})", path, truncate(out.String(), 120))
+	}
+	return s, nil
+}
+
+var releaseRE = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
+
+// limited keeps at most n bytes of what is written to it and drops
+// the rest: a program asked its version cannot fill ferry's memory.
+type limited struct {
+	w io.Writer
+	n int
+}
+
+func (l *limited) Write(p []byte) (int, error) {
+	k := min(len(p), l.n)
+	if k > 0 {
+		l.w.Write(p[:k])
+		l.n -= k
+	}
+	return len(p), nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -169,7 +169,14 @@ func alive(p *proc) bool {
 	if err != nil || start != p.start {
 		return false
 	}
-	return state != 'Z' && state != 'X' && state != 'x'
+	if state == 'Z' && !p.child {
+		// The same process (its start time matched), exited: reaped
+		// here when it is this process's child from before a re-exec
+		// (a child of this program is reaped by its cmd.Wait alone).
+		reapIfChild(p.pid)
+		return false
+	}
+	return state != 'X' && state != 'x'
 }
 
 // adopt takes over a member from its state file: if the recorded

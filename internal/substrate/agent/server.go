@@ -45,6 +45,11 @@ type Config struct {
 	// MaxArtifactSize bounds an artifact upload; 0 means
 	// DefaultMaxArtifactSize.
 	MaxArtifactSize int64
+	// ReexecArgs are the arguments the agent runs a new ferry binary
+	// with when asked to re-execute itself on it (POST
+	// /v1/agent/reexec, served by Serve alone); nil means os.Args[1:],
+	// the arguments this agent was started with.
+	ReexecArgs []string
 
 	// For tests: the restart backoff and the output bound (0 means the
 	// Default values), and how often the output is bounded.
@@ -77,6 +82,11 @@ type Server struct {
 	// listening is how Serve listens, for GET /v1/health; nil when the
 	// handler is served by someone else.
 	listening atomic.Pointer[Listening]
+	// reexec carries the path of the binary to re-execute on to Serve
+	// (nil when the handler is served by someone else: refused, 409);
+	// reexecing is set by the one request that sends on it.
+	reexec    chan string
+	reexecing atomic.Bool
 
 	// closing is set first by Close: no restart is scheduled or made
 	// from then on (set under mu, so that no goroutine joins wg once
@@ -189,6 +199,7 @@ func Serve(ctx context.Context, addr string, cfg Config) error {
 		return err
 	}
 	defer s.Close()
+	s.reexec = make(chan string, 1)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("agent: %w", err)
@@ -240,6 +251,20 @@ func Serve(ctx context.Context, addr string, cfg Config) error {
 		<-errc
 		s.log.Info("agent stopped; members keep running")
 		return nil
+	case path := <-s.reexec:
+		sctx, cancel := context.WithTimeout(context.Background(), reexecGrace)
+		defer cancel()
+		if err := hs.Shutdown(sctx); err != nil {
+			hs.Close()
+		}
+		<-errc
+		s.Close()
+		args := cfg.ReexecArgs
+		if args == nil {
+			args = os.Args[1:]
+		}
+		s.log.Info("agent stopped serving; re-executing; members keep running", "path", path)
+		return execSelf(path, args)
 	case err := <-errc:
 		return fmt.Errorf("agent: %w", err)
 	}
@@ -266,6 +291,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /v1/members/{name}/stop", s.handleStop)
 	mux.HandleFunc("POST /v1/members/{name}/adopt", s.handleAdopt)
 	mux.HandleFunc("GET /v1/members/{name}/logs", s.handleLogs)
+	mux.HandleFunc("POST /v1/agent/reexec", s.handleReexec)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{http.StatusNotFound, wire.CodeNotFound,
 			fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path)})

@@ -16,6 +16,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+
+	"github.com/ferry-upgrade/ferry/internal/run/buildinfo"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/substrate/agent/wire"
@@ -267,7 +269,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 		h.TLS, h.Warning = l.TLS, l.Warning
 	}
 	if s.token.Check(r) == nil {
-		h.Version = agentBuild
+		h.Version, h.Release, h.PID = agentBuild, buildinfo.Release(), os.Getpid()
 	}
 	writeJSON(w, http.StatusOK, h)
 }

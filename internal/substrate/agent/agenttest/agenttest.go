@@ -32,7 +32,14 @@ type Artifact struct {
 type Programs struct {
 	V1, V2 Artifact // the member program as versions 1.0.0 and 2.0.0
 	Agent  string   // testdata/agentmain: agent.Serve as a process
+	// NextAgent is agentmain linked as the next ferry release
+	// (NextRelease), with its sha256: what an agent re-executes itself
+	// on in the tests of POST /v1/agent/reexec.
+	NextAgent Artifact
 }
+
+// NextRelease is the ferry release NextAgent says it is.
+const NextRelease = "99.0.0"
 
 func testdata() string {
 	_, file, _, _ := runtime.Caller(0)
@@ -43,14 +50,16 @@ func testdata() string {
 // differ only in the version linked in, so their sha256 differ.
 func Build(dir string) (*Programs, error) {
 	p := &Programs{
-		V1:    Artifact{Version: "1.0.0", Path: filepath.Join(dir, "v1", "member")},
-		V2:    Artifact{Version: "2.0.0", Path: filepath.Join(dir, "v2", "member")},
-		Agent: filepath.Join(dir, "agent", "agentmain"),
+		V1:        Artifact{Version: "1.0.0", Path: filepath.Join(dir, "v1", "member")},
+		V2:        Artifact{Version: "2.0.0", Path: filepath.Join(dir, "v2", "member")},
+		Agent:     filepath.Join(dir, "agent", "agentmain"),
+		NextAgent: Artifact{Version: NextRelease, Path: filepath.Join(dir, "agent-next", "agentmain")},
 	}
 	jobs := []struct{ pkg, out, ldflags string }{
 		{"member", p.V1.Path, "-X main.version=1.0.0"},
 		{"member", p.V2.Path, "-X main.version=2.0.0"},
 		{"agentmain", p.Agent, ""},
+		{"agentmain", p.NextAgent.Path, "-X github.com/ferry-upgrade/ferry/internal/run/buildinfo.release=" + NextRelease},
 	}
 	errs := make([]error, len(jobs))
 	var wg sync.WaitGroup
@@ -65,7 +74,7 @@ func Build(dir string) (*Programs, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	for _, a := range []*Artifact{&p.V1, &p.V2} {
+	for _, a := range []*Artifact{&p.V1, &p.V2, &p.NextAgent} {
 		sum, err := SHA256File(a.Path)
 		if err != nil {
 			return nil, err

@@ -21,6 +21,8 @@ const (
 	CodeTooLarge         = "too_large"         // 413: an upload over the agent's bound
 	CodeUploadAbandoned  = "upload_abandoned"  // 408: an upload that did not complete in time
 	CodeStartFailed      = "start_failed"      // 500: the process could not be started
+	CodeNotAFerry        = "not_a_ferry"       // 422: a re-exec's binary does not say the release asked
+	CodeCannotReexec     = "cannot_reexec"     // 409: this agent cannot re-exec (not run by Serve, or one pending)
 	CodeInternal         = "internal"          // 500: anything else
 )
 
@@ -164,6 +166,34 @@ type Health struct {
 	// the version is told only to a caller that presents the token:
 	// the build is no business of anyone who can merely reach the port.
 	Version string `json:"version,omitempty"`
+	// Release is the ferry release the agent is (buildinfo.Release):
+	// what ferry self-upgrade waits for after it asked the agent to
+	// re-execute itself on a newer binary. Told, like Version, only to
+	// a caller with the token; empty from an agent older than the field.
+	Release string `json:"release,omitempty"`
+	// PID is the agent's process, to a caller with the token: a re-exec
+	// keeps it (the members stay the agent's children), a restart does
+	// not.
+	PID int `json:"pid,omitempty"`
+}
+
+// ReexecRequest is the body of POST /v1/agent/reexec: run the agent
+// on another ferry binary, one of the agent's artifact store (uploaded
+// like a member's artifact), which must say it is Release.
+type ReexecRequest struct {
+	SHA256  string `json:"sha256"`
+	Release string `json:"release"`
+}
+
+// ReexecAccepted is the answer (202) to a ReexecRequest: the agent
+// answers, stops serving, and replaces its program with the binary at
+// Path, keeping its pid, arguments and environment; the new program
+// re-adopts the members, which never stop. Poll GET /v1/health until
+// it says Release.
+type ReexecAccepted struct {
+	PID     int    `json:"pid"`
+	Path    string `json:"path"`
+	Release string `json:"release"`
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)

@@ -1,9 +1,12 @@
 // Command agentmain runs agent.Serve as its own process, for the
 // agent's crash tests: `agentmain -listen ADDR -dir DIR -token-file F`.
+// `agentmain version -o json` answers as `ferry version -o json` does,
+// so that an agent may re-execute itself on another build of it.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -11,10 +14,15 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/ferry-upgrade/ferry/internal/run/buildinfo"
 	"github.com/ferry-upgrade/ferry/internal/substrate/agent"
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "version" {
+		json.NewEncoder(os.Stdout).Encode(buildinfo.Running())
+		return
+	}
 	listen := flag.String("listen", "127.0.0.1:0", "listen address")
 	dir := flag.String("dir", "", "agent directory")
 	tokenFile := flag.String("token-file", "", "token file")
