@@ -15,6 +15,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/core/strategy"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
+	"github.com/ferry-upgrade/ferry/internal/run/selfupgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
 )
 
@@ -281,21 +282,61 @@ func (g *globals) printReleases(rv []engine.ReleaseView) error {
 }
 
 func versionsCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var builds bool
+	cmd := &cobra.Command{
 		Use:   "versions",
-		Short: "count running members per component per version (like ceph versions)",
-		Args:  cobra.NoArgs,
+		Short: "count running members per component per version (like ceph versions), and show ferry's and each agent's release",
+		Long: `Count running members per component per version (like ceph versions),
+then ferry's own release and build, and each host's agent's.
+
+-o json prints the components' array, as it always has; with --builds it
+prints the API's object instead: {"components", "ferry", "agents"}.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.remote() {
-				return g.remoteVersions(cmd.Context())
+				return g.remoteVersions(cmd.Context(), builds)
 			}
-			e, _, snap, err := g.observed(cmd.Context())
+			c, err := g.load()
 			if err != nil {
 				return err
 			}
-			return g.printVersions(e.VersionsView(snap))
+			e, _, err := g.viewEngine(c)
+			if err != nil {
+				return err
+			}
+			snap, err := e.Observe(cmd.Context())
+			if err != nil {
+				return err
+			}
+			vv := e.VersionsView(snap)
+			if g.json() && !builds {
+				return g.printVersions(vv)
+			}
+			d, err := newDriver(c, g.driverLogger())
+			if err != nil {
+				return err
+			}
+			b := selfupgrade.Collect(cmd.Context(), d, selfupgrade.HostNames(c))
+			return g.printVersionsBuilds(vv, b)
 		},
 	}
+	cmd.Flags().BoolVar(&builds, "builds", false, "with -o json: the object {components, ferry, agents} instead of the components' array")
+	return cmd
+}
+
+// printVersionsBuilds writes the members' versions and the builds: a
+// table of each, or the API's object (server.Versions's fields).
+func (g *globals) printVersionsBuilds(vv []engine.ComponentVersions, b selfupgrade.Builds) error {
+	if g.json() {
+		return g.printJSON(struct {
+			Components []engine.ComponentVersions `json:"components"`
+			selfupgrade.Builds
+		}{vv, b})
+	}
+	if err := g.printVersions(vv); err != nil {
+		return err
+	}
+	return g.printBuilds(b)
 }
 
 func (g *globals) printVersions(vv []engine.ComponentVersions) error {

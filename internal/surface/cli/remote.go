@@ -18,6 +18,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/proof"
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
+	"github.com/ferry-upgrade/ferry/internal/run/selfupgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
 	"github.com/ferry-upgrade/ferry/internal/surface/client"
 	"github.com/ferry-upgrade/ferry/internal/trust/bearer"
@@ -92,14 +93,18 @@ func (g *globals) remoteReleases(ctx context.Context) error {
 	return g.printReleases(r.Releases)
 }
 
-func (g *globals) remoteVersions(ctx context.Context) error {
+func (g *globals) remoteVersions(ctx context.Context, builds bool) error {
 	var v struct {
 		Components []engine.ComponentVersions `json:"components"`
+		selfupgrade.Builds
 	}
 	if err := g.get(ctx, "/v1/versions", &v); err != nil {
 		return err
 	}
-	return g.printVersions(v.Components)
+	if g.json() && !builds {
+		return g.printVersions(v.Components)
+	}
+	return g.printVersionsBuilds(v.Components, v.Builds)
 }
 
 func (g *globals) remoteMembers(ctx context.Context) error {

@@ -10,6 +10,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/core/strategy"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
+	"github.com/ferry-upgrade/ferry/internal/run/selfupgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
 )
 
@@ -59,6 +60,7 @@ func (s *Server) buildRoutes() http.Handler {
 		{Method: "POST", Pattern: "/v1/cluster/down", handle: s.postClusterDown, body: bodyJSON},
 		{Method: "GET", Pattern: "/v1/members", handle: s.getMembers},
 		{Method: "GET", Pattern: "/v1/versions", handle: s.getVersions},
+		{Method: "POST", Pattern: "/v1/self-upgrade", handle: s.postSelfUpgrade, body: bodyJSON},
 		{Method: "GET", Pattern: "/v1/events", handle: s.getEvents},
 		{Method: "GET", Pattern: "/v1/events/stream", handle: s.streamEvents, own: true},
 		{Method: "GET", Pattern: "/metrics", handle: s.getMetrics},
@@ -565,10 +567,12 @@ func (s *Server) getMembers(w http.ResponseWriter, r *http.Request) error {
 }
 
 // Versions counts members per component per running version
-// (GET /v1/versions).
+// (GET /v1/versions), and says this server's ferry release and build
+// and each agent's (ferry, agents).
 type Versions struct {
 	Components []engine.ComponentVersions `json:"components"`
 	ObservedAt time.Time                  `json:"observed_at"`
+	selfupgrade.Builds
 }
 
 func (s *Server) getVersions(w http.ResponseWriter, r *http.Request) error {
@@ -579,7 +583,9 @@ func (s *Server) getVersions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, Versions{Components: nonNil(s.view.VersionsView(snap)), ObservedAt: snap.Time.UTC()})
+	hosts := selfupgrade.HostNames(s.cfg.Cluster)
+	writeJSON(w, http.StatusOK, Versions{Components: nonNil(s.view.VersionsView(snap)), ObservedAt: snap.Time.UTC(),
+		Builds: selfupgrade.Collect(r.Context(), s.cfg.Driver, hosts)})
 	return nil
 }
 

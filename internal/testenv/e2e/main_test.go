@@ -177,10 +177,16 @@ func expectAllOn(t *testing.T, cl *demo.Cluster, v string) {
 // and exit code.
 func ferry(t *testing.T, cl *demo.Cluster, args ...string) (string, int) {
 	t.Helper()
+	return ferryOf(t, bin.ferry, cl, args...)
+}
+
+// ferryOf is ferry with another ferry binary.
+func ferryOf(t *testing.T, ferryBin string, cl *demo.Cluster, args ...string) (string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	full := append([]string{"-f", cl.File, "--data-dir", cl.DataDir}, args...)
-	cmd := exec.CommandContext(ctx, bin.ferry, full...)
+	cmd := exec.CommandContext(ctx, ferryBin, full...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
