@@ -18,10 +18,11 @@
 // {"code","message"} with code bad_request (400), unauthorized (401),
 // artifact_unknown (403), not_found (404), upload_abandoned (408),
 // too_large (413), checksum_mismatch (422), start_failed or internal
-// (500). Member names match ^[a-z0-9][a-z0-9._-]{0,62}$ (400
-// otherwise), so they are safe as file names.
+// (500), not_a_ferry (422), cannot_reexec (409). Member names match
+// ^[a-z0-9][a-z0-9._-]{0,62}$ (400 otherwise), so they are safe as file
+// names.
 //
-//	GET  /v1/health                 {"ok":true,"tls":bool[,"warning"]}, no token needed
+//	GET  /v1/health                 {"ok":true,"tls":bool[,"warning"]}, no token needed (with it: version, release, pid)
 //	GET  /v1/artifacts              [Artifact...] of the store, by sha256
 //	GET  /v1/artifacts/{sha256}     Artifact (HEAD too); 404 if the store lacks it
 //	PUT  /v1/artifacts/{sha256}     ?name=FILE, application/octet-stream -> Artifact (201; 200 if kept already)
@@ -31,6 +32,21 @@
 //	POST /v1/members/{name}/stop    StopRequest (optional) -> Status
 //	POST /v1/members/{name}/adopt   AdoptRequest -> Status; 404 if nothing is found
 //	GET  /v1/members/{name}/logs    ?previous=true|false&lines=N -> text/plain
+//	POST /v1/agent/reexec           ReexecRequest -> ReexecAccepted (202); 409 cannot_reexec, 422 not_a_ferry
+//
+// # Re-exec
+//
+// POST /v1/agent/reexec {sha256, release} runs the agent on another
+// ferry binary (ferry self-upgrade): a file of the store (403 when it
+// lacks it), hashed again, that must answer `BIN version -o json` with
+// the release asked (422 not_a_ferry otherwise: nothing changes). The
+// agent answers 202, stops serving (requests in flight get up to 10s),
+// closes, and execs the binary with its own arguments: the pid stays,
+// and the members, still its children, run on; the new program re-adopts
+// them from their state files and reaps those that exit. Only an agent
+// run by Serve can (409 cannot_reexec when its handler is served by
+// someone else). GET /v1/health says the agent's release and pid to a
+// caller with the token.
 //
 // # Artifacts
 //
