@@ -11,11 +11,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -161,4 +163,16 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// Reexec replaces this process's program with the ferry binary at
+// path, run with args and the same environment: the pid stays, and so
+// do its children (an agent's members). It returns only if the exec
+// failed. The caller has stopped everything that writes: every file
+// Go opens is close-on-exec, so listeners and locks go with the old
+// program.
+func Reexec(path string, args []string) error {
+	argv := append([]string{path}, args...)
+	err := syscall.Exec(path, argv, os.Environ())
+	return fmt.Errorf("re-exec %s: %w", path, err)
 }

@@ -130,6 +130,10 @@ type HostResult struct {
 	Build string `json:"build,omitempty"`
 	// Skipped is set when the agent was on the release already.
 	Skipped bool `json:"skipped,omitempty"`
+	// Handover is set on the server that answered the request: it
+	// re-executes itself after its answer (a leader resigns its
+	// election first, so that an upgraded standby leads).
+	Handover bool `json:"handover,omitempty"`
 	// Took is from the request to the agent's first answer on the new
 	// release.
 	Took time.Duration `json:"took_ns"`
@@ -139,6 +143,10 @@ type HostResult struct {
 type Report struct {
 	Release string       `json:"release"`
 	Agents  []HostResult `json:"agents"`
+	// Servers are the server replicas (Request.Servers), each by its
+	// URL: the standbys re-executed and waited for, then the server
+	// that answers, which re-executes once it has (Handover).
+	Servers []HostResult `json:"servers,omitempty"`
 }
 
 // UpgradeAgents upgrades each host's agent to the binary, one host at
@@ -243,24 +251,28 @@ type Request struct {
 	SHA256 string `json:"sha256"`
 	// WaitMS bounds each agent's return (0: DefaultWait).
 	WaitMS int64 `json:"wait_ms,omitempty"`
+	// Servers asks a server to upgrade the server replicas too, after
+	// the agents: the standbys one at a time, then itself.
+	Servers bool `json:"servers,omitempty"`
 }
 
 // Run checks the request's binary against this ferry's release and
 // upgrades the agents of hosts (d must have agents), refusing while
 // st's current upgrade has not ended: what ferry self-upgrade and the
 // server's API both do, each holding its engine lock.
-func Run(ctx context.Context, req Request, d any, hosts []string, st Store, progress func(HostResult)) (Report, error) {
+func Run(ctx context.Context, req Request, d any, hosts []string, st Store, progress func(HostResult)) (Report, Binary, error) {
 	a, ok := d.(Agents)
 	if !ok {
-		return Report{}, refused("this substrate has no ferry agents to upgrade (only the process substrate runs them)")
+		return Report{}, Binary{}, refused("this substrate has no ferry agents to upgrade (only the process substrate runs them)")
 	}
 	if req.WaitMS < 0 {
-		return Report{}, refused("wait %dms: want a duration above 0", req.WaitMS)
+		return Report{}, Binary{}, refused("wait %dms: want a duration above 0", req.WaitMS)
 	}
 	bin, err := Check(ctx, req.Binary, req.SHA256, buildinfo.Release())
 	if err != nil {
-		return Report{}, err
+		return Report{}, Binary{}, err
 	}
-	return UpgradeAgents(ctx, Config{Binary: bin, Hosts: hosts, Agents: a, Store: st,
+	rep, err := UpgradeAgents(ctx, Config{Binary: bin, Hosts: hosts, Agents: a, Store: st,
 		Wait: time.Duration(req.WaitMS) * time.Millisecond, Progress: progress})
+	return rep, bin, err
 }

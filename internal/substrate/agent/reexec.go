@@ -82,16 +82,6 @@ func (s *Server) handleReexec(w http.ResponseWriter, r *http.Request) {
 // it re-executes.
 const reexecGrace = 10 * time.Second
 
-// execSelf replaces the agent's program with the binary at path, with
-// args as its arguments and the same environment; it returns only if
-// the exec failed. The caller has closed the agent: no goroutine of
-// its writes state any more, and every file it holds is close-on-exec.
-func execSelf(path string, args []string) error {
-	argv := append([]string{path}, args...)
-	err := syscall.Exec(path, argv, os.Environ())
-	return fmt.Errorf("agent: re-exec %s: %w; the members keep running: start the agent again", path, err)
-}
-
 // reapIfChild reaps pid if it is a zombie child of this process: after
 // a re-exec, the members the agent before started are still its
 // children, watched like re-adopted processes; one that exits must be

@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/run/buildinfo"
 	"github.com/ferry-upgrade/ferry/internal/substrate/agent/wire"
 	"github.com/ferry-upgrade/ferry/internal/trust/bearer"
 )
@@ -264,7 +265,8 @@ func Serve(ctx context.Context, addr string, cfg Config) error {
 			args = os.Args[1:]
 		}
 		s.log.Info("agent stopped serving; re-executing; members keep running", "path", path)
-		return execSelf(path, args)
+		err := buildinfo.Reexec(path, args)
+		return fmt.Errorf("agent: %w; the members keep running: start the agent again", err)
 	case err := <-errc:
 		return fmt.Errorf("agent: %w", err)
 	}

@@ -76,16 +76,20 @@ the ferry binary you run (and the one your agents' service starts) with
 the new one afterwards.
 
 With --addr, the server does it (POST /v1/self-upgrade): --binary is then
-a path on the server's host.`,
+a path on the server's host, under one of its --artifact-roots. With
+--servers too, it then moves the other servers of its etcd election, one
+at a time (each re-executes on the binary, the same path on its host,
+and is waited for on the new release), and last itself: it answers, then
+stops, revokes its lease (an upgraded standby leads) and re-executes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if binary == "" || sum == "" {
 				return errors.New("--binary and --sha256 are required")
 			}
-			if servers {
-				return errors.New("--servers: upgrading the server replicas (standby first, then a handover) is not built yet; upgrade the agents, then restart each server on the new binary, standbys first")
+			if servers && !g.remote() {
+				return errors.New("--servers needs --addr: the server replicas are upgraded by a server (the leader), standbys first, then itself")
 			}
-			req := selfupgrade.Request{Binary: binary, SHA256: sum, WaitMS: wait.Milliseconds()}
+			req := selfupgrade.Request{Binary: binary, SHA256: sum, WaitMS: wait.Milliseconds(), Servers: servers}
 			var rep selfupgrade.Report
 			var err error
 			if g.remote() {
@@ -108,13 +112,16 @@ a path on the server's host.`,
 				return g.printJSON(rep)
 			}
 			fmt.Fprintf(g.stdout, "agents on ferry %s: %d of %d re-executed, their members untouched\n", rep.Release, rep.Upgraded(), len(rep.Agents))
+			if servers {
+				fmt.Fprintf(g.stdout, "servers on ferry %s: %d, the one that answered last (it re-executes now; a leader hands over)\n", rep.Release, len(rep.Servers))
+			}
 			return nil
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&binary, "binary", "", "the new ferry binary")
 	f.StringVar(&sum, "sha256", "", "the new binary's sha256 (hex), checked before it is used")
-	f.BoolVar(&servers, "servers", false, "also upgrade the server replicas (not built yet: refused)")
+	f.BoolVar(&servers, "servers", false, "with --addr: then the server replicas, one at a time, standbys first, the server asked last (a leader resigns its election as it re-executes)")
 	f.DurationVar(&wait, "wait", selfupgrade.DefaultWait, "how long each agent has to answer on the new release")
 	return cmd
 }
@@ -147,7 +154,8 @@ func (g *globals) localSelfUpgrade(ctx context.Context, req selfupgrade.Request)
 		return selfupgrade.Report{}, selfupgrade.Busy("the engine lock: %v", err)
 	}
 	defer unlock()
-	return selfupgrade.Run(ctx, req, d, selfupgrade.HostNames(c), st, progress)
+	rep, _, err := selfupgrade.Run(ctx, req, d, selfupgrade.HostNames(c), st, progress)
+	return rep, err
 }
 
 func (g *globals) remoteSelfUpgrade(ctx context.Context, req selfupgrade.Request) (selfupgrade.Report, error) {
@@ -159,9 +167,19 @@ func (g *globals) remoteSelfUpgrade(ctx context.Context, req selfupgrade.Request
 	if err := c.Do(ctx, http.MethodPost, "/v1/self-upgrade", req, &rep); err != nil {
 		return selfupgrade.Report{}, err
 	}
-	for _, r := range rep.Agents {
-		if !g.json() {
+	if !g.json() {
+		for _, r := range rep.Agents {
 			fmt.Fprintf(g.stdout, "host %s: agent %s → %s in %s\n", r.Host, dash(r.From), r.To, r.Took.Round(time.Millisecond))
+		}
+		for _, r := range rep.Servers {
+			switch {
+			case r.Handover:
+				fmt.Fprintf(g.stdout, "server %s: %s → %s after its answer (it re-executes; a leader hands over)\n", r.Host, r.From, r.To)
+			case r.Skipped:
+				fmt.Fprintf(g.stdout, "server %s: on ferry %s already\n", r.Host, r.To)
+			default:
+				fmt.Fprintf(g.stdout, "server %s: %s → %s in %s\n", r.Host, dash(r.From), r.To, r.Took.Round(time.Millisecond))
+			}
 		}
 	}
 	return rep, nil

@@ -1,15 +1,19 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ferry-upgrade/ferry/internal/run/buildinfo"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
 	"github.com/ferry-upgrade/ferry/internal/run/store/etcdstore"
 	"github.com/ferry-upgrade/ferry/internal/surface/server"
@@ -67,6 +71,7 @@ bytes each.`,
 			if err != nil {
 				return err
 			}
+			closeStore = sync.OnceFunc(closeStore)
 			defer closeStore()
 			tokenPath := filepath.Join(g.dataDir, server.TokenFile)
 			tok, created, err := server.LoadOrCreateToken(tokenPath)
@@ -88,7 +93,7 @@ bytes each.`,
 					fmt.Fprintf(g.stderr, "ferry server: warning: listening on %s without TLS: the token travels in clear (--tls-cert, --tls-key)\n", listen)
 				}
 			}
-			return s.ListenAndServe(cmd.Context(), server.ListenConfig{Addr: listen, CertFile: cert, KeyFile: key,
+			err = s.ListenAndServe(cmd.Context(), server.ListenConfig{Addr: listen, CertFile: cert, KeyFile: key,
 				OnListen: func(url string) {
 					how := "read from"
 					if created {
@@ -97,6 +102,16 @@ bytes each.`,
 					fmt.Fprintf(g.stdout, "ferry server: cluster %s, listening on %s\n  API:       %s/v1/ (token %s %s)\n  dashboard: %s/dashboard/\n  metrics:   %s/metrics\n",
 						c.Name, url, url, how, tokenPath, url, url)
 				}})
+			var re *server.ReexecError
+			if errors.As(err, &re) {
+				// ferry self-upgrade --servers: the store closed first (a
+				// leader's lease revoked: an upgraded standby leads),
+				// then this process runs the new ferry, same arguments.
+				closeStore()
+				fmt.Fprintf(g.stderr, "ferry server: re-executing on %s\n", re.Path)
+				return buildinfo.Reexec(re.Path, os.Args[1:])
+			}
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", envOr("FERRY_LISTEN", "127.0.0.1:7400"), "address to listen on (env FERRY_LISTEN)")

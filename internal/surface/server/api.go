@@ -27,6 +27,9 @@ type route struct {
 	// body: what the route does with a request body (bodyNone,
 	// bodyJSON: received by wrap, bounded; bodyStream: the handler's).
 	body bodyKind
+	// local: a request for this server itself (its own re-exec), never
+	// forwarded to the leader.
+	local bool
 }
 
 // Routes lists the API's endpoints as "METHOD /path" (path templates
@@ -61,6 +64,8 @@ func (s *Server) buildRoutes() http.Handler {
 		{Method: "GET", Pattern: "/v1/members", handle: s.getMembers},
 		{Method: "GET", Pattern: "/v1/versions", handle: s.getVersions},
 		{Method: "POST", Pattern: "/v1/self-upgrade", handle: s.postSelfUpgrade, body: bodyJSON},
+		{Method: "GET", Pattern: "/v1/server", handle: s.getServer},
+		{Method: "POST", Pattern: "/v1/server/reexec", handle: s.postServerReexec, body: bodyJSON, local: true},
 		{Method: "GET", Pattern: "/v1/events", handle: s.getEvents},
 		{Method: "GET", Pattern: "/v1/events/stream", handle: s.streamEvents, own: true},
 		{Method: "GET", Pattern: "/metrics", handle: s.getMetrics},
@@ -108,7 +113,7 @@ func (s *Server) wrap(rt route) http.Handler {
 		}
 		// A standby forwards a write to the leader, authenticated and
 		// before its body is read: the leader reads it.
-		if s.forward(rec, r) {
+		if !rt.local && s.forward(rec, r) {
 			return
 		}
 		if rt.body == bodyJSON {

@@ -1,11 +1,20 @@
 package server
 
 import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/run/buildinfo"
 	"github.com/ferry-upgrade/ferry/internal/run/selfupgrade"
 )
 
@@ -31,28 +40,14 @@ func (s *Server) postSelfUpgrade(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	switch {
-	case req.Binary == "" || req.SHA256 == "":
-		return badRequest(`fields "binary" (the new ferry binary's path on the server's host) and "sha256" are required`)
-	case !filepath.IsAbs(req.Binary):
-		return badRequest(`field "binary": %q is not an absolute path`, req.Binary)
-	}
-	path := filepath.Clean(req.Binary)
-	outside := func(p string) error {
-		return errf(http.StatusUnprocessableEntity, CodeArtifactRefused, "binary %s is not under an artifact root of this server (%s): upload it with PUT /v1/artifacts/{sha256}, or start the server with --artifact-root naming its directory",
-			p, strings.Join(s.rootNames(), ", "))
-	}
-	if _, _, ok := s.underRoot(path); !ok {
-		return outside(path)
-	}
-	resolved, err := filepath.EvalSymlinks(path)
+	path, err := s.rootedBinary(req.Binary, req.SHA256)
 	if err != nil {
-		return errf(http.StatusUnprocessableEntity, CodeArtifactRefused, "binary %s cannot be opened: %v", path, unwrapPath(err))
+		return err
 	}
-	if _, _, ok := s.underRoot(resolved); !ok {
-		return outside(resolved)
+	req.Binary = path
+	if req.Servers && s.reexecing.Load() {
+		return errf(http.StatusConflict, CodeUpgradeInProgress, "this server is re-executing already")
 	}
-	req.Binary = resolved
 	if !s.reserve() {
 		return errf(http.StatusConflict, CodeUpgradeInProgress, "upgrade %s is being driven by this server (or a cluster up or down runs): ferry upgrades itself between upgrades of the cluster", s.drivingID())
 	}
@@ -64,9 +59,16 @@ func (s *Server) postSelfUpgrade(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer unlock()
 	hosts := selfupgrade.HostNames(s.cfg.Cluster)
-	rep, err := selfupgrade.Run(r.Context(), req, s.cfg.Driver, hosts, s.cfg.Store, func(hr selfupgrade.HostResult) {
+	rep, bin, err := selfupgrade.Run(r.Context(), req, s.cfg.Driver, hosts, s.cfg.Store, func(hr selfupgrade.HostResult) {
 		s.log.Info("server: self-upgrade: agent", "host", hr.Host, "from", hr.From, "to", hr.To, "skipped", hr.Skipped, "took", hr.Took)
 	})
+	if err == nil && req.Servers {
+		rep.Servers, err = s.upgradeServers(r.Context(), bin, time.Duration(req.WaitMS)*time.Millisecond)
+		if err != nil {
+			// Not a refusal: the agents moved already (502).
+			err = fmt.Errorf("the agents are on %s; the server replicas: %v", bin.Release, err)
+		}
+	}
 	switch {
 	case errors.Is(err, selfupgrade.ErrBusy):
 		return errf(http.StatusConflict, CodeUpgradeInProgress, "%v", err)
@@ -75,6 +77,213 @@ func (s *Server) postSelfUpgrade(w http.ResponseWriter, r *http.Request) error {
 	case err != nil:
 		return errf(http.StatusBadGateway, CodeSelfUpgradeFailed, "%v", err)
 	}
+	if req.Servers && !s.reexecing.CompareAndSwap(false, true) {
+		return errf(http.StatusConflict, CodeUpgradeInProgress, "this server is re-executing already")
+	}
 	writeJSON(w, http.StatusOK, rep)
+	if req.Servers {
+		// This server last: it answers, then stops and re-executes (a
+		// leader's lease is revoked as it closes its store: an
+		// upgraded standby leads).
+		s.log.Info("server: self-upgrade: re-executing this server last", "path", bin.Path, "release", bin.Release)
+		s.reexec <- bin.Path
+	}
 	return nil
+}
+
+// ReexecError is what ListenAndServe returns when the server was asked
+// to run on a newer ferry binary: it has stopped (its engine, streams
+// and HTTP server); the caller closes the store (a leader's lease is
+// revoked: a standby leads) and re-executes the process on Path
+// (buildinfo.Reexec).
+type ReexecError struct{ Path string }
+
+func (e *ReexecError) Error() string {
+	return "server: stopped to re-execute on the ferry binary " + e.Path
+}
+
+// Candidates is a shared store that lists the servers of its election
+// (etcdstore): the replicas a self-upgrade with servers moves.
+type Candidates interface {
+	Candidates(ctx context.Context) ([]string, error)
+}
+
+// ServerInfo is GET /v1/server: which ferry this server is, and
+// whether it leads.
+type ServerInfo struct {
+	Release string         `json:"release"`
+	Build   buildinfo.Info `json:"build"`
+	PID     int            `json:"pid"`
+	URL     string         `json:"url,omitempty"`
+	Leads   bool           `json:"leads"`
+}
+
+func (s *Server) info() ServerInfo {
+	i := ServerInfo{Release: buildinfo.Release(), Build: buildinfo.Read(), PID: os.Getpid(), URL: s.advertise, Leads: true}
+	if el, ok := s.cfg.Store.(Elector); ok {
+		i.Leads = el.Leads()
+	}
+	return i
+}
+
+func (s *Server) getServer(w http.ResponseWriter, r *http.Request) error {
+	if _, err := query(r); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.info())
+	return nil
+}
+
+// ServerReexecRequest is the body of POST /v1/server/reexec: a newer
+// ferry binary under one of this server's artifact roots, its sha256,
+// and the release it must say.
+type ServerReexecRequest struct {
+	Binary  string `json:"binary"`
+	SHA256  string `json:"sha256"`
+	Release string `json:"release"`
+}
+
+// postServerReexec is POST /v1/server/reexec, sent to one server (never
+// forwarded): it checks the binary as a self-upgrade does (under a
+// root, its sha256, a release newer than its own and the one asked),
+// refuses while it drives an upgrade, answers 202 with what it is now,
+// and then stops and re-executes on the binary (ReexecError): the
+// leader's self-upgrade sends it to each standby.
+func (s *Server) postServerReexec(w http.ResponseWriter, r *http.Request) error {
+	if _, err := query(r); err != nil {
+		return err
+	}
+	var req ServerReexecRequest
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	path, err := s.rootedBinary(req.Binary, req.SHA256)
+	if err != nil {
+		return err
+	}
+	bin, err := selfupgrade.Check(r.Context(), path, req.SHA256, buildinfo.Release())
+	if err != nil {
+		return errf(http.StatusUnprocessableEntity, CodeSelfUpgradeRefused, "%v", err)
+	}
+	if bin.Release != req.Release {
+		return errf(http.StatusUnprocessableEntity, CodeSelfUpgradeRefused, "the binary %s says it is ferry %s, not %s", path, bin.Release, req.Release)
+	}
+	if !s.reserve() {
+		return errf(http.StatusConflict, CodeUpgradeInProgress, "upgrade %s is being driven by this server: it re-executes between upgrades", s.drivingID())
+	}
+	if !s.reexecing.CompareAndSwap(false, true) {
+		s.release()
+		return errf(http.StatusConflict, CodeUpgradeInProgress, "this server is re-executing already")
+	}
+	s.log.Info("server: re-executing on a newer ferry", "path", path, "release", bin.Release)
+	writeJSON(w, http.StatusAccepted, s.info())
+	s.reexec <- path // buffered; the reservation is never released: the server stops
+	return nil
+}
+
+// rootedBinary is the new ferry binary a request names: an absolute
+// path under one of the server's artifact roots (symbolic links
+// resolved), as an import's artifacts.
+func (s *Server) rootedBinary(p, sum string) (string, error) {
+	switch {
+	case p == "" || sum == "":
+		return "", badRequest(`fields "binary" (the new ferry binary's path on the server's host) and "sha256" are required`)
+	case !filepath.IsAbs(p):
+		return "", badRequest(`field "binary": %q is not an absolute path`, p)
+	}
+	path := filepath.Clean(p)
+	outside := func(p string) error {
+		return errf(http.StatusUnprocessableEntity, CodeArtifactRefused, "binary %s is not under an artifact root of this server (%s): upload it with PUT /v1/artifacts/{sha256}, or start the server with --artifact-root naming its directory",
+			p, strings.Join(s.rootNames(), ", "))
+	}
+	if _, _, ok := s.underRoot(path); !ok {
+		return "", outside(path)
+	}
+	resolved, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return "", errf(http.StatusUnprocessableEntity, CodeArtifactRefused, "binary %s cannot be opened: %v", path, unwrapPath(err))
+	}
+	if _, _, ok := s.underRoot(resolved); !ok {
+		return "", outside(resolved)
+	}
+	return resolved, nil
+}
+
+// peers are the other servers of the election, seen as a self-upgrade
+// sees agents (selfupgrade.Agents, by URL), so that the standbys move
+// one at a time, each waited for on the new release, exactly as the
+// agents do.
+type peers struct {
+	s      *Server
+	client *http.Client
+}
+
+func (p peers) call(ctx context.Context, method, url string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+p.s.cfg.Token)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, bytes.TrimSpace(b))
+	}
+	return json.Unmarshal(b, out)
+}
+
+func (p peers) AgentRelease(ctx context.Context, url string) (string, string, error) {
+	var i ServerInfo
+	if err := p.call(ctx, http.MethodGet, url+"/v1/server", nil, &i); err != nil {
+		return "", "", err
+	}
+	return i.Release, i.Build.String(), nil
+}
+
+func (p peers) ReexecAgent(ctx context.Context, url, path, sum, release string) error {
+	var i ServerInfo
+	return p.call(ctx, http.MethodPost, url+"/v1/server/reexec", ServerReexecRequest{Binary: path, SHA256: sum, Release: release}, &i)
+}
+
+// upgradeServers moves the other servers of the election (standbys:
+// this one holds the engine lock, so it leads) to the binary, one at a
+// time; this server's own turn, after its answer, is the caller's.
+func (s *Server) upgradeServers(ctx context.Context, bin selfupgrade.Binary, wait time.Duration) ([]selfupgrade.HostResult, error) {
+	var others []string
+	if c, ok := s.cfg.Store.(Candidates); ok {
+		all, err := c.Candidates(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range all {
+			if u != s.advertise {
+				others = append(others, u)
+			}
+		}
+	}
+	rep, err := selfupgrade.UpgradeAgents(ctx, selfupgrade.Config{Binary: bin, Hosts: others, Wait: wait,
+		Agents: peers{s: s, client: &http.Client{Timeout: 30 * time.Second}},
+		Progress: func(hr selfupgrade.HostResult) {
+			s.log.Info("server: self-upgrade: server", "url", hr.Host, "from", hr.From, "to", hr.To, "skipped", hr.Skipped, "took", hr.Took)
+		}})
+	self := selfupgrade.HostResult{Host: cmp.Or(s.advertise, "this server"), From: buildinfo.Release(), To: bin.Release, Handover: true}
+	return append(rep.Agents, self), err
 }

@@ -100,6 +100,27 @@ func TestSelfUpgradeThroughTheAPI(t *testing.T) {
 	if !rep.Agents[0].Skipped {
 		t.Errorf("again: %+v, want the agent skipped", rep)
 	}
+
+	// The server's own re-exec: checked like a self-upgrade, answered
+	// 202, handed to ListenAndServe (none here: it stays queued), and
+	// once only.
+	var info ServerInfo
+	c.do("GET", "/v1/server", nil).expect(t, "server", 200).json(t, &info)
+	if info.Release != buildinfo.Release() || info.PID != os.Getpid() || !info.Leads {
+		t.Errorf("GET /v1/server: %+v", info)
+	}
+	c.do("POST", "/v1/server/reexec", ServerReexecRequest{Binary: next.Path, SHA256: next.SHA256, Release: "98.0.0"}).expect(t, "reexec, another release", 422, CodeSelfUpgradeRefused)
+	c.do("POST", "/v1/server/reexec", ServerReexecRequest{Binary: same.Path, SHA256: same.SHA256, Release: same.Release}).expect(t, "reexec, same release", 422, CodeSelfUpgradeRefused)
+	c.do("POST", "/v1/server/reexec", ServerReexecRequest{Binary: next.Path, SHA256: next.SHA256, Release: "99.0.0"}).expect(t, "reexec", 202)
+	select {
+	case p := <-s.reexec:
+		if p != next.Path {
+			t.Errorf("re-exec queued on %s, want %s", p, next.Path)
+		}
+	default:
+		t.Errorf("the re-exec was not handed to ListenAndServe")
+	}
+	c.do("POST", "/v1/server/reexec", ServerReexecRequest{Binary: next.Path, SHA256: next.SHA256, Release: "99.0.0"}).expect(t, "reexec again", 409, CodeUpgradeInProgress)
 }
 
 func equalPIDs(a, b map[string]int) bool {

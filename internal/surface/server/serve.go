@@ -68,11 +68,14 @@ func (s *Server) ListenAndServe(ctx context.Context, lc ListenConfig) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	var reexec error
 	select {
 	case err := <-errc:
 		s.Close()
 		return err
 	case <-ctx.Done():
+	case path := <-s.reexec:
+		reexec = &ReexecError{Path: path}
 	}
 	s.Close() // ends the streams and the engine goroutine first
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -83,7 +86,7 @@ func (s *Server) ListenAndServe(ctx context.Context, lc ListenConfig) error {
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	return nil
+	return reexec
 }
 
 // Loopback serves on 127.0.0.1 on a free port until stop is called:

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/trust/bearer"
@@ -140,7 +141,12 @@ type Server struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	kick   chan struct{}
-	start  sync.Once
+	// reexec carries the path of a newer ferry binary to
+	// ListenAndServe, which then stops and returns a *ReexecError
+	// (selfupgrade.go); reexecing is set by the one request that sends.
+	reexec    chan string
+	reexecing atomic.Bool
+	start     sync.Once
 
 	// lockMu is held around every take of the engine lock by this
 	// server, and by drivenBy around its look at busy and its probe of
@@ -217,7 +223,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, advertise: cfg.Advertise, token: bearer.NewChecker(cfg.Token),
-		hub: newHub(), kick: make(chan struct{}, 1), blocked: map[string]string{}, drove: map[string]string{}, roots: roots}
+		hub: newHub(), kick: make(chan struct{}, 1), reexec: make(chan string, 1), blocked: map[string]string{}, drove: map[string]string{}, roots: roots}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.drive, err = engine.New(engine.Config{Cluster: cfg.Cluster, Driver: cfg.Driver, Store: cfg.Store, Logger: cfg.Logger,
 		OnEvent: func(store.Event) { s.signal() }, Judge: s.judge})

@@ -76,6 +76,21 @@ func (s *Store) Leader(ctx context.Context) (string, error) {
 	return string(resp.Kvs[0].Value), nil
 }
 
+// Candidates are the values (servers' URLs) of every writer in the
+// election, the leader first, then the standbys in the order they
+// would lead: the replicas ferry self-upgrade moves, standbys first.
+func (s *Store) Candidates(ctx context.Context) ([]string, error) {
+	resp, err := s.cli.Get(ctx, s.electionPrefix()+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, s.etcdError("read the election's candidates", err)
+	}
+	out := make([]string, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		out = append(out, string(kv.Value))
+	}
+	return out, nil
+}
+
 // Revoke ends this writer's lease now, as its expiry would: its
 // election key and its fence go with it.
 func (s *Store) Revoke() error {
