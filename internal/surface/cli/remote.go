@@ -32,6 +32,12 @@ func (g *globals) remote() bool { return g.addr != "" }
 // client returns the server's client; the token is read from
 // --token-file (FERRY_TOKEN_FILE), by default DATA-DIR/api-token.
 func (g *globals) client() (*client.Client, error) {
+	return g.clientAt(g.addr)
+}
+
+// clientAt is client for another server of the same store (they share
+// the token): the leader a standby names.
+func (g *globals) clientAt(addr string) (*client.Client, error) {
 	path := g.tokenFile
 	if path == "" {
 		path = filepath.Join(g.dataDir, "api-token")
@@ -40,7 +46,7 @@ func (g *globals) client() (*client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the server's API token: %w (pass --token-file, or FERRY_TOKEN_FILE)", err)
 	}
-	return client.New(client.Options{Addr: g.addr, Token: tok, CAFile: g.caFile})
+	return client.New(client.Options{Addr: addr, Token: tok, CAFile: g.caFile})
 }
 
 // remoteErr maps the server's refusals to the exit codes the local
@@ -54,7 +60,7 @@ func remoteErr(err error) error {
 	switch {
 	case ce.Status == http.StatusConflict:
 		return &exitError{code: 3, err: err}
-	case ce.Code == "preflight_failed", ce.Code == "downtime_not_accepted":
+	case ce.Code == "preflight_failed", ce.Code == "downtime_not_accepted", ce.Code == "self_upgrade_refused":
 		return &exitError{code: 5, err: err}
 	}
 	return err

@@ -12,6 +12,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/run/buildinfo"
 	"github.com/ferry-upgrade/ferry/internal/run/selfupgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
+	"github.com/ferry-upgrade/ferry/internal/surface/server"
 )
 
 // versionCmd says which ferry this binary is. `ferry version -o json`
@@ -163,9 +164,25 @@ func (g *globals) remoteSelfUpgrade(ctx context.Context, req selfupgrade.Request
 	if err != nil {
 		return selfupgrade.Report{}, err
 	}
+	if req.Servers {
+		// To the leader itself: a standby that forwarded the request
+		// would be re-executed while it carries the answer.
+		var info server.ServerInfo
+		if err := c.Do(ctx, http.MethodGet, "/v1/server", nil, &info); err != nil {
+			return selfupgrade.Report{}, remoteErr(err)
+		}
+		if !info.Leads && info.Leader != "" {
+			if !g.json() {
+				fmt.Fprintf(g.stdout, "%s is a standby: asking the leader %s\n", g.addr, info.Leader)
+			}
+			if c, err = g.clientAt(info.Leader); err != nil {
+				return selfupgrade.Report{}, err
+			}
+		}
+	}
 	var rep selfupgrade.Report
 	if err := c.Do(ctx, http.MethodPost, "/v1/self-upgrade", req, &rep); err != nil {
-		return selfupgrade.Report{}, err
+		return selfupgrade.Report{}, remoteErr(err)
 	}
 	if !g.json() {
 		for _, r := range rep.Agents {

@@ -1,13 +1,10 @@
 package server
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +13,7 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/run/buildinfo"
 	"github.com/ferry-upgrade/ferry/internal/run/selfupgrade"
+	apiclient "github.com/ferry-upgrade/ferry/internal/surface/client"
 )
 
 // The self-upgrade's error codes.
@@ -45,6 +43,9 @@ func (s *Server) postSelfUpgrade(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	req.Binary = path
+	if by := r.Header.Get(ForwardedHeader); req.Servers && by != "" {
+		return errf(http.StatusConflict, CodeNotLeader, "a self-upgrade with servers goes to the leader itself, not through the standby %s, which it re-executes: send it to %s (ferry self-upgrade --servers does)", by, s.advertise)
+	}
 	if req.Servers && s.reexecing.Load() {
 		return errf(http.StatusConflict, CodeUpgradeInProgress, "this server is re-executing already")
 	}
@@ -116,12 +117,17 @@ type ServerInfo struct {
 	PID     int            `json:"pid"`
 	URL     string         `json:"url,omitempty"`
 	Leads   bool           `json:"leads"`
+	// Leader is the election's leader's URL, on a shared store.
+	Leader string `json:"leader,omitempty"`
 }
 
-func (s *Server) info() ServerInfo {
+func (s *Server) info(ctx context.Context) ServerInfo {
 	i := ServerInfo{Release: buildinfo.Release(), Build: buildinfo.Read(), PID: os.Getpid(), URL: s.advertise, Leads: true}
 	if el, ok := s.cfg.Store.(Elector); ok {
 		i.Leads = el.Leads()
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		i.Leader, _ = el.Leader(ctx) // "" when etcd does not answer: Leads says enough
 	}
 	return i
 }
@@ -130,7 +136,7 @@ func (s *Server) getServer(w http.ResponseWriter, r *http.Request) error {
 	if _, err := query(r); err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.info())
+	writeJSON(w, http.StatusOK, s.info(r.Context()))
 	return nil
 }
 
@@ -176,7 +182,7 @@ func (s *Server) postServerReexec(w http.ResponseWriter, r *http.Request) error 
 		return errf(http.StatusConflict, CodeUpgradeInProgress, "this server is re-executing already")
 	}
 	s.log.Info("server: re-executing on a newer ferry", "path", path, "release", bin.Release)
-	writeJSON(w, http.StatusAccepted, s.info())
+	writeJSON(w, http.StatusAccepted, s.info(r.Context()))
 	s.reexec <- path // buffered; the reservation is never released: the server stops
 	return nil
 }
@@ -212,47 +218,27 @@ func (s *Server) rootedBinary(p, sum string) (string, error) {
 // peers are the other servers of the election, seen as a self-upgrade
 // sees agents (selfupgrade.Agents, by URL), so that the standbys move
 // one at a time, each waited for on the new release, exactly as the
-// agents do.
-type peers struct {
-	s      *Server
-	client *http.Client
-}
+// agents do. They are called as the CLI calls a server (package client),
+// with this server's token, which the servers of one store share.
+type peers struct{ token string }
 
-func (p peers) call(ctx context.Context, method, url string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, body)
+// peerTimeout bounds one call to another server (its re-exec request
+// waits on its `BIN version` too).
+const peerTimeout = 30 * time.Second
+
+func (p peers) call(ctx context.Context, method, url, path string, in, out any) error {
+	c, err := apiclient.New(apiclient.Options{Addr: url, Token: p.token})
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+p.s.cfg.Token)
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := p.client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %s: %s", method, url, resp.Status, bytes.TrimSpace(b))
-	}
-	return json.Unmarshal(b, out)
+	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
+	defer cancel()
+	return c.Do(ctx, method, path, in, out)
 }
 
 func (p peers) AgentRelease(ctx context.Context, url string) (string, string, error) {
 	var i ServerInfo
-	if err := p.call(ctx, http.MethodGet, url+"/v1/server", nil, &i); err != nil {
+	if err := p.call(ctx, http.MethodGet, url, "/v1/server", nil, &i); err != nil {
 		return "", "", err
 	}
 	return i.Release, i.Build.String(), nil
@@ -260,7 +246,7 @@ func (p peers) AgentRelease(ctx context.Context, url string) (string, string, er
 
 func (p peers) ReexecAgent(ctx context.Context, url, path, sum, release string) error {
 	var i ServerInfo
-	return p.call(ctx, http.MethodPost, url+"/v1/server/reexec", ServerReexecRequest{Binary: path, SHA256: sum, Release: release}, &i)
+	return p.call(ctx, http.MethodPost, url, "/v1/server/reexec", ServerReexecRequest{Binary: path, SHA256: sum, Release: release}, &i)
 }
 
 // upgradeServers moves the other servers of the election (standbys:
@@ -280,7 +266,7 @@ func (s *Server) upgradeServers(ctx context.Context, bin selfupgrade.Binary, wai
 		}
 	}
 	rep, err := selfupgrade.UpgradeAgents(ctx, selfupgrade.Config{Binary: bin, Hosts: others, Wait: wait,
-		Agents: peers{s: s, client: &http.Client{Timeout: 30 * time.Second}},
+		Agents: peers{token: s.cfg.Token},
 		Progress: func(hr selfupgrade.HostResult) {
 			s.log.Info("server: self-upgrade: server", "url", hr.Host, "from", hr.From, "to", hr.To, "skipped", hr.Skipped, "took", hr.Took)
 		}})

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,23 +17,16 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/trust/checksum"
 )
 
-// memberPIDs are the pids of the cluster's members now.
-func memberPIDs(t *testing.T, cl *demo.Cluster) map[string]int {
+// memberPIDs are which process each member is now.
+func memberPIDs(t *testing.T, cl *demo.Cluster) map[string]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sts, err := cl.Driver.Observe(ctx, cl.Members)
+	ids, err := cl.Processes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]int{}
-	for _, st := range sts {
-		if !st.Running || st.PID == 0 {
-			t.Fatalf("member %s is not running: %+v", st.Name, st)
-		}
-		out[st.Name] = st.PID
-	}
-	return out
+	return ids
 }
 
 // TestSelfUpgradeThroughTheAPI: POST /v1/self-upgrade refuses a binary
@@ -92,7 +86,7 @@ func TestSelfUpgradeThroughTheAPI(t *testing.T) {
 	if v.Ferry.Release != buildinfo.Release() || len(v.Agents) != 1 || v.Agents[0].Release != "99.0.0" {
 		t.Fatalf("versions after: %+v", v.Builds)
 	}
-	if after := memberPIDs(t, cl); !equalPIDs(before, after) {
+	if after := memberPIDs(t, cl); !maps.Equal(before, after) {
 		t.Errorf("members' pids changed: before %v, after %v", before, after)
 	}
 	// Again: the agent is on it already, nothing moves.
@@ -121,16 +115,4 @@ func TestSelfUpgradeThroughTheAPI(t *testing.T) {
 		t.Errorf("the re-exec was not handed to ListenAndServe")
 	}
 	c.do("POST", "/v1/server/reexec", ServerReexecRequest{Binary: next.Path, SHA256: next.SHA256, Release: "99.0.0"}).expect(t, "reexec again", 409, CodeUpgradeInProgress)
-}
-
-func equalPIDs(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }

@@ -124,15 +124,17 @@ type ha struct {
 	procs     []*background
 	etcd      *etcdstore.Store // the test's own look at etcd
 	client    *http.Client
+	extra     []string // more arguments of every 'ferry server'
 }
 
-func startHA(t *testing.T, cl *demo.Cluster, endpoints []string, seed uint64) *ha {
+// startHA starts three servers on etcd, each with the extra arguments.
+func startHA(t *testing.T, cl *demo.Cluster, endpoints []string, seed uint64, extra ...string) *ha {
 	t.Helper()
 	ports, err := loopback.Ports(seed^0x5eed, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &ha{cl: cl, endpoints: endpoints, prefix: "/ferry-ha/", token: fmt.Sprintf("ha-test-token-%016x", seed), client: &http.Client{Timeout: 30 * time.Second}}
+	h := &ha{cl: cl, endpoints: endpoints, prefix: "/ferry-ha/", token: fmt.Sprintf("ha-test-token-%016x", seed), client: &http.Client{Timeout: 30 * time.Second}, extra: extra}
 	h.etcd, err = etcdstore.Open(etcdstore.Config{Endpoints: endpoints, Prefix: h.prefix, Name: "the test"})
 	if err != nil {
 		t.Fatal(err)
@@ -162,8 +164,8 @@ func (h *ha) run(t *testing.T, i int) {
 	for _, e := range h.endpoints {
 		hosts = append(hosts, strings.TrimPrefix(e, "http://"))
 	}
-	bg := startFerryIn(t, h.cl, h.dirs[i], "server", "--listen", strings.TrimPrefix(h.urls[i], "http://"),
-		"--store", "etcd://"+strings.Join(hosts, ","), "--etcd-prefix", h.prefix, "--lease-ttl", haTTL.String())
+	bg := startFerryIn(t, h.cl, h.dirs[i], append([]string{"server", "--listen", strings.TrimPrefix(h.urls[i], "http://"),
+		"--store", "etcd://" + strings.Join(hosts, ","), "--etcd-prefix", h.prefix, "--lease-ttl", haTTL.String()}, h.extra...)...)
 	h.procs[i] = bg
 	waitFor(t, 30*time.Second, "server "+h.urls[i]+" listening", func() bool {
 		bg.alive(t)

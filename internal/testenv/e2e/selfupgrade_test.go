@@ -3,13 +3,17 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/buildinfo"
 	"github.com/ferry-upgrade/ferry/internal/run/selfupgrade"
 	"github.com/ferry-upgrade/ferry/internal/surface/demo"
+	"github.com/ferry-upgrade/ferry/internal/surface/server"
+	"github.com/ferry-upgrade/ferry/internal/testenv/etcdtest"
 	"github.com/ferry-upgrade/ferry/internal/testenv/ferrybuild"
 	"github.com/ferry-upgrade/ferry/internal/trust/checksum"
 )
@@ -20,18 +24,24 @@ func processIdentity(t *testing.T, cl *demo.Cluster) map[string]string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	sts, err := cl.Driver.Observe(ctx, cl.Members)
+	ids, err := cl.Processes(ctx)
 	if err != nil {
-		t.Fatalf("observe: %v", err)
+		t.Fatal(err)
 	}
-	out := map[string]string{}
-	for _, st := range sts {
-		if !st.Running || st.PID == 0 {
-			t.Fatalf("member %s is not running: %+v", st.Name, st)
+	return ids
+}
+
+// sameProcesses fails the test for each member that is not the process
+// it was before.
+func sameProcesses(t *testing.T, cl *demo.Cluster, before map[string]string) {
+	t.Helper()
+	after := processIdentity(t, cl)
+	for name, id := range before {
+		if after[name] != id {
+			t.Errorf("member %s restarted: %s, then %s", name, id, after[name])
 		}
-		out[st.Name] = st.Since.UTC().Format(time.RFC3339Nano) + " pid " + itoa(st.PID)
 	}
-	return out
+	t.Logf("%d members, each the same process before and after", len(before))
 }
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
@@ -144,13 +154,7 @@ func TestSelfUpgradeAgentsUnderTraffic(t *testing.T) {
 	}
 	t.Logf("requests %d, failed %d", len(rec.Samples()), failedRequests(rec))
 	checkWrites(t, cl, rec)
-	after := processIdentity(t, cl)
-	for name, id := range before {
-		if after[name] != id {
-			t.Errorf("member %s restarted: %s, then %s", name, id, after[name])
-		}
-	}
-	t.Logf("%d members, each the same process before and after", len(before))
+	sameProcesses(t, cl, before)
 	agentsOn(t, ferryBuilds(t, cl), "99.0.0", hosts)
 
 	// An agent on the release already is skipped.
@@ -158,4 +162,106 @@ func TestSelfUpgradeAgentsUnderTraffic(t *testing.T) {
 	if code != 0 || strings.Count(out, "already") != hosts {
 		t.Errorf("second self-upgrade: exit %d, want every agent skipped\n%s", code, out)
 	}
+}
+
+// serverInfo reads GET /v1/server of server i; ok is false while it
+// does not answer (between its programs).
+func (h *ha) serverInfo(i int) (server.ServerInfo, bool) {
+	var info server.ServerInfo
+	code, b, err := h.call(i, "GET", "/v1/server", nil)
+	if err != nil || code != 200 || json.Unmarshal(b, &info) != nil {
+		return info, false
+	}
+	return info, true
+}
+
+// TestSelfUpgradeServersUnderTraffic is ferry first with the server
+// replicas: three 'ferry server' processes on a real three-member etcd,
+// the sample under traffic. 'ferry self-upgrade --servers --addr' sent
+// to a standby is forwarded to the leader, which moves the agent, then
+// each standby (re-executed on the new binary, waited for on 99.0.0),
+// answers, and re-executes itself, revoking its lease: an upgraded
+// standby leads. Every server then answers on 99.0.0 with the same pid
+// (a re-exec, not a restart), no member restarted, no request failed,
+// and an upgrade started through the new servers completes.
+func TestSelfUpgradeServersUnderTraffic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: starts a real cluster and a real etcd")
+	}
+	seed := envSeed(t, "FERRY_SELFUP_SEED")
+	t.Logf("seed %d (FERRY_SELFUP_SEED)", seed)
+	etcd := etcdtest.Start(t, 3, seed)
+	cl := startCluster(t, demo.ClusterOptions{Soak: time.Second, Deadline: 30 * time.Second, GateDeadline: 30 * time.Second}, "1.0.1")
+	binDir := t.TempDir()
+	next, err := ferrybuild.Build(binDir, "99.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ha := startHA(t, cl, etcd.Endpoints, seed, "--artifact-root", binDir)
+	before := processIdentity(t, cl)
+	leader := ha.leader(t)
+	pids := map[int]int{}
+	for i := range ha.urls {
+		info, ok := ha.serverInfo(i)
+		if !ok || info.Release != buildinfo.Release() {
+			t.Fatalf("server %s before: %+v (answered %v)", ha.urls[i], info, ok)
+		}
+		pids[i] = info.PID
+	}
+	standby := (leader + 1) % len(ha.urls)
+	t.Logf("leader %s; the request goes to the standby %s", ha.urls[leader], ha.urls[standby])
+
+	live, stop := liveTraffic(cl, seed)
+	waitFor(t, 20*time.Second, "100 requests before", func() bool { return len(live.Samples()) >= 100 })
+	start := time.Now()
+	out, code := ferry(t, cl, "--addr", ha.urls[standby], "--token-file", filepath.Join(ha.dirs[standby], server.TokenFile),
+		"self-upgrade", "--binary", next.Path, "--sha256", next.SHA256, "--servers")
+	if code != 0 {
+		t.Fatalf("ferry self-upgrade --servers: exit %d\n%s", code, out)
+	}
+	t.Logf("ferry self-upgrade --servers answered in %s:\n%s", time.Since(start).Round(time.Millisecond), out)
+	var newLeader int
+	waitFor(t, 2*haTTL+20*time.Second, "every server on 99.0.0, one leading", func() bool {
+		leads := 0
+		for i := range ha.urls {
+			info, ok := ha.serverInfo(i)
+			if !ok || info.Release != "99.0.0" {
+				return false
+			}
+			if info.Leads {
+				leads++
+				newLeader = i
+			}
+		}
+		return leads == 1
+	})
+	t.Logf("every server on 99.0.0 %s after the request; %s leads now (was %s)", time.Since(start).Round(time.Millisecond), ha.urls[newLeader], ha.urls[leader])
+	n := len(live.Samples())
+	waitFor(t, 20*time.Second, "100 requests after", func() bool { return len(live.Samples()) >= n+100 })
+	rec := stop()
+	for i := range ha.urls {
+		if info, _ := ha.serverInfo(i); info.PID != pids[i] {
+			t.Errorf("server %s: pid %d, was %d: restarted, not re-executed", ha.urls[i], info.PID, pids[i])
+		}
+	}
+	if newLeader == leader {
+		t.Errorf("the leader %s leads again: it did not hand over", ha.urls[leader])
+	}
+	if strings.Count(out, "server http://") != len(ha.urls) {
+		t.Errorf("the output does not name the %d servers", len(ha.urls))
+	}
+	if n := failedRequests(rec); n != 0 {
+		t.Errorf("%d of %d requests failed during the self-upgrade", n, len(rec.Samples()))
+	}
+	checkWrites(t, cl, rec)
+	sameProcesses(t, cl, before)
+	agentsOn(t, ferryBuilds(t, cl), "99.0.0", 1)
+
+	// The new servers drive: an upgrade through them completes.
+	id := ha.start(t, "1.0.1")
+	if u := ha.wait(t, id, 3*time.Minute); u.State != upgrade.StateCompleted {
+		t.Fatalf("upgrade %s through the new servers ended %s: %s", id, u.State, u.Reason)
+	}
+	expectAllOn(t, cl, "1.0.1")
+	t.Logf("upgrade %s to 1.0.1 through the servers on 99.0.0: completed", id)
 }
