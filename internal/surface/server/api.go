@@ -573,7 +573,7 @@ func (s *Server) getMembers(w http.ResponseWriter, r *http.Request) error {
 
 // Versions counts members per component per running version
 // (GET /v1/versions), and says this server's ferry release and build
-// and each agent's (ferry, agents).
+// and each agent's (ferry, agents; asked at most every 5 s).
 type Versions struct {
 	Components []engine.ComponentVersions `json:"components"`
 	ObservedAt time.Time                  `json:"observed_at"`
@@ -588,9 +588,8 @@ func (s *Server) getVersions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	hosts := selfupgrade.HostNames(s.cfg.Cluster)
 	writeJSON(w, http.StatusOK, Versions{Components: nonNil(s.view.VersionsView(snap)), ObservedAt: snap.Time.UTC(),
-		Builds: selfupgrade.Collect(r.Context(), s.cfg.Driver, hosts)})
+		Builds: s.builds(r.Context())})
 	return nil
 }
 

@@ -60,6 +60,7 @@ func (s *Server) postSelfUpgrade(w http.ResponseWriter, r *http.Request) error {
 	}
 	defer unlock()
 	hosts := selfupgrade.HostNames(s.cfg.Cluster)
+	defer s.forgetBuilds()
 	rep, bin, err := selfupgrade.Run(r.Context(), req, s.cfg.Driver, hosts, s.cfg.Store, func(hr selfupgrade.HostResult) {
 		s.log.Info("server: self-upgrade: agent", "host", hr.Host, "from", hr.From, "to", hr.To, "skipped", hr.Skipped, "took", hr.Took)
 	})
@@ -90,6 +91,31 @@ func (s *Server) postSelfUpgrade(w http.ResponseWriter, r *http.Request) error {
 		s.reexec <- bin.Path
 	}
 	return nil
+}
+
+// buildsTTL is how long GET /v1/versions reuses the agents' releases it
+// asked for (the dashboard polls it; builds change only by a
+// self-upgrade, which forgets them).
+const buildsTTL = 5 * time.Second
+
+// builds is ferry's and the agents' releases, asked at most once per
+// buildsTTL (one asking at a time).
+func (s *Server) builds(ctx context.Context) selfupgrade.Builds {
+	s.buildsMu.Lock()
+	defer s.buildsMu.Unlock()
+	if !s.buildsAt.IsZero() && time.Since(s.buildsAt) < buildsTTL {
+		return s.buildsCache
+	}
+	s.buildsCache = selfupgrade.Collect(ctx, s.cfg.Driver, selfupgrade.HostNames(s.cfg.Cluster))
+	s.buildsAt = time.Now()
+	return s.buildsCache
+}
+
+// forgetBuilds makes the next GET /v1/versions ask the agents again.
+func (s *Server) forgetBuilds() {
+	s.buildsMu.Lock()
+	s.buildsAt = time.Time{}
+	s.buildsMu.Unlock()
 }
 
 // ReexecError is what ListenAndServe returns when the server was asked

@@ -17,6 +17,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/proof"
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
+	"github.com/ferry-upgrade/ferry/internal/run/selfupgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
 	"github.com/ferry-upgrade/ferry/internal/substrate/driver"
 )
@@ -146,7 +147,12 @@ type Server struct {
 	// (selfupgrade.go); reexecing is set by the one request that sends.
 	reexec    chan string
 	reexecing atomic.Bool
-	start     sync.Once
+	// buildsMu guards the agents' releases GET /v1/versions last asked
+	// (builds, selfupgrade.go).
+	buildsMu    sync.Mutex
+	buildsCache selfupgrade.Builds
+	buildsAt    time.Time
+	start       sync.Once
 
 	// lockMu is held around every take of the engine lock by this
 	// server, and by drivenBy around its look at busy and its probe of
