@@ -198,7 +198,8 @@ expand: [{http: "http://{{.Any}}/admin/compat?level=1", method: POST}]
 migrate: [{http: "http://{{.Any}}/admin/migrate", method: POST, json: {path: done, equals: true}}]
 finalize: [{http: "http://{{.Any}}/admin/compat?level=2", method: POST}]`,
 	"FlowStage": `{stage: hosts, name: workers, components: [storage, compute], max_unavailable: 2, max_unavailable_per_domain: 1}`,
-	"Policy":    `{on_failure: rollback, on_impact: pause, finalize: manual, tick: 50ms}`,
+	"Policy":    `{on_failure: rollback, on_impact: pause, finalize: manual, tick: 50ms, windows: [{days: [sat, sun], start: "01:00", end: "05:00", zone: UTC}]}`,
+	"Window":    `{days: [mon, tue, wed, thu], start: "22:00", end: "04:00", zone: Europe/Berlin}`,
 	"Traffic": `targets: ["http://127.0.0.1:8080"]
 rate: 200
 requests:
@@ -372,7 +373,7 @@ func text(cg *ast.CommentGroup) string {
 // shape, top down.
 var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "HostCommands", "HostCommand", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
 	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Backup", "Workload", "Commands", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks", "Alarm",
-	"Policy", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus"}
+	"Policy", "Window", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus"}
 
 // typeDoc writes a field's type as a reader of YAML sees it.
 func typeDoc(t reflect.Type) string {

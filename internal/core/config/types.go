@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/ferry-upgrade/ferry/internal/core/window"
+
 	"fmt"
 	"io/fs"
 	"time"
@@ -971,7 +973,38 @@ type Policy struct {
 	// UndoDeadline is how long an effect's undo is retried before the
 	// upgrade pauses on it, for the operator (default 2m).
 	UndoDeadline Duration `yaml:"undo_deadline"`
+	// Windows are the maintenance windows in which members may be taken
+	// down (none: at any time). Outside them the batch in flight
+	// finishes, then the upgrade holds, saying which window opens next
+	// and when, and goes on by itself when it opens. A rollback is not
+	// held: it repairs.
+	Windows []Window `yaml:"windows"`
+
+	// windows are Windows as read (Validate): what the machine asks.
+	windows window.Set
 }
+
+// Window is one weekly maintenance window: on each of Days, from Start
+// to End in Zone; an End not after Start is the next day's (22:00 to
+// 04:00 crosses midnight).
+type Window struct {
+	// Days are the days it opens on: mon, tue, wed, thu, fri, sat, sun
+	// (or monday...), or daily.
+	Days []string `yaml:"days"`
+	// Start is when it opens, HH:MM in Zone.
+	Start string `yaml:"start"`
+	// End is when it closes, HH:MM in Zone (24:00: midnight at the
+	// day's end).
+	End string `yaml:"end"`
+	// Zone is an IANA time zone name (Europe/Berlin); UTC if left out.
+	// Wall times: a window across a daylight saving change is an hour
+	// shorter or longer.
+	Zone string `yaml:"zone"`
+}
+
+// MaintenanceWindows are the policy's windows as read; none means
+// members may be taken down at any time.
+func (p Policy) MaintenanceWindows() window.Set { return p.windows }
 
 // Duration is a time.Duration written as "2s" or "150ms" in YAML.
 type Duration time.Duration
