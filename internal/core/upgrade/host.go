@@ -337,7 +337,7 @@ func (s *stepper) formHostBatch(ph plan.Phase, pending []string) {
 	u := &s.u
 	gd := s.hostsGateDeadline(ph)
 	const next = "locking the next host"
-	if s.pausing(ph.Component, next) || !s.mayForm(ph.Component, next, gd) {
+	if s.pausing(ph.Component, next) || s.outsideWindow(ph.Component, next) || !s.mayForm(ph.Component, next, gd) {
 		return
 	}
 	size := ph.Hosts.MaxUnavailable
@@ -458,6 +458,9 @@ func (s *stepper) growHostBatch(ph plan.Phase, b *Batch) {
 	}
 	if room < 1 || u.RollingBack() || u.Pausing || s.failed || u.State == StatePaused {
 		return
+	}
+	if open, _ := s.c.Policy.MaintenanceWindows().At(s.now); !open {
+		return // no host more once the window closed: the batch's own finish
 	}
 	var pending []string
 	for _, h := range s.pendingHosts(ph) {

@@ -91,6 +91,9 @@ func Step(c *config.Cluster, u Upgrade, obs Observation, now time.Time) Decision
 	if s.u.State.Terminal() && s.u.Ended.IsZero() {
 		s.u.Ended = now
 	}
+	if s.u.State.Terminal() {
+		s.u.Held = nil
+	}
 	s.u.Updated = now
 	var probe []string
 	for c := range s.probe {
@@ -829,6 +832,10 @@ func (u Upgrade) clone() Upgrade {
 	if u.Outage != nil {
 		o := *u.Outage
 		c.Outage = &o
+	}
+	if u.Held != nil {
+		h := *u.Held
+		c.Held = &h
 	}
 	return c
 }

@@ -126,7 +126,7 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		left = append(left, n)
 	}
 	const next = "starting the next batch"
-	if len(left) == 0 || s.pausing(comp.Name, next) || s.handBackFirst(comp, left) || !s.mayForm(comp.Name, next, comp.GateDeadline.D()) {
+	if len(left) == 0 || s.pausing(comp.Name, next) || s.outsideWindow(comp.Name, next) || s.handBackFirst(comp, left) || !s.mayForm(comp.Name, next, comp.GateDeadline.D()) {
 		return
 	}
 

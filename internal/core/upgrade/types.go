@@ -137,6 +137,9 @@ type Upgrade struct {
 	// Outage is set while the substrate does not answer: nothing is
 	// admitted and no deadline runs until it does.
 	Outage *Outage `json:"outage,omitempty"`
+	// Held is set while the upgrade holds outside its policy's
+	// maintenance windows: when the next one opens.
+	Held *Held `json:"held,omitempty"`
 	// Alive is when an engine last stepped the record (saved at least
 	// every few seconds): from it to the watch of the next engine (or
 	// of the same one back from a stall), ferry could not check, and no

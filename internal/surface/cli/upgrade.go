@@ -316,6 +316,9 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 	if u.Reason != "" {
 		fmt.Fprintf(g.stdout, "reason:   %s\n", u.Reason)
 	}
+	if u.Held != nil {
+		fmt.Fprintf(g.stdout, "held:     outside the maintenance windows (%s) since %s: resumes by itself at %s\n", u.Held.Windows, u.Held.Since.Format(time.RFC3339), u.Held.Until.Format(time.RFC3339))
+	}
 	if u.Outage != nil {
 		fmt.Fprintf(g.stdout, "OUTAGE:   the substrate does not answer since %s: %s\n", u.Outage.Since.Local().Format(time.TimeOnly), u.Outage.Detail)
 	}
