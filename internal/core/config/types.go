@@ -1002,6 +1002,13 @@ type Window struct {
 	Zone string `yaml:"zone"`
 }
 
+// WithoutWindows is the policy with no maintenance windows: what an
+// estimate simulates, to set the time it needs against the windows.
+func (p Policy) WithoutWindows() Policy {
+	p.Windows, p.windows = nil, nil
+	return p
+}
+
 // MaintenanceWindows are the policy's windows as read; none means
 // members may be taken down at any time.
 func (p Policy) MaintenanceWindows() window.Set { return p.windows }

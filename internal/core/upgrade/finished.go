@@ -94,7 +94,7 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 		m.Busy += took
 		switch a.Kind {
 		case ActStart:
-			m.StartDone = now
+			m.StartDone, m.StartTook = now, took
 			if m.Started.IsZero() {
 				m.Started = now.Add(-took)
 			}
@@ -103,7 +103,7 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 				m.Detail = "" // a failed try is history; a broken soak stays news
 			}
 		case ActStop:
-			m.Stopped = now.Add(-took)
+			m.Stopped, m.StopTook = now.Add(-took), took
 		case ActRestore:
 			b := m.Backup
 			b.Restored = now

@@ -209,6 +209,10 @@ type Member struct {
 	// its stop began (its time down runs from there).
 	StartDone time.Time `json:"start_done,omitzero"`
 	Stopped   time.Time `json:"stopped,omitzero"`
+	// StopTook and StartTook are how long its last stop and start
+	// actions took: what the next plan's estimate takes them to need.
+	StopTook  time.Duration `json:"stop_took,omitempty"`
+	StartTook time.Duration `json:"start_took,omitempty"`
 	// Busy is the time its move needed so far, waits left out: its
 	// actions, becoming healthy, its soak (the lower bound's part).
 	Busy time.Duration `json:"busy,omitempty"`

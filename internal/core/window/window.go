@@ -242,3 +242,28 @@ func (s Set) String() string {
 }
 
 func hhmm(m int) string { return fmt.Sprintf("%02d:%02d", m/60, m%60) }
+
+// Opening is one time the windows are open without a break.
+type Opening struct{ Open, Close time.Time }
+
+// Openings lists the times the windows are open from t (the one open
+// at t, from t) until horizon after t, in order. No windows: one
+// opening without an end (Close zero).
+func (s Set) Openings(t time.Time, horizon time.Duration) []Opening {
+	if len(s) == 0 {
+		return []Opening{{Open: t}}
+	}
+	var out []Opening
+	end := t.Add(horizon)
+	for at := t; at.Before(end); {
+		open, until := s.At(at)
+		if until.IsZero() {
+			break
+		}
+		if open {
+			out = append(out, Opening{Open: at, Close: until})
+		}
+		at = until
+	}
+	return out
+}

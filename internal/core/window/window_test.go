@@ -141,3 +141,25 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestOpenings(t *testing.T) {
+	night := mustParse(t, []string{"mon", "wed"}, "22:00", "04:00", "UTC")
+	from := time.Date(2026, 11, 24, 2, 0, 0, 0, time.UTC) // Tuesday 02:00, inside Monday's
+	got := Set{night}.Openings(from, 7*24*time.Hour)
+	want := []Opening{
+		{from, time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC)},
+		{time.Date(2026, 11, 25, 22, 0, 0, 0, time.UTC), time.Date(2026, 11, 26, 4, 0, 0, 0, time.UTC)},
+		{time.Date(2026, 11, 30, 22, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("Openings = %v, want %v", got, want)
+	}
+	for i := range want {
+		if !got[i].Open.Equal(want[i].Open) || !got[i].Close.Equal(want[i].Close) {
+			t.Errorf("opening %d = %v, want %v", i, got[i], want[i])
+		}
+	}
+	if o := (Set{}).Openings(from, time.Hour); len(o) != 1 || !o[0].Close.IsZero() {
+		t.Errorf("no windows: %v", o)
+	}
+}

@@ -120,6 +120,9 @@ type Result struct {
 	// store at each TakeOver request.
 	Revision  store.Revision `json:"revision"`
 	TakenOver []Claim        `json:"taken_over,omitempty"`
+	// MostDown is the most members down at once, per component, host
+	// and domain.
+	MostDown MostDown `json:"most_down"`
 }
 
 // Broken lists every invariant breach.
@@ -237,6 +240,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	w.checkEnd(u)
 	res.Invariants = w.inv.List()
 	res.Roles = w.roles()
+	w.mu.Lock()
+	res.MostDown = w.most
+	w.mu.Unlock()
 	evMu.Lock()
 	res.Timeline = timeline
 	evMu.Unlock()
@@ -360,7 +366,7 @@ func rewrite(orig *config.Cluster, memberChecks bool, tick time.Duration) *confi
 			comp.Role = &r
 		}
 		h := comp.Hooks
-		comp.Hooks = config.Hooks{PreStop: calls(callHook, h.PreStop), PostStart: calls(callHook, h.PostStart),
+		comp.Hooks = config.Hooks{PreStop: memberHooks(callDrain, h.PreStop, sim), PostStart: memberHooks(callRejoin, h.PostStart, sim),
 			PrePhase: calls(callHook, h.PrePhase), PostPhase: calls(callHook, h.PostPhase), Switchover: calls(callSwitch, h.Switchover)}
 		if comp.Version != nil {
 			v := sim(callVer, *comp.Version)
@@ -396,6 +402,20 @@ func rewrite(orig *config.Cluster, memberChecks bool, tick time.Duration) *confi
 	}
 	c.Policy.Tick = config.Duration(tick)
 	return &c
+}
+
+// memberHooks are a member's hook list in the sim: the first call
+// timed as the list was measured (kind), the others answered at once.
+func memberHooks(kind string, cs []config.Call, sim func(string, config.Call) config.Call) []config.Call {
+	out := make([]config.Call, len(cs))
+	for i, cl := range cs {
+		k := callHook
+		if i == 0 {
+			k = kind
+		}
+		out[i] = sim(k, cl)
+	}
+	return out
 }
 
 // needsRole reports whether a step comp's strategy may add is about

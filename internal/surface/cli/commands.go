@@ -16,6 +16,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
+	"github.com/ferry-upgrade/ferry/internal/substrate/sim"
 )
 
 func (g *globals) table() *tabwriter.Writer {
@@ -83,6 +84,7 @@ rollback needs) present with the right sha256. Exit code 1 if any check fails.`,
 
 func planCmd(g *globals) *cobra.Command {
 	var to string
+	var noEstimate bool
 	cmd := &cobra.Command{
 		Use:   "plan --to VERSION",
 		Short: "print the ordered plan (phases and batches) to reach a version",
@@ -95,7 +97,7 @@ func planCmd(g *globals) *cobra.Command {
 			if to == "" {
 				return errors.New("--to VERSION is required")
 			}
-			e, _, err := g.viewEngine(c)
+			e, st, err := g.viewEngine(c)
 			if err != nil {
 				return err
 			}
@@ -103,14 +105,34 @@ func planCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			var est *sim.Estimate
+			var estErr error
+			if !noEstimate {
+				est, estErr = estimate(cmd.Context(), c, st, p)
+			}
 			if g.json() {
-				return g.printJSON(p)
+				out := struct {
+					plan.Plan
+					Estimate      *sim.Estimate `json:"estimate,omitempty"`
+					EstimateError string        `json:"estimate_error,omitempty"`
+				}{Plan: p, Estimate: est}
+				if estErr != nil {
+					out.EstimateError = estErr.Error()
+				}
+				return g.printJSON(out)
 			}
 			printPlan(g, p, c)
+			switch {
+			case estErr != nil:
+				fmt.Fprintf(g.stdout, "\nno estimate: %v\n", estErr)
+			case est != nil:
+				printEstimate(g, est)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&to, "to", "", "target release version")
+	cmd.Flags().BoolVar(&noEstimate, "no-estimate", false, "print the plan alone, without simulating it for the estimate")
 	return cmd
 }
 
