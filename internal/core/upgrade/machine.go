@@ -879,6 +879,15 @@ func (u *Upgrade) own(n string) *Member {
 	return &c
 }
 
+// ownOnce is own for a record that may own member n already (an
+// outcome folded with others, FinishedAll): the copy it has then.
+func (u *Upgrade) ownOnce(n string) *Member {
+	if u.from != nil && u.Members[n] != u.from[n] {
+		return u.Members[n]
+	}
+	return u.own(n)
+}
+
 // names lists member names, the first few of them when there are many.
 func names(ns []string) string {
 	const most = 5

@@ -130,12 +130,16 @@ func EstimateUpgrade(ctx context.Context, cfg EstimateConfig) (Estimate, error) 
 		timing.Moves = cfg.Moves
 		timing.Call = Span{Min: time.Millisecond, Max: time.Millisecond}
 	} else {
-		est.Basis = fmt.Sprintf("no upgrade of this cluster measured yet: the simulator's default durations (stop %s-%s, start %s-%s, ready %s-%s)",
-			timing.Stop.Min, timing.Stop.Max, timing.Start.Min, timing.Start.Max, timing.Ready.Min, timing.Ready.Max)
+		// The middle of each default span, the same for every member:
+		// an expectation, not a draw.
+		mid := func(s Span) Span { m := (s.Min + s.Max) / 2; return Span{m, m} }
+		timing = Timing{Stop: mid(timing.Stop), Start: mid(timing.Start), Ready: mid(timing.Ready), Call: mid(timing.Call), Elect: mid(timing.Elect)}
+		est.Basis = fmt.Sprintf("no upgrade of this cluster measured yet: the simulator's default durations (stop %s, start %s, ready %s)",
+			timing.Stop.Min, timing.Start.Min, timing.Ready.Min)
 	}
 	began := time.Now()
 	res, err := Run(ctx, Config{Cluster: &c, From: cfg.From, To: cfg.To, Seed: 1, Timing: &timing, Faults: &Faults{},
-		Tick: estimateTick(&c), NoEvents: true})
+		Tick: estimateTick(&c), NoEvents: true, together: true})
 	est.Simulated = time.Since(began)
 	if err != nil {
 		return est, err

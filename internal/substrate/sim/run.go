@@ -62,6 +62,9 @@ type Config struct {
 	// 10,000-member upgrade makes hundreds of megabytes of them, which
 	// the simulation would carry, and collect, to its end).
 	NoEvents bool
+	// together: the clock fires every timer due at one instant at once
+	// (Clock.together): an estimate's, not replayed exactly.
+	together bool
 }
 
 // Request is an operator's request at a virtual time.
@@ -172,6 +175,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		limit = 72 * time.Hour
 	}
 	clock := NewClock()
+	clock.together = cfg.together
 	w := newWorld(clock, c, cfg.Seed, timing, faults, from, !cfg.MemberChecks)
 	w.hosts = newHosts(c, cfg.To)
 	res.Members = len(w.order)
