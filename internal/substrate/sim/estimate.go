@@ -83,9 +83,13 @@ func Measure(u upgrade.Upgrade, c *config.Cluster) map[string]Moves {
 		s.ready = append(s.ready, nonNegative(m.HealthySince.Sub(m.StartDone)))
 		s.rejoin = append(s.rejoin, nonNegative(m.Since.Sub(m.HealthySince)-soak))
 	}
+	var gate time.Duration
+	if n := len(u.Batches); n > 0 {
+		gate = u.Bound.Gates / time.Duration(n)
+	}
 	out := map[string]Moves{}
 	for comp, s := range by {
-		out[comp] = Moves{Drain: median(s.drain), Stop: median(s.stop), Start: median(s.start), Ready: median(s.ready), Rejoin: median(s.rejoin), Members: len(s.drain)}
+		out[comp] = Moves{Drain: median(s.drain), Stop: median(s.stop), Start: median(s.start), Ready: median(s.ready), Rejoin: median(s.rejoin), Gate: gate, Members: len(s.drain)}
 	}
 	return out
 }

@@ -45,6 +45,9 @@ type Moves struct {
 	Start  time.Duration `json:"start"`
 	Ready  time.Duration `json:"ready"`
 	Rejoin time.Duration `json:"rejoin"`
+	// Gate is how long a cluster gate's check took, on average, to pass
+	// at a batch's end (the record's Bound.Gates over its batches).
+	Gate time.Duration `json:"gate,omitempty"`
 	// Members is how many members' moves were measured.
 	Members int `json:"members"`
 }
@@ -468,10 +471,15 @@ func (w *World) Do(ctx context.Context, call config.Call, d config.TemplateData)
 		who = d.Host
 	}
 	wait := w.draw(w.timing.Call, kind+":"+who+"@"+w.clock.Now().String())
-	if mv, ok := w.timing.Moves[d.Component]; ok && kind == callDrain {
-		wait = mv.Drain
-	} else if ok && kind == callRejoin {
-		wait = mv.Rejoin
+	if mv, ok := w.timing.Moves[d.Component]; ok {
+		switch {
+		case kind == callDrain:
+			wait = mv.Drain
+		case kind == callRejoin:
+			wait = mv.Rejoin
+		case kind == callGate && mv.Gate > 0:
+			wait = mv.Gate
+		}
 	}
 	if kind == callMember {
 		if slow, ok := w.faults.SlowProbe[who]; ok {
