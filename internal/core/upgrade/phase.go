@@ -546,10 +546,22 @@ func (s *stepper) admissionMember(v *strategy.View, name string) strategy.Member
 // overridden reports whether the operator switched predicate off for
 // member (or for every member).
 func (s *stepper) overridden(predicate, member string) bool {
-	for _, o := range s.u.Overrides {
-		if o.Predicate == predicate && (o.Member == "" || o.Member == member) {
-			return true
+	if len(s.u.Overrides) == 0 {
+		return false
+	}
+	for _, o := range s.u.ActiveOverrides(s.now) {
+		if o.Predicate != predicate || o.Member != "" && o.Member != member {
+			continue
 		}
+		if o.Component != "" {
+			if m := s.u.Members[member]; m == nil || m.Component != o.Component {
+				continue // a host's name, or another component's member
+			}
+		}
+		if o.Phase > 0 && (o.Phase != s.u.Phase+1 || o.PhaseRollback != s.u.RollingBack()) {
+			continue
+		}
+		return true
 	}
 	return false
 }
