@@ -36,7 +36,7 @@ func TestScopedOverrides(t *testing.T) {
 		want      bool
 	}{
 		{0, "quorum", "api-1", true},
-		{0, "quorum", "kv-1", false},               // another component
+		{0, "quorum", "kv-1", false},                // another component
 		{29 * time.Minute, "quorum", "api-1", true}, // before it expires
 		{30 * time.Minute, "quorum", "api-1", false},
 		{0, "max_unavailable", "api-1", false}, // phase 1 is not the phase in progress (2)
