@@ -507,7 +507,7 @@ func (s *stepper) view(comp *config.Component, ph plan.Phase, stopping bool) *st
 	// Every member, kept from step to step (admission.go): shared,
 	// never changed by the predicates or the strategies.
 	a := s.admission(ph)
-	v.Members = a.members
+	v.Members, v.Index = a.members, a.index
 	if v.AskSystem {
 		v.Members = slices.Clone(v.Members)
 		for i := range v.Members {
