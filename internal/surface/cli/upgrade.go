@@ -333,7 +333,21 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 		if o.Member != "" {
 			what += " for " + o.Member
 		}
-		fmt.Fprintf(g.stdout, "override: %s switched off by %s at %s\n", what, o.By, o.At.Local().Format(time.TimeOnly))
+		if o.Component != "" {
+			what += " for component " + o.Component
+		}
+		if o.Phase > 0 {
+			what += fmt.Sprintf(" in phase %d", o.Phase)
+		}
+		verb := "switched off"
+		if o.Revoke {
+			verb = "revoked"
+		}
+		until := ""
+		if !o.Until.IsZero() {
+			until = ", until " + o.Until.Local().Format(time.TimeOnly)
+		}
+		fmt.Fprintf(g.stdout, "override: %s %s by %s at %s%s\n", what, verb, o.By, o.At.Local().Format(time.TimeOnly), until)
 	}
 	printEffects(g, u)
 	// The pace of a completed upgrade only: one rolled back ran a part
