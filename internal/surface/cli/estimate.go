@@ -17,6 +17,13 @@ import (
 // estimate runs the simulator on plan p with the durations the last
 // completed upgrade in the store measured (the defaults without one).
 func estimate(ctx context.Context, c *config.Cluster, st *store.Store, p plan.Plan) (*sim.Estimate, error) {
+	moves := false
+	for _, ph := range p.Phases {
+		moves = moves || len(ph.Batches) > 0 || ph.Hosts != nil
+	}
+	if !moves {
+		return nil, nil // nothing to move: nothing to estimate
+	}
 	cfg := sim.EstimateConfig{Cluster: c, To: p.To, Now: time.Now()}
 	if len(p.From) > 0 {
 		cfg.From = p.From[0]
