@@ -288,8 +288,8 @@ func referenceTypes() map[string]reflect.Type {
 		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
 			t = t.Elem()
 		}
-		if t.Kind() != reflect.Struct || t.PkgPath() != reflect.TypeFor[Cluster]().PkgPath() {
-			return
+		if t.Kind() != reflect.Struct || t.PkgPath() != reflect.TypeFor[Cluster]().PkgPath() || reflect.PointerTo(t).Implements(textUnmarshaler) {
+			return // a scalar in YAML (HostBudget): its field says how
 		}
 		if _, seen := out[t.Name()]; seen {
 			return
@@ -379,6 +379,8 @@ func typeDoc(t reflect.Type) string {
 	switch t {
 	case reflect.TypeFor[Duration]():
 		return "duration (`2s`, `150ms`)"
+	case reflect.TypeFor[HostBudget]():
+		return "hosts (`2`, or a share of the stage's: `50%`)"
 	case reflect.TypeFor[FileMode]():
 		return "octal mode (`\"0640\"`)"
 	}
@@ -434,7 +436,7 @@ func usedAt() map[string][]string {
 				}
 				ft = ft.Elem()
 			}
-			if ft.Kind() == reflect.Struct && ft.PkgPath() == reflect.TypeFor[Cluster]().PkgPath() && ft != reflect.TypeFor[Duration]() {
+			if ft.Kind() == reflect.Struct && ft.PkgPath() == reflect.TypeFor[Cluster]().PkgPath() && ft != reflect.TypeFor[Duration]() && ft != reflect.TypeFor[HostBudget]() {
 				if !slices.Contains(out[ft.Name()], p) && len(out[ft.Name()]) < 12 {
 					out[ft.Name()] = append(out[ft.Name()], p)
 				}

@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"io/fs"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/core/strategy"
@@ -93,6 +95,9 @@ type Host struct {
 	// SSH is how ferry reaches the host through its sshd (ssh
 	// substrate): no agent runs there.
 	SSH *HostSSH `yaml:"ssh"`
+	// Labels are what a hosts stage's host_labels select the host by
+	// (StarlingX's personality: controller, storage, worker).
+	Labels map[string]string `yaml:"labels"`
 	// Address is the host's own address, {{.Address}} in its lock,
 	// unlock and capacity calls (default: the host part of its agent,
 	// or of its ssh.address).
@@ -840,15 +845,27 @@ type FlowStage struct {
 	// Components are a rollout's components, restarted one after the
 	// other in this order, each with its own strategy; a hosts stage's,
 	// upgraded on each host in this order (each component's members
-	// still within its strategy's budgets and quorum).
+	// still within its strategy's budgets and quorum). A hosts stage
+	// that selects its hosts may leave them out: every component with a
+	// member on them, in the components' order.
 	Components []string `yaml:"components"`
+	// Hosts are the hosts a hosts stage moves, by name (StarlingX's
+	// controller-1 alone); HostLabels selects them by label
+	// (personality: storage). With neither, the stage moves every host
+	// with a member of its components. A component may span several
+	// hosts stages: each of its members is moved by the stage that
+	// moves its host.
+	Hosts      []string          `yaml:"hosts"`
+	HostLabels map[string]string `yaml:"host_labels"`
 	// Name names an action (its state is action-NAME), or a hosts
 	// stage (its state is upgrading-NAME: upgrading-hosts by default,
 	// StarlingX's; no component may have its name).
 	Name string `yaml:"name"`
 	// MaxUnavailable bounds the hosts a hosts stage has locked at once,
-	// counting those with a member down for any reason.
-	MaxUnavailable int `yaml:"max_unavailable"`
+	// counting those with a member down for any reason: a number, or a
+	// share of the stage's hosts (50%: StarlingX's storage hosts at most
+	// half at once; rounded down, at least 1).
+	MaxUnavailable HostBudget `yaml:"max_unavailable"`
 	// MaxUnavailablePerDomain bounds the hosts a hosts stage has locked
 	// at once in one failure domain.
 	MaxUnavailablePerDomain int `yaml:"max_unavailable_per_domain"`
@@ -971,6 +988,54 @@ type Policy struct {
 	// UndoDeadline is how long an effect's undo is retried before the
 	// upgrade pauses on it, for the operator (default 2m).
 	UndoDeadline Duration `yaml:"undo_deadline"`
+}
+
+// HostBudget is a number of hosts (2) or a share of a stage's hosts
+// (50%): a budget that follows the hosts a stage selects.
+type HostBudget struct {
+	Count   int
+	Percent int // 0: Count holds
+}
+
+// Hosts is at most n hosts, the budget's count (0 means 1), or its
+// share of n rounded down, at least 1.
+func (b HostBudget) Hosts(n int) int {
+	if b.Percent > 0 {
+		return max(1, n*b.Percent/100)
+	}
+	return max(1, b.Count)
+}
+
+// IsZero reports whether the budget is left out (1 host).
+func (b HostBudget) IsZero() bool { return b == HostBudget{} }
+
+func (b HostBudget) String() string {
+	if b.Percent > 0 {
+		return strconv.Itoa(b.Percent) + "%"
+	}
+	return strconv.Itoa(b.Count)
+}
+
+// MarshalText writes the budget as "2" or "50%".
+func (b HostBudget) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
+
+// UnmarshalText reads "2" or "50%" (a percentage from 1 to 100).
+func (b *HostBudget) UnmarshalText(t []byte) error {
+	s := string(t)
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 100 {
+			return fmt.Errorf("not a share of the stage's hosts (from 1%% to 100%%): %q", s)
+		}
+		*b = HostBudget{Percent: n}
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("not a number of hosts (like 2) or a share of them (like 50%%): %q", s)
+	}
+	*b = HostBudget{Count: n}
+	return nil
 }
 
 // Duration is a time.Duration written as "2s" or "150ms" in YAML.
