@@ -81,7 +81,10 @@ func (s *stepper) enter(flow []plan.Stage, i int) {
 	// The boundary stays the last batch's end (or the last stage's):
 	// the gate checked after it, which let the stage before end, lets
 	// this one begin.
-	if st.PointOfNoReturn && st.Kind != config.StageFinalize && u.Finalized.IsZero() {
+	// A hosts stage's is its first host's lock (lock: StarlingX's
+	// abort is possible until the second controller is locked, after the
+	// swact before it).
+	if st.PointOfNoReturn && st.Kind != config.StageFinalize && st.Kind != config.StageHosts && u.Finalized.IsZero() {
 		u.Finalized = s.now
 		u.NoReturn = StageState(st)
 	}
