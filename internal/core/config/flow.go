@@ -38,6 +38,9 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 				}
 			}
 		}
+		if st.State != "" && !isIdent(st.State) {
+			v.add(sat("state"), spath+".state", "%q is not a state's name: letters, digits, _ and -, starting with a letter", st.State)
+		}
 		if st.PointOfNoReturn {
 			if noReturn >= 0 {
 				v.add(sat("point_of_no_return"), spath+".point_of_no_return", "a second point of no return (also %s): an upgrade has one", index(fpath, noReturn))

@@ -109,6 +109,9 @@ func TestHostsStagesSelectHosts(t *testing.T) {
 			[]string{`t.yaml:36: releases[1].flow[0].max_unavailable: not a share of the stage's hosts (from 1% to 100%): "150%"`}},
 		{"a spanning component's phase too", flow("{stage: hosts, name: a, components: [kv], hosts: [h1]}", "{stage: phase, component: kv}", "{stage: phase, component: api}"),
 			[]string{"t.yaml:37: releases[1].flow[1].component: component kv has a second phase (also releases[1].flow[0]): a component is upgraded once"}},
+		{"stages shown in StarlingX's states", flow("{stage: hosts, name: storage, hosts: [h1], state: upgrading-hosts}", "{stage: hosts, name: workers, host_labels: {personality: worker}, state: upgrading-hosts}"), nil},
+		{"a shown state that is no name", flow("{stage: hosts, name: storage, hosts: [h1], state: \"upgrading hosts\"}", workers),
+			[]string{`t.yaml:36: releases[1].flow[0].state: "upgrading hosts" is not a state's name: letters, digits, _ and -, starting with a letter`}},
 		{"a phase selects no hosts", flow("{stage: phase, component: kv, hosts: [h1]}", "{stage: phase, component: api}"),
 			[]string{"t.yaml:36: releases[1].flow[0].hosts: the phase stage takes no hosts"}},
 	})

@@ -885,6 +885,12 @@ type FlowStage struct {
 	// stage, a host's lock (and each unlock is retried until
 	// policy.undo_deadline).
 	Deadline Duration `yaml:"deadline"`
+	// State is the state the operator sees while the stage runs, in
+	// ferry upgrade status and the events, as written (StarlingX's
+	// upgrading-controllers, activating); several stages may show one.
+	// Default: the stage's own (upgrading-NAME, action-NAME), which the
+	// record keeps in any case.
+	State string `yaml:"state"`
 	// PointOfNoReturn marks the stage after whose beginning abort and
 	// rollback are refused (a failure then pauses): at most one stage,
 	// not after finalize, which is the point of no return when no stage
