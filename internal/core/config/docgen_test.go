@@ -143,6 +143,7 @@ capacity: {http: "http://lb:8001/admin/capacity?without={{.Host}}"}`,
 unlock: {argv: [system, host-unlock, "{{.Host}}"], run_on: controller-0, sudo: true}
 reinstall: {argv: [/usr/local/sbin/install-load, "{{.Version}}"], sudo: true, unreachable: 5m, timeout: 30m}
 migrate: {argv: [/usr/local/sbin/migrate-data, --to, "{{.Version}}"], sudo: true}`,
+	"RunOn":       `{active: coord}`,
 	"HostCommand": `{argv: [system, host-lock, "{{.Host}}"], run_on: controller-0, sudo: true, timeout: 5m}`,
 	"Kubernetes":  `{kubeconfig: ~/.kube/config, context: prod}`,
 	"Component": `name: kv
@@ -370,7 +371,7 @@ func text(cg *ast.CommentGroup) string {
 
 // order is the order of the reference's sections: the description's
 // shape, top down.
-var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "HostCommands", "HostCommand", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
+var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "HostCommands", "HostCommand", "RunOn", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
 	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Backup", "Workload", "Commands", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks", "Alarm",
 	"Policy", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus"}
 

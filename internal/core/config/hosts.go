@@ -86,7 +86,9 @@ func (hc *HostCommands) kinds() []struct {
 }
 
 // RenderHostCommand renders host name's command hc for a move to
-// version: its argv, and the host it runs on.
+// version: its argv, and the host it runs on ("" when it follows a
+// component's role, run_on: {active: C}: the caller asks who holds it
+// as the command runs).
 func (c *Cluster) RenderHostCommand(name string, hc *HostCommand, version string) (argv []string, on string, err error) {
 	h := c.Host(name)
 	if h == nil {
@@ -100,7 +102,10 @@ func (c *Cluster) RenderHostCommand(name string, hc *HostCommand, version string
 			return nil, "", fmt.Errorf("host %s: argv[%d]: %w", name, i, err)
 		}
 	}
-	return argv, cmp.Or(hc.RunOn, name), nil
+	if hc.RunOn.Active != "" {
+		return argv, "", nil // the role holder's host, found as it runs
+	}
+	return argv, cmp.Or(hc.RunOn.Host, name), nil
 }
 
 // CallsOf returns the lock, unlock and capacity calls of host h: its
@@ -351,8 +356,19 @@ func (v *validator) hostCommands(hc *HostCalls, path string, at func(string) int
 				}
 			}
 		}
-		if cmd.RunOn != "" && v.c.Host(cmd.RunOn) == nil {
-			v.add(at(rel+".run_on"), kpath+".run_on", "%q is not a host of the description%s", cmd.RunOn, knownList(hostNames(v.c)))
+		switch ro := cmd.RunOn; {
+		case ro.Host != "" && ro.Active != "":
+			v.add(at(rel+".run_on"), kpath+".run_on", "names a host (%s) and a role's holder (active: %s): one of the two", ro.Host, ro.Active)
+		case ro.Host != "" && v.c.Host(ro.Host) == nil:
+			v.add(at(rel+".run_on"), kpath+".run_on", "%q is not a host of the description%s", ro.Host, knownList(hostNames(v.c)))
+		case ro.Active != "":
+			comp := v.c.Component(ro.Active)
+			switch {
+			case comp == nil:
+				v.add(at(rel+".run_on"), kpath+".run_on.active", "no component %q%s", ro.Active, knownList(componentNames(v.c)))
+			case comp.Role == nil || comp.Role.Check == nil:
+				v.add(at(rel+".run_on"), kpath+".run_on.active", "component %s has no role check: nothing would say which of its members' hosts to run on", ro.Active)
+			}
 		}
 		v.within(at(rel+".timeout"), kpath+".timeout", cmd.Timeout, hostCommandTimeoutRange)
 		if k.key != HostReinstall {

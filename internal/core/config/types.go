@@ -171,9 +171,12 @@ type HostCommand struct {
 	// Argv is the command: a program and its arguments, each a
 	// template over the host.
 	Argv []string `yaml:"argv"`
-	// RunOn names the host whose sshd runs it (StarlingX runs
-	// host-lock on the active controller); default the host itself.
-	RunOn string `yaml:"run_on" text:"name"`
+	// RunOn is where it runs: a host's sshd by name (run_on:
+	// controller-0), or the host of the member holding a component's
+	// role when it runs (run_on: {active: coord}: StarlingX runs
+	// host-lock on the active controller, which a swact moves); default
+	// the host itself.
+	RunOn RunOn `yaml:"run_on"`
 	// Sudo runs it through sudo -n (never asking for a password).
 	Sudo bool `yaml:"sudo"`
 	// Timeout bounds the command (default 2m; a reinstall's 10m).
@@ -188,6 +191,33 @@ type HostCommand struct {
 	// upgrade stops, the host named and left locked, for an operator);
 	// default the policy's on_failure.
 	OnFailure string `yaml:"on_failure"`
+}
+
+// RunOn is where a host's command runs: written as a host's name, or
+// as a mapping.
+type RunOn struct {
+	// Host is the host whose sshd runs the command.
+	Host string `yaml:"host" text:"name"`
+	// Active names a component with a role: the command runs on the
+	// host of the member holding it, asked (its role check) just before
+	// the command runs.
+	Active string `yaml:"active" text:"name"`
+}
+
+// fromScalar reads run_on: NAME, a host's name.
+func (r *RunOn) fromScalar(s string) error {
+	*r = RunOn{Host: s}
+	return nil
+}
+
+// IsZero reports whether run_on is left out (the host itself).
+func (r RunOn) IsZero() bool { return r == RunOn{} }
+
+func (r RunOn) String() string {
+	if r.Active != "" {
+		return "the host of " + r.Active + "'s role holder"
+	}
+	return r.Host
 }
 
 // HostTLS is how ferry trusts one agent's certificate: pinned by its

@@ -1026,7 +1026,7 @@ func (s *stepper) hostCommandText(h string, cmd *config.HostCommand) string {
 	if err != nil {
 		return err.Error()
 	}
-	return strings.Join(argv, " ") + " (run on " + on + ")"
+	return strings.Join(argv, " ") + " (run on " + cmp.Or(on, cmd.RunOn.String()) + ")"
 }
 
 // resumeHosts gives each host held in its turn its step anew after a
