@@ -144,6 +144,7 @@ capacity: {http: "http://lb:8001/admin/capacity?without={{.Host}}"}`,
 unlock: {argv: [system, host-unlock, "{{.Host}}"], run_on: controller-0, sudo: true}
 reinstall: {argv: [/usr/local/sbin/install-load, "{{.Version}}"], sudo: true, unreachable: 5m, timeout: 30m}
 migrate: {argv: [/usr/local/sbin/migrate-data, --to, "{{.Version}}"], sudo: true}`,
+	"RunOn":       `{active: coord}`,
 	"HostCommand": `{argv: [system, host-lock, "{{.Host}}"], run_on: controller-0, sudo: true, timeout: 5m}`,
 	"Kubernetes":  `{kubeconfig: ~/.kube/config, context: prod}`,
 	"Component": `name: kv
@@ -290,8 +291,8 @@ func referenceTypes() map[string]reflect.Type {
 		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
 			t = t.Elem()
 		}
-		if t.Kind() != reflect.Struct || t.PkgPath() != reflect.TypeFor[Cluster]().PkgPath() {
-			return
+		if t.Kind() != reflect.Struct || t.PkgPath() != reflect.TypeFor[Cluster]().PkgPath() || reflect.PointerTo(t).Implements(textUnmarshaler) {
+			return // a scalar in YAML (HostBudget): its field says how
 		}
 		if _, seen := out[t.Name()]; seen {
 			return
@@ -372,7 +373,7 @@ func text(cg *ast.CommentGroup) string {
 
 // order is the order of the reference's sections: the description's
 // shape, top down.
-var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "HostCommands", "HostCommand", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
+var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "HostCommands", "HostCommand", "RunOn", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
 	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Backup", "Workload", "Commands", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks", "Alarm",
 	"Policy", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus", "TrafficControl"}
 
@@ -381,6 +382,8 @@ func typeDoc(t reflect.Type) string {
 	switch t {
 	case reflect.TypeFor[Duration]():
 		return "duration (`2s`, `150ms`)"
+	case reflect.TypeFor[HostBudget]():
+		return "hosts (`2`, or a share of the stage's: `50%`)"
 	case reflect.TypeFor[FileMode]():
 		return "octal mode (`\"0640\"`)"
 	}
@@ -436,7 +439,7 @@ func usedAt() map[string][]string {
 				}
 				ft = ft.Elem()
 			}
-			if ft.Kind() == reflect.Struct && ft.PkgPath() == reflect.TypeFor[Cluster]().PkgPath() && ft != reflect.TypeFor[Duration]() {
+			if ft.Kind() == reflect.Struct && ft.PkgPath() == reflect.TypeFor[Cluster]().PkgPath() && ft != reflect.TypeFor[Duration]() && ft != reflect.TypeFor[HostBudget]() {
 				if !slices.Contains(out[ft.Name()], p) && len(out[ft.Name()]) < 12 {
 					out[ft.Name()] = append(out[ft.Name()], p)
 				}

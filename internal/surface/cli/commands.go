@@ -192,11 +192,16 @@ func flowLine(p plan.Plan, c *config.Cluster) string {
 	}
 	for _, st := range p.Flow {
 		n := upgrade.StageState(st).String()
+		if st.State != "" && st.State != n {
+			n += " [" + st.State + "]" // shown as the flow names it
+		}
+		if st.PointOfNoReturn && st.Kind == config.StageHosts {
+			n += " (point of no return: its first lock)"
+		} else if st.PointOfNoReturn || (!marked && st.Kind == config.StageFinalize) {
+			n += " (point of no return)"
+		}
 		if st.Kind == config.StageFinalize && c.Policy.Finalize == "manual" {
 			n = upgrade.StateAwaitingFinalize.String() + " → " + n
-		}
-		if st.PointOfNoReturn || (!marked && st.Kind == config.StageFinalize) {
-			n += " (point of no return)"
 		}
 		names = append(names, n)
 	}
