@@ -36,6 +36,7 @@ type Session struct {
 	rec    *traffic.Recorder
 	signal Signal
 	policy impact.Policy
+	ctrl   *traffic.Recorder
 
 	began time.Time // traffic started: the baseline's start
 	// baseTo is the upgrade's start, the baseline's end: set by
@@ -55,12 +56,18 @@ type Options struct {
 	// Signal, if set, is judged besides (or, with no targets, instead
 	// of) the driven traffic.
 	Signal Signal
+	// Control, if set, records requests to something on the same
+	// machine that the upgrade does not touch, started with the
+	// session: Judge scales its thresholds by how much slower the
+	// control got (impact.JudgeWithControl), so that a machine busy
+	// with other work is not taken for the upgrade's impact.
+	Control *traffic.Recorder
 }
 
 // Start starts the spec's clients now (none when the spec has no
 // targets) and returns at once.
 func Start(ctx context.Context, spec *config.Traffic, o Options) *Session {
-	s := &Session{spec: spec, cfg: traffic.FromSpec(spec), rec: o.Recorder, signal: o.Signal, began: time.Now(),
+	s := &Session{spec: spec, cfg: traffic.FromSpec(spec), rec: o.Recorder, signal: o.Signal, ctrl: o.Control, began: time.Now(),
 		policy: impact.Policy{Alpha: spec.Verdict.Alpha, MaxP99Ratio: spec.Verdict.P99Ratio, MinSamples: spec.Verdict.MinRequests}}
 	if s.rec == nil {
 		s.rec = traffic.NewRecorder()
@@ -122,8 +129,12 @@ func (s *Session) BaselineEnd() time.Time {
 // ran to say. It fits engine.Config.Judge.
 func (s *Session) Judge(from, to time.Time) string {
 	w := []timeline.Window{{Name: "batch", Kind: timeline.KindBatch, From: from, To: to}}
+	var control []traffic.Sample
+	if s.ctrl != nil {
+		control = s.ctrl.Samples()
+	}
 	for _, src := range s.sources(context.Background(), to) {
-		v := impact.Judge(src.samples, s.began, s.BaselineEnd(), w, s.policy).Windows[0]
+		v := impact.JudgeWithControl(src.samples, control, s.began, s.BaselineEnd(), w, s.policy).Windows[0]
 		switch {
 		case !v.ZeroDowntime:
 			return fmt.Sprintf("%s: %d of %d requests failed", src.name, v.Failed, v.Requests)

@@ -115,7 +115,10 @@ func Choose(in Input) (Schedule, error) {
 	if len(in.Flow) == 0 {
 		return Schedule{}, errors.New("rehearsal: the flow has no stage")
 	}
-	rng := rand.New(rand.NewPCG(in.Seed, in.Seed^0x9e3779b97f4a7c15))
+	// Nearby seeds (1, 2, 3…) are what people type: splitmix64 spreads
+	// them before PCG takes them, or their first draws would agree.
+	s1 := splitmix64(in.Seed)
+	rng := rand.New(rand.NewPCG(s1, splitmix64(s1)))
 	s := Schedule{Seed: in.Seed}
 	for _, c := range in.Components {
 		ms := slices.Clone(c.Members)
@@ -204,6 +207,15 @@ func (s Schedule) String() string {
 // stage: the schedule aborts there and the rollback has not been made.
 func (s Schedule) AbortAfter(stage string, rolledBack bool) bool {
 	return !rolledBack && s.AbortAt != "" && stage == s.AbortAt
+}
+
+// splitmix64 is one step of SplitMix64 (Steele, Lea and Flood 2014): a
+// seed's bits spread over the whole word.
+func splitmix64(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
 }
 
 // pointOfNoReturn is the index of the stage marked point_of_no_return,

@@ -26,7 +26,6 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/proof"
 
-	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/proof/cpuburn"
 	"github.com/ferry-upgrade/ferry/internal/proof/impact"
@@ -372,11 +371,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
-// controlTraffic is the control's requests: 50 a second from one
-// client to the load balancer's list of backends.
+// controlTraffic is the control's requests: to the load balancer's
+// list of backends.
 func controlTraffic(lbAdmin string, seed uint64) traffic.Config {
-	return traffic.Config{Targets: []string{lbAdmin}, Concurrency: 1, Rate: 50, Seed: seed,
-		Requests: []config.TrafficRequest{{Name: "control", Method: http.MethodGet, Path: "/admin/backends", Share: 1}}}
+	return traffic.Control(lbAdmin, "/admin/backends", seed)
 }
 
 // failures prints the first few failed requests, if any.
