@@ -22,7 +22,7 @@ import (
 type Stage struct {
 	Kind string // config.StagePhase, StageRollout, StageHosts, StageFinalize…
 	// Component is a phase's or rollout's component; Name a hosts
-	// stage's (or an action's) name; Components a hosts stage's.
+	// stage's (or a call stage's) name; Components a hosts stage's.
 	Component  string
 	Name       string
 	Components []string
@@ -72,13 +72,13 @@ type Input struct {
 // Checkpoint is a check stage inserted into the flow: the cluster as it
 // stands after the flow's stage After (an index into Input.Flow).
 type Checkpoint struct {
-	// Name is the action's name in the flow (its state is
-	// action-NAME): rehearse-1, rehearse-2… in flow order.
+	// Name is the check stage's name in the flow (its state is
+	// rehearsing-NAME): rehearse-1, rehearse-2… in flow order.
 	Name string `json:"name"`
 	// Stage is what the report calls it: "after phase kv".
 	Stage string `json:"stage"`
 	After int    `json:"after"`
-	// Component is the component the action is made against (the
+	// Component is the component its call is made against (the
 	// stage's own, or a hosts stage's first).
 	Component string `json:"component"`
 }

@@ -84,7 +84,11 @@ type Options struct {
 	Burn *cpuburn.Config
 	// OnEvent, if set, sees every event of the upgrade as it happens.
 	OnEvent func(store.Event)
-	Logger  *slog.Logger
+	// Bare, with Serve (--cluster-only --bare), starts the agent and
+	// the load balancer only: the members are for `ferry rehearse` to
+	// bring up, on a copy it stops at its end.
+	Bare   bool
+	Logger *slog.Logger
 }
 
 // DefaultBaseline is the demo's baseline: ten of the verdict's 1 s
@@ -475,11 +479,18 @@ func Serve(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	cl, err := StartCluster(ctx, ClusterOptions{Dir: dir, Self: o.Self, Start: o.From, Logger: o.Logger, Releases: o.releases(bins)})
+	cl, err := StartCluster(ctx, ClusterOptions{Dir: dir, Self: o.Self, Start: o.From, Logger: o.Logger, Releases: o.releases(bins), Bare: o.Bare})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	if o.Bare {
+		say("the sample cluster's agent and load balancer run, no member (clients: %s); rehearse its upgrade, from another terminal:", cl.LB)
+		say("  ferry -f %s rehearse --to %s [--seed N] [--report rehearsal.json]", cl.File, o.To)
+		say("Ctrl-C stops them.")
+		<-ctx.Done()
+		return nil
+	}
 	say("the sample cluster runs at %s (kv×3, api×4, lb); clients: %s", o.From, cl.LB)
 	say("try, from another terminal:")
 	say("  export FERRY_FILE=%s FERRY_DATA_DIR=%s", cl.File, cl.DataDir)

@@ -23,9 +23,10 @@ const checkpointTimeout = "10m"
 
 // copyDescription is the description as the rehearsal runs it: each
 // component's members in the schedule's order, and release to's flow
-// (declared, or the default one written out) with an action after each
-// stage that moves members, whose call the rehearsal answers after the
-// checks of the cluster as that stage left it. Everything else is the
+// (declared, or the default one written out) with a check stage after each
+// stage that moves members (a stage of kind stageCheck), whose call the
+// rehearsal answers after the checks of the cluster as that stage left
+// it. Everything else is the
 // description's own text.
 func copyDescription(data []byte, to string, flow []rehearsal.Stage, s rehearsal.Schedule) ([]byte, error) {
 	var doc yaml.Node
@@ -82,11 +83,7 @@ func copyDescription(data []byte, to string, flow []rehearsal.Stage, s rehearsal
 			if cp.After != i {
 				continue
 			}
-			call := mapping("http", checkpointURL+cp.Name, "method", "POST", "timeout", checkpointTimeout)
-			action := mapping("stage", "action", "name", cp.Name, "component", cp.Component, "deadline", checkpointTimeout)
-			action.Content = append(action.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: "calls"},
-				&yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle, Content: []*yaml.Node{call}})
-			out = append(out, action)
+			out = append(out, checkStage(cp))
 		}
 	}
 	flowNode := &yaml.Node{Kind: yaml.SequenceNode, Content: out}

@@ -394,12 +394,12 @@ func (r *rehearsalRun) down() {
 }
 
 // abort asks the engine for an abort of the current upgrade, where the
-// point of no return allows one.
-func (r *rehearsalRun) abort(why string) {
+// point of no return allows one, and reports whether it was recorded.
+func (r *rehearsalRun) abort(why string) bool {
 	cur, ok, err := r.st.Current()
 	if err != nil || !ok {
 		r.say("abort: no current upgrade (%v)", err)
-		return
+		return false
 	}
 	_, err = r.st.Request(cur.ID, upgrade.IntentAbort, time.Now(), func(u upgrade.Upgrade) error {
 		if why := upgrade.NoAbort(&u); why != "" {
@@ -409,9 +409,34 @@ func (r *rehearsalRun) abort(why string) {
 	})
 	if err != nil {
 		r.say("abort refused: %v", err)
-		return
+		return false
 	}
 	r.say("abort requested: %s", why)
+	return true
+}
+
+// abortTaken is how long a checkpoint's call waits for the engine to
+// take the abort it requested.
+const abortTaken = time.Minute
+
+// waitAbortTaken holds a checkpoint's call until the engine has taken
+// the abort (the record rolls back, or ended): the engine reads
+// requests once a tick, and a call that returned at once could let it
+// walk the stages that make no call (migrate, finalize) to the end
+// first, past the point of no return, within one tick.
+func (r *rehearsalRun) waitAbortTaken(ctx context.Context) {
+	deadline := time.Now().Add(abortTaken)
+	for time.Now().Before(deadline) {
+		if u, ok, err := r.st.Current(); err == nil && ok && (u.State.Kind == upgrade.KindRollingBack || u.State.Terminal()) {
+			return
+		}
+		select {
+		case <-ctx.Done(): // the engine cancelled the call: it took the abort
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	r.say("the engine did not take the abort within %s", abortTaken)
 }
 
 // checkpoint runs the checks of a checkpoint's stage when the engine
@@ -438,11 +463,15 @@ func (r *rehearsalRun) checkpoint(ctx context.Context, name string) health.Resul
 		return health.Result{OK: true, Detail: "rehearsal checks of " + cp.Stage + ": made already"}
 	}
 	ok := r.check(ctx, cp.Stage)
+	aborted := false
 	switch {
 	case !ok:
-		r.abort("a check of " + cp.Stage + " failed")
+		aborted = r.abort("a check of " + cp.Stage + " failed")
 	case r.sched.AbortAfter(cp.Stage, rolledBack):
-		r.abort("the schedule aborts after " + cp.Stage)
+		aborted = r.abort("the schedule aborts at " + cp.Stage)
+	}
+	if aborted {
+		r.waitAbortTaken(ctx)
 	}
 	return health.Result{OK: true, Detail: "rehearsal checks of " + cp.Stage + " made"}
 }
