@@ -183,20 +183,26 @@ func TestFaultOptions(t *testing.T) {
 	}
 }
 
+// restartAllAt stops every kv member, starts them all again as builds
+// of version, and waits until they have a leader and are ready.
+func restartAllAt(c *sampletest.KVCluster, version string) {
+	for i := range c.Peers {
+		c.Stop(i)
+	}
+	for i := range c.Peers {
+		c.RestartAt(i, version)
+	}
+	c.WaitLeader()
+	c.WaitReady()
+}
+
 // TestNeedsNewKV: an api of the needs-new-kv fault fails every request
 // while the kv leader runs an older major release, stays ready all the
 // while (only a check of the mixed state finds it), and serves once
 // every kv member runs the new one.
 func TestNeedsNewKV(t *testing.T) {
 	c := sampletest.StartKV(t, 3)
-	for i := range c.Peers {
-		c.Stop(i)
-	}
-	for i := range c.Peers {
-		c.RestartAt(i, "1.0.0")
-	}
-	c.WaitLeader()
-	c.WaitReady()
+	restartAllAt(c, "1.0.0")
 	_, base := startAPI(t, api.Config{KVAddrs: c.HTTPAddrs(), NeedsKVMajor: 2})
 	waitReady(t, base)
 	code, body := sampletest.Do(http.MethodPut, base+"/v1/kv/k", []byte("v"))
@@ -206,14 +212,7 @@ func TestNeedsNewKV(t *testing.T) {
 	if code, body := sampletest.Do(http.MethodGet, base+"/ready", nil); code != http.StatusOK {
 		t.Fatalf("/ready against kv 1.0.0: %d %s, want 200", code, body)
 	}
-	for i := range c.Peers {
-		c.Stop(i)
-	}
-	for i := range c.Peers {
-		c.RestartAt(i, "2.0.0")
-	}
-	c.WaitLeader()
-	c.WaitReady()
+	restartAllAt(c, "2.0.0")
 	sampletest.WaitFor(t, 10*time.Second, "a write through the api once kv runs 2.0.0", func() bool {
 		code, _ := sampletest.Do(http.MethodPut, base+"/v1/kv/k", []byte("v"))
 		return code == http.StatusNoContent

@@ -145,6 +145,17 @@ type Check struct {
 	Advisory bool `json:"advisory,omitempty"`
 }
 
+// mark is how a check reads: ok, advice (failed, not gating) or FAILED.
+func (c Check) mark() string {
+	switch {
+	case c.OK:
+		return "ok"
+	case c.Advisory:
+		return "advice"
+	}
+	return "FAILED"
+}
+
 // Rehearse runs one rehearsal and returns its report; the report is
 // returned whenever the copy came up, passed or not, and err is for
 // the rehearsal failing to run at all.
@@ -311,7 +322,7 @@ func Rehearse(ctx context.Context, o Options) (*Report, error) {
 			r.rolledBack = true
 			r.say("rolled back as the schedule chose; upgrading again")
 		default:
-			r.fail("upgrade", "upgrade", fmt.Sprintf("the upgrade ended %s: %s", u.State, u.Reason))
+			r.fail("upgrade", "ended", fmt.Sprintf("the upgrade ended %s: %s", u.State, u.Reason))
 			return r.rep, nil
 		}
 	}
@@ -633,14 +644,11 @@ func (r *rehearsalRun) fail(stage, check, detail string) {
 func stageLine(s Stage) string {
 	var checks []string
 	for _, c := range s.Checks {
-		mark := "ok"
-		switch {
-		case !c.OK && c.Advisory:
-			mark = "impacted (advisory)"
-		case !c.OK:
-			mark = "FAILED: " + c.Detail
+		m := c.mark()
+		if !c.OK && !c.Advisory {
+			m += ": " + c.Detail
 		}
-		checks = append(checks, c.Name+" "+mark)
+		checks = append(checks, c.Name+" "+m)
 	}
 	return fmt.Sprintf("%s (pass %d): %s [%s]", s.Stage, s.Pass, strings.Join(checks, ", "), versions(s.Versions))
 }
@@ -678,14 +686,7 @@ func (rep *Report) Summary() string {
 		}
 		fmt.Fprintf(&b, "  %-28s pass %d  %-6s  %s\n", s.Stage, s.Pass, mark, versions(s.Versions))
 		for _, c := range s.Checks {
-			m := "ok    "
-			switch {
-			case !c.OK && c.Advisory:
-				m = "advice"
-			case !c.OK:
-				m = "FAILED"
-			}
-			fmt.Fprintf(&b, "      %s %-14s %s\n", m, c.Name, c.Detail)
+			fmt.Fprintf(&b, "      %-6s %-14s %s\n", c.mark(), c.Name, c.Detail)
 		}
 	}
 	for _, u := range rep.Runs {
