@@ -55,8 +55,8 @@ func (s Stage) label() string {
 
 // Component is one component's members, in the description's order.
 type Component struct {
-	Name    string
-	Members []string
+	Name    string   `json:"name"`
+	Members []string `json:"members"`
 }
 
 // Input is what a schedule is chosen from.
