@@ -40,6 +40,10 @@ point of no return), roll it back, check, and upgrade again. The seed and that
 plan are printed first: --seed N replays it. A failed check aborts the upgrade
 where an abort is still allowed.
 
+The members' data is where the description's arguments put it, and a copy
+starts from what is there: rehearse a description whose data may be thrown
+away, and clear it between rehearsals.
+
 It stops the copy and removes the scratch directory at the end (--keep keeps
 it), writes the report with --report (JSON, and its text summary beside it as
 FILE.txt), and exits 1 on any failed check, naming the stage and the check.`,

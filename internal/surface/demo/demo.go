@@ -487,6 +487,7 @@ func Serve(ctx context.Context, o Options) error {
 	if o.Bare {
 		say("the sample cluster's agent and load balancer run, no member (clients: %s); rehearse its upgrade, from another terminal:", cl.LB)
 		say("  ferry -f %s rehearse --to %s [--seed N] [--report rehearsal.json]", cl.File, o.To)
+		say("between two rehearsals, remove the members' data (%s): each copy starts from what is there", filepath.Join(dir, "data"))
 		say("Ctrl-C stops them.")
 		<-ctx.Done()
 		return nil
