@@ -321,6 +321,19 @@ func (u *upgradeFrom) why(v string) string {
 	return fmt.Sprintf("release %s upgrades from [%s]", to, strings.Join(u.to.UpgradeFrom, ", "))
 }
 
+// FirstFrom is the first release of the catalog that may be upgraded
+// to release to in one step, or "": where a cluster that runs nothing
+// yet starts when it is to be upgraded to to (a simulation, a
+// rehearsal).
+func FirstFrom(c *config.Cluster, to string) string {
+	for _, r := range c.Releases {
+		if r.Version != to && Allowed(c, r.Version, to) {
+			return r.Version
+		}
+	}
+	return ""
+}
+
 // Allowed reports whether a member running version from may move to
 // release to in one step: up when to's upgrade_from matches from, down
 // when from's downgrade_to matches to.
