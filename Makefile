@@ -52,8 +52,12 @@ bench-kube:
 # and forth (CI runs 20), then away past a member's deadline: SIGKILLed
 # for 40s, and SIGSTOPped for 40s (FERRY_KILL_AWAY pairs). Every
 # upgrade must complete. FERRY_KILL_SEED=N replays a run.
+# Then the highly available servers: three 'ferry server' processes on a
+# real three-member etcd, the leader SIGKILLed 100 times (CI: 6) at
+# seeded moments of upgrades back and forth (FERRY_HA_SEED=N replays).
 faults:
 	FERRY_KILL_POINTS=$${FERRY_KILL_POINTS:-100} FERRY_KILL_AWAY=$${FERRY_KILL_AWAY:-1} $(GO) test -count=1 -timeout 60m -run TestKillNineResumes -v ./internal/testenv/e2e/
+	FERRY_HA_KILLS=$${FERRY_HA_KILLS:-100} $(GO) test -count=1 -timeout 60m -run TestHAServersSurviveLeaderKills -v ./internal/testenv/e2e/
 
 # Every fuzz target (the description and traffic parsers, templates,
 # versions, the API's and the agent's request bodies, JSON path

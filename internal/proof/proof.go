@@ -11,6 +11,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -31,9 +32,11 @@ type Signal interface {
 
 // Session is the traffic of one upgrade.
 type Session struct {
-	spec   *config.Traffic
-	cfg    traffic.Config
-	rec    *traffic.Recorder
+	spec *config.Traffic
+	cfg  traffic.Config
+	rec  *traffic.Recorder
+	// ctl is the control's recorder (spec.Control), nil without one.
+	ctl    *traffic.Recorder
 	signal Signal
 	policy impact.Policy
 
@@ -45,6 +48,7 @@ type Session struct {
 	baseTo time.Time
 	cancel context.CancelFunc
 	done   <-chan struct{}
+	ctlEnd <-chan struct{}
 }
 
 // Options are a session's optional parts.
@@ -55,6 +59,12 @@ type Options struct {
 	// Signal, if set, is judged besides (or, with no targets, instead
 	// of) the driven traffic.
 	Signal Signal
+	// Control, if set, records requests to something on the same
+	// machine that the upgrade does not touch, driven by the caller
+	// (ferry rehearse serves and drives its own): the verdicts are
+	// judged with it as with the spec's control (impact.JudgeWithControl),
+	// which it stands in for.
+	Control *traffic.Recorder
 }
 
 // Start starts the spec's clients now (none when the spec has no
@@ -67,14 +77,50 @@ func Start(ctx context.Context, spec *config.Traffic, o Options) *Session {
 	}
 	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
+	closed := make(chan struct{})
+	close(closed)
+	s.done, s.ctlEnd = closed, closed
 	if len(spec.Targets) > 0 {
 		s.done = traffic.StartWith(tctx, s.cfg, s.rec)
-	} else {
-		d := make(chan struct{})
-		close(d)
-		s.done = d
+	}
+	if o.Control != nil {
+		s.ctl = o.Control
+	} else if c := ControlConfig(spec); c != nil {
+		s.ctl = traffic.NewRecorder()
+		s.ctlEnd = traffic.StartWith(tctx, *c, s.ctl)
 	}
 	return s
+}
+
+// ControlConfig is the control's traffic (spec.Control): one client
+// sending its GET at its rate; nil without a control.
+func ControlConfig(spec *config.Traffic) *traffic.Config {
+	c := spec.Control
+	if c == nil {
+		return nil
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		return nil // the description's check refused it
+	}
+	path := u.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	if u.RawQuery != "" {
+		path += "?" + u.RawQuery
+	}
+	cfg := traffic.Control(u.Scheme+"://"+u.Host, path, spec.Seed)
+	cfg.Rate, cfg.Timeout = c.Rate, spec.Timeout.D()
+	return &cfg
+}
+
+// controlSamples is the control's samples, nil without one.
+func (s *Session) controlSamples() []traffic.Sample {
+	if s.ctl == nil {
+		return nil
+	}
+	return s.ctl.Samples()
 }
 
 // Recorder is the driven traffic's recorder.
@@ -123,7 +169,7 @@ func (s *Session) BaselineEnd() time.Time {
 func (s *Session) Judge(from, to time.Time) string {
 	w := []timeline.Window{{Name: "batch", Kind: timeline.KindBatch, From: from, To: to}}
 	for _, src := range s.sources(context.Background(), to) {
-		v := impact.Judge(src.samples, s.began, s.BaselineEnd(), w, s.policy).Windows[0]
+		v := impact.JudgeWithControl(src.samples, src.control, s.began, s.BaselineEnd(), w, s.policy).Windows[0]
 		switch {
 		case !v.ZeroDowntime:
 			return fmt.Sprintf("%s: %d of %d requests failed", src.name, v.Failed, v.Requests)
@@ -137,6 +183,9 @@ func (s *Session) Judge(from, to time.Time) string {
 type source struct {
 	name    string
 	samples []traffic.Sample
+	// control is the control's samples, for the driven traffic (the
+	// signal is the service's own and has none).
+	control []traffic.Sample
 	err     error
 }
 
@@ -144,7 +193,7 @@ type source struct {
 func (s *Session) sources(ctx context.Context, to time.Time) []source {
 	var out []source
 	if len(s.spec.Targets) > 0 {
-		out = append(out, source{name: "traffic", samples: s.rec.Samples()})
+		out = append(out, source{name: "traffic", samples: s.rec.Samples(), control: s.controlSamples()})
 	}
 	if s.signal != nil {
 		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -168,6 +217,7 @@ func (s *Session) Stop(ctx context.Context) {
 	}
 	s.cancel()
 	<-s.done
+	<-s.ctlEnd
 }
 
 // Report is the proof of one upgrade, in stable JSON (docs/report.md
@@ -211,6 +261,17 @@ type TrafficReport struct {
 	Windows []Window       `json:"windows"`
 	Verdict impact.Verdict `json:"verdict"`
 	Writes  *Writes        `json:"writes,omitempty"`
+	// Control is what the control saw (spec.control), when there is
+	// one: each window's verdict has its ratios.
+	Control *ControlReport `json:"control,omitempty"`
+}
+
+// ControlReport is the control's part of a traffic report: its request
+// and what it saw before and during the upgrade.
+type ControlReport struct {
+	URL      string        `json:"url"`
+	Baseline traffic.Stats `json:"baseline"`
+	Requests traffic.Stats `json:"requests"`
 }
 
 // SignalReport is a metrics signal's part of a report.
@@ -246,7 +307,7 @@ func (s *Session) Report(ctx context.Context, u upgrade.Upgrade, evs []store.Eve
 		Began: s.began, Started: start, Ended: end, DurationS: end.Sub(start).Seconds(), ZeroDowntime: true, ZeroImpact: true}
 	windows := timeline.Windows(u, evs, end)
 	for _, src := range s.sources(ctx, end) {
-		v := impact.Judge(src.samples, s.began, start, windows, s.policy)
+		v := impact.JudgeWithControl(src.samples, src.control, s.began, start, windows, s.policy)
 		r.ZeroDowntime = r.ZeroDowntime && v.ZeroDowntime && src.err == nil
 		r.ZeroImpact = r.ZeroImpact && v.ZeroImpact && src.err == nil
 		if src.name == "prometheus" {
@@ -260,6 +321,14 @@ func (s *Session) Report(ctx context.Context, u upgrade.Upgrade, evs []store.Eve
 		tr := &TrafficReport{Targets: s.spec.Targets, Rate: s.spec.Rate, Concurrency: s.spec.Concurrency, Seed: s.spec.Seed,
 			Baseline: traffic.Summarize(src.samples, s.began, start), Requests: traffic.Summarize(src.samples, start, end), Verdict: v}
 		tr.Achieved = traffic.AchievedRate(tr.Requests.Total, end.Sub(start), s.spec.Rate)
+		if src.control != nil {
+			url := "(the caller's control)"
+			if s.spec.Control != nil {
+				url = s.spec.Control.URL
+			}
+			tr.Control = &ControlReport{URL: url, Baseline: traffic.Summarize(src.control, s.began, start),
+				Requests: traffic.Summarize(src.control, start, end)}
+		}
 		tr.Windows = WindowsOf(src.samples, windows, start)
 		if verify {
 			acked := s.rec.Acked()

@@ -76,6 +76,7 @@ import (
 //	traffic.verdict.p99_ratio              1.5                1 .. 100
 //	traffic.verdict.min_requests           20                 2 .. 1000000
 //	traffic.prometheus.step                1s                 100ms .. 1h
+//	traffic.control.rate                   20 requests/s      above 0 .. 1000
 //
 // ApplyDefaults also normalises: a method is upper-cased, an http
 // value written as "POST http://..." is split into method and URL (when
@@ -107,6 +108,7 @@ const (
 	// The traffic spec's defaults (and the impact verdict's).
 	DefaultTrafficConcurrency = 4
 	DefaultTrafficRate        = 100.0
+	DefaultControlRate        = 20.0
 	DefaultTrafficTimeout     = Duration(2 * time.Second)
 	DefaultTrafficBaseline    = Duration(5 * time.Second)
 	DefaultAlpha              = 0.01
@@ -278,6 +280,9 @@ func (t *Traffic) applyDefaults(p positions) {
 	}
 	if t.Baseline == 0 && absent("baseline") {
 		t.Baseline = DefaultTrafficBaseline
+	}
+	if c := t.Control; c != nil && c.Rate == 0 && absent("control.rate") {
+		c.Rate = DefaultControlRate
 	}
 	for i := range t.Requests {
 		r := &t.Requests[i]
@@ -471,9 +476,10 @@ var (
 )
 
 const (
-	maxRate     = 100_000
-	maxShare    = 1_000_000
-	maxP99Ratio = 100
+	maxRate        = 100_000
+	maxControlRate = 1000
+	maxShare       = 1_000_000
+	maxP99Ratio    = 100
 )
 
 // fmtDur writes a duration as it would be written in a description:

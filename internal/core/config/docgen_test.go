@@ -107,6 +107,7 @@ var defaultsDoc = map[string]string{
 	"Verdict.p99_ratio":                    fmt.Sprint(DefaultP99Ratio),
 	"Verdict.min_requests":                 fmt.Sprint(DefaultMinRequests),
 	"Prometheus.step":                      "1s",
+	"TrafficControl.rate":                  fmt.Sprint(DefaultControlRate),
 	"Kubernetes.kubeconfig":                "$KUBECONFIG, then the in-cluster service account",
 	"HostSSH.user":                         "ferry's own user, as ssh",
 	"HostSSH.dir":                          ".ferry",
@@ -143,6 +144,7 @@ capacity: {http: "http://lb:8001/admin/capacity?without={{.Host}}"}`,
 unlock: {argv: [system, host-unlock, "{{.Host}}"], run_on: controller-0, sudo: true}
 reinstall: {argv: [/usr/local/sbin/install-load, "{{.Version}}"], sudo: true, unreachable: 5m, timeout: 30m}
 migrate: {argv: [/usr/local/sbin/migrate-data, --to, "{{.Version}}"], sudo: true}`,
+	"RunOn":       `{active: coord}`,
 	"HostCommand": `{argv: [system, host-lock, "{{.Host}}"], run_on: controller-0, sudo: true, timeout: 5m}`,
 	"Kubernetes":  `{kubeconfig: ~/.kube/config, context: prod}`,
 	"Component": `name: kv
@@ -208,6 +210,7 @@ requests:
 	"TrafficRequest": `{name: get, path: "/v1/kv/{{.Written}}", verify: true, share: 3}`,
 	"Verdict":        `{alpha: 0.01, p99_ratio: 2, min_requests: 50}`,
 	"Prometheus":     `{url: "http://127.0.0.1:9090", latency: 'histogram_quantile(0.99, sum by (le) (rate(http_request_duration_seconds_bucket[30s])))', errors: 'sum(rate(http_errors_total[30s]))'}`,
+	"TrafficControl": `{url: "http://127.0.0.1:8001/admin/backends", rate: 20}`,
 }
 
 // TestDescriptionReference fails when docs/description.md is not what
@@ -289,8 +292,8 @@ func referenceTypes() map[string]reflect.Type {
 		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
 			t = t.Elem()
 		}
-		if t.Kind() != reflect.Struct || t.PkgPath() != reflect.TypeFor[Cluster]().PkgPath() {
-			return
+		if t.Kind() != reflect.Struct || t.PkgPath() != reflect.TypeFor[Cluster]().PkgPath() || reflect.PointerTo(t).Implements(textUnmarshaler) {
+			return // a scalar in YAML (HostBudget): its field says how
 		}
 		if _, seen := out[t.Name()]; seen {
 			return
@@ -371,15 +374,17 @@ func text(cg *ast.CommentGroup) string {
 
 // order is the order of the reference's sections: the description's
 // shape, top down.
-var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "HostCommands", "HostCommand", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
+var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "HostCommands", "HostCommand", "RunOn", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
 	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Backup", "Workload", "Commands", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks", "Alarm",
-	"Policy", "Window", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus"}
+	"Policy", "Window", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus", "TrafficControl"}
 
 // typeDoc writes a field's type as a reader of YAML sees it.
 func typeDoc(t reflect.Type) string {
 	switch t {
 	case reflect.TypeFor[Duration]():
 		return "duration (`2s`, `150ms`)"
+	case reflect.TypeFor[HostBudget]():
+		return "hosts (`2`, or a share of the stage's: `50%`)"
 	case reflect.TypeFor[FileMode]():
 		return "octal mode (`\"0640\"`)"
 	}
@@ -435,7 +440,7 @@ func usedAt() map[string][]string {
 				}
 				ft = ft.Elem()
 			}
-			if ft.Kind() == reflect.Struct && ft.PkgPath() == reflect.TypeFor[Cluster]().PkgPath() && ft != reflect.TypeFor[Duration]() {
+			if ft.Kind() == reflect.Struct && ft.PkgPath() == reflect.TypeFor[Cluster]().PkgPath() && ft != reflect.TypeFor[Duration]() && ft != reflect.TypeFor[HostBudget]() {
 				if !slices.Contains(out[ft.Name()], p) && len(out[ft.Name()]) < 12 {
 					out[ft.Name()] = append(out[ft.Name()], p)
 				}

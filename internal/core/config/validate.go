@@ -872,6 +872,9 @@ func (v *validator) releases() {
 				seen[r.Version] = i
 			}
 		}
+		if r.RequiresFerry != "" && !IsVersion(r.RequiresFerry) {
+			v.add(at("requires_ferry"), path+".requires_ferry", "%q is not a version: the oldest ferry release (MAJOR.MINOR.PATCH) that understands release %s", truncate(r.RequiresFerry, 70), r.Version)
+		}
 		self := IsVersion(r.Version)
 		for j, p := range r.UpgradeFrom {
 			switch {
@@ -1093,6 +1096,16 @@ func (v *validator) traffic() {
 			v.add(at("prometheus"), "traffic.prometheus", "needs a latency query, an errors query, or both")
 		}
 		v.within(at("prometheus.step"), "traffic.prometheus.step", pr.Step, promStepRange)
+	}
+	if c := t.Control; c != nil {
+		if p, err := url.Parse(c.URL); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			v.add(at("control.url"), "traffic.control.url", "%q is not an http(s) URL: the control's request, on a path the upgrade does not touch", truncate(c.URL, 70))
+		} else if err := checkURLPort(truncate(c.URL, 70), p); err != nil {
+			v.add(at("control.url"), "traffic.control.url", "%v", err)
+		}
+		if c.Rate <= 0 || c.Rate > maxControlRate {
+			v.add(at("control.rate"), "traffic.control.rate", "%g is not above 0 and at most %d: the control's requests per second; write one in that range, or leave it out for the default %g", c.Rate, maxControlRate, DefaultControlRate)
+		}
 	}
 }
 

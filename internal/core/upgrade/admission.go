@@ -40,6 +40,9 @@ type admission struct {
 	// effects indexes the journal's member effects (memberEffects),
 	// kept from step to step while the journal stays the same.
 	effects effectIndex
+	// waits are the members' lines waiting to be healthy
+	// (waitHealthy), for their target, said anew with the observation.
+	waits []waitLine
 	// asOf is the members map of the record whose steps the members'
 	// InFlight and Pending say; phase the phase Pending is of, and
 	// inPhase that phase's members.
@@ -47,6 +50,9 @@ type admission struct {
 	phase   phaseKey
 	inPhase map[string]bool
 }
+
+// waitLine is a member's line waiting to be healthy on target.
+type waitLine struct{ line, target string }
 
 // phaseKey names a phase of the active plan.
 type phaseKey struct {
@@ -110,6 +116,7 @@ func (a *admission) build(s *stepper) {
 			a.members = append(a.members, observedMember(cc, mm, o))
 			a.health = append(a.health, o)
 			a.steps = append(a.steps, "")
+			a.waits = append(a.waits, waitLine{})
 		}
 	}
 	for i := range a.members {
@@ -126,6 +133,7 @@ func (a *admission) observe(obs Observation) {
 		o := obs.Members[m.Name]
 		m.Healthy, m.Unknown, m.Role, m.Version = o.Healthy, o.Unknown, o.Role, o.Version
 		a.health[i] = o
+		a.waits[i] = waitLine{}
 	}
 }
 

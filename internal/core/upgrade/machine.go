@@ -334,6 +334,9 @@ func NoAbort(u *Upgrade) string {
 		return fmt.Sprintf("upgrade %s has ended (%s)", u.ID, orState(u.Ending, u.State))
 	case u.RollingBack():
 		return fmt.Sprintf("upgrade %s is already rolling back", u.ID)
+	case !u.Finalized.IsZero() && u.NoReturnHost != "":
+		return fmt.Sprintf("upgrade %s passed its point of no return, host %s's lock in stage %s at %s: members of %s could not read what %s may now write, so there is no going back (a failure pauses; fix it and 'ferry upgrade resume')",
+			u.ID, u.NoReturnHost, u.NoReturn, u.Finalized.UTC().Format(time.RFC3339), u.From, u.To)
 	case !u.Finalized.IsZero() && !u.NoReturn.IsZero():
 		return fmt.Sprintf("upgrade %s passed its point of no return, stage %s, which began at %s: members of %s could not read what %s may now write, so there is no going back (a failure pauses; fix it and 'ferry upgrade resume')",
 			u.ID, u.NoReturn, u.Finalized.UTC().Format(time.RFC3339), u.From, u.To)

@@ -12,14 +12,15 @@ import (
 )
 
 // advance moves member m (its record as it stands; o, what was
-// observed of it) through its move (package step) as far as it can go
+// observed of it; p, its position in the admission, or -1) through its
+// move (package step) as far as it can go
 // without acting, emits the action it needs next, if any, and returns
 // its record as it then stands. The
 // machine knows no step by name: each step's Def says what to do, when
 // it is over, and what ends it badly. The member's record is copied
 // (edit) only once something of it changes; m is kept the record as it
 // stands (it runs for every member of a batch at each step).
-func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member, o MemberHealth) *Member {
+func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member, o MemberHealth, p int) *Member {
 	n := m.Name
 	m = s.countExits(comp, m, o)
 	for range 2 * len(step.Move) {
@@ -75,7 +76,7 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member, o Me
 				// on what is seen meanwhile: a pre_stop hook that makes a
 				// leader step down makes it unready, which is not its stop.
 				if def.Action == step.ActStart {
-					s.waitHealthy(m, o)
+					s.waitHealthy(m, o, p)
 				}
 				return m
 			}
@@ -106,7 +107,7 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member, o Me
 		}
 		if !needs {
 			if def.Action == step.ActStart {
-				s.waitHealthy(m, o)
+				s.waitHealthy(m, o, p)
 				s.wake(m.Began.Add(comp.Deadline.D() + time.Millisecond))
 			}
 			return m
@@ -131,9 +132,19 @@ func (s *stepper) advance(comp *config.Component, ph plan.Phase, m *Member, o Me
 
 // waitHealthy says that m waits to be healthy on its target: a line
 // said for each member starting at each step (a thousand of them in a
-// large batch), so put together without fmt.
-func (s *stepper) waitHealthy(m *Member, o MemberHealth) {
-	s.waiting = append(s.waiting, m.Name+": waiting to be healthy on "+m.Target+" ("+cmp.Or(o.Detail, "-")+")")
+// large batch), put together without fmt, and kept by the admission
+// for the member at p (what it says changes with the observation, and
+// with the member's target).
+func (s *stepper) waitHealthy(m *Member, o MemberHealth, p int) {
+	a := s.adm
+	if a == nil || p < 0 {
+		s.waiting = append(s.waiting, m.Name+": waiting to be healthy on "+m.Target+" ("+cmp.Or(o.Detail, "-")+")")
+		return
+	}
+	if w := &a.waits[p]; w.line == "" || w.target != m.Target {
+		w.line, w.target = m.Name+": waiting to be healthy on "+m.Target+" ("+cmp.Or(o.Detail, "-")+")", m.Target
+	}
+	s.waiting = append(s.waiting, a.waits[p].line)
 }
 
 // deadlineReason says why member m's move failed at its deadline in

@@ -414,7 +414,7 @@ func (s *stepper) runBatch(comp *config.Component, ph plan.Phase, b *Batch) {
 			} else {
 				o = s.obs.Members[n]
 			}
-			m = s.advance(comp, ph, m, o)
+			m = s.advance(comp, ph, m, o, p)
 		}
 		if s.failed {
 			return

@@ -123,6 +123,9 @@ type Upgrade struct {
 	// whose beginning set Finalized (zero when that was finalize): an
 	// abort is refused naming it.
 	NoReturn State `json:"no_return,omitzero"`
+	// NoReturnHost is the host whose lock passed it, when that stage is
+	// a hosts stage (its first lock, not its beginning).
+	NoReturnHost string `json:"no_return_host,omitempty"`
 	// Stage is the progress of the current migration stage.
 	Stage Stage `json:"stage,omitzero"`
 	// Description is the SHA-256 of the cluster description the upgrade

@@ -76,3 +76,14 @@ func (i Info) String() string {
 
 // Version is Read().String(): what an agent reports in its health.
 func Version() string { return Read().String() }
+
+// release is the ferry release this source tree is: what a catalog's
+// requires_ferry is compared with. A release build may set it at link
+// time (-ldflags "-X .../buildinfo.release=1.2.3").
+var release = "0.9.0"
+
+// Release is the ferry release this binary is (MAJOR.MINOR.PATCH): a
+// release of a cluster may require a ferry at least this new
+// (releases[].requires_ferry), and ferry refuses to move a cluster past
+// what it understands.
+func Release() string { return release }

@@ -186,6 +186,11 @@ type Snapshot struct {
 	// gen is the observer's count of changes the snapshot was made at
 	// (observer.snapshot): the same gen, the same observation.
 	gen uint64
+	// verdicts names the members whose verdict (healthy, role, known,
+	// version, detail) differs from the snapshot before, when the
+	// observer made one before (all: every member).
+	verdicts []string
+	all      bool
 }
 
 // Versions maps each member to the version it runs ("" if never started).
@@ -277,6 +282,9 @@ func (e *Engine) BeginWith(ctx context.Context, to string, opts BeginOptions) (u
 		msg += fmt.Sprintf(" (step 1 of the path %s → %s)", u.From, strings.Join(p.Path, " → "))
 	}
 	e.emit(now, u, store.Event{Kind: "state", Message: msg})
+	for _, w := range SingleMembers(e.c, p) {
+		e.emit(now, u, store.Event{Kind: "warning", Message: w.Detail})
+	}
 	return u, nil
 }
 

@@ -18,7 +18,9 @@ import (
 func changes(a, b upgrade.Upgrade) []store.Event {
 	var evs []store.Event
 	if a.State != b.State {
-		msg := fmt.Sprintf("state %s → %s", a.State, b.State)
+		// As the operator names them where the flow does (StarlingX's
+		// upgrading-controllers), the machine's word beside.
+		msg := fmt.Sprintf("state %s → %s", upgrade.ShownWith(&a), upgrade.ShownWith(&b))
 		if b.Reason != "" && (b.State == upgrade.StateFailed || b.State == upgrade.StateRollingBack || b.State == upgrade.StatePaused) {
 			msg += ": " + b.Reason
 		}
@@ -163,10 +165,17 @@ func errSuffix(s string) string {
 	return " (" + s + ")"
 }
 
-// healthEvents reports members, gates and roles whose verdict changed.
+// healthEvents reports members, gates and roles whose verdict changed
+// since the last report: the members whose verdict differs from the
+// snapshot before (snap.verdicts), every member for the first (each
+// snapshot the loop makes is reported once).
 func (e *Engine) healthEvents(snap Snapshot, last, roles map[string]bool) []store.Event {
 	var evs []store.Event
-	for _, n := range e.order {
+	members := snap.verdicts
+	if snap.all || len(last) == 0 && len(roles) == 0 {
+		members = e.order
+	}
+	for _, n := range members {
 		mh := snap.Obs.Members[n]
 		if mh.Unknown {
 			continue

@@ -415,12 +415,14 @@ func (o *observer) snapshot() Snapshot {
 	if o.snap.Statuses != nil && o.snapMembers == o.memberGen {
 		snap := o.snap
 		snap.gen, snap.Time = o.gen, o.e.now()
+		snap.verdicts, snap.all = nil, false // the members' part is the one before
 		snap.Obs.Gates, snap.Obs.Answers, snap.Obs.Capacity = o.gatesAndAnswers()
 		snap.Obs.Refused = o.refused
 		o.snap, o.snapGen = snap, o.gen
 		return snap
 	}
-	snap := Snapshot{gen: o.gen, Time: o.e.now(), Statuses: make(map[string]driver.Status, len(o.statuses)),
+	prev := o.snap.Obs.Members
+	snap := Snapshot{gen: o.gen, all: prev == nil, Time: o.e.now(), Statuses: make(map[string]driver.Status, len(o.statuses)),
 		Obs: upgrade.Observation{Members: make(map[string]upgrade.MemberHealth, len(o.e.order)), Gates: make(map[string]upgrade.Gate, len(o.gates))}}
 	for _, n := range o.e.order {
 		st, ok := o.statuses[n]
@@ -438,6 +440,10 @@ func (o *observer) snapshot() Snapshot {
 		mh.Checked = mh.Seen
 		if info.comp.Health.Member != nil && st.Running && !st.Unknown && probed.Before(mh.Checked) {
 			mh.Checked = probed
+		}
+		if p, ok := prev[n]; prev != nil && (!ok || p.Healthy != mh.Healthy || p.Role != mh.Role || p.Unknown != mh.Unknown ||
+			p.Version != mh.Version || p.Detail != mh.Detail) {
+			snap.verdicts = append(snap.verdicts, n)
 		}
 		snap.Obs.Members[n] = mh
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/core/plan"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+	"github.com/ferry-upgrade/ferry/internal/run/buildinfo"
 )
 
 // Check is one preflight check and its verdict, like one line of
@@ -18,6 +19,10 @@ type Check struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail"`
+	// Warning marks a check that passes but says something the
+	// operator should know before starting (a component that serves
+	// from one member): it does not refuse the start.
+	Warning bool `json:"warning,omitempty"`
 }
 
 // Preflight is the list of checks run before an upgrade may start.
@@ -134,6 +139,9 @@ func (e *Engine) RunPreflight(ctx context.Context, to string) Preflight {
 			add("release "+to+" in the catalog", false, "not found; known: "+strings.Join(e.releaseNames(), ", "))
 		} else {
 			add("release "+to+" in the catalog", true, "found")
+			if req := e.c.Release(to).RequiresFerry; req != "" {
+				add(FerryUnderstands(to, req))
+			}
 			p, err := plan.ComputePath(e.c, plan.Observed{Version: snap.Versions(), Down: snap.Down()}, to)
 			if err != nil {
 				pf.planErr = err
@@ -145,6 +153,9 @@ func (e *Engine) RunPreflight(ctx context.Context, to string) Preflight {
 					detail = fmt.Sprintf("from %s through %s: %d consecutive upgrades", strings.Join(p.From, ", "), strings.Join(p.Path, " → "), len(p.Path))
 				}
 				add("upgrade path to "+to, true, detail)
+				for _, w := range SingleMembers(e.c, p) {
+					pf.Checks = append(pf.Checks, Check{Name: "component " + w.Component + " keeps serving", OK: true, Warning: true, Detail: w.Detail})
+				}
 				versions = append(versions, p.Path...)
 			}
 			versions = append(versions, to)
@@ -203,4 +214,43 @@ func CheckLock(u upgrade.Upgrade, digest, file string) error {
 	}
 	return fmt.Errorf("%w: %s changed since upgrade %s began (sha256 %.12s…, now %.12s…); nothing changes in the cluster until the upgrade ends: put the original description back, or let the upgrade end (ferry upgrade abort rolls it back)",
 		ErrLocked, file, u.ID, u.Description, digest)
+}
+
+// FerryUnderstands is the preflight's check that this ferry is at least
+// the release release to requires (requires_ferry): its name, verdict
+// and detail.
+func FerryUnderstands(to, requires string) (string, bool, string) {
+	name := "ferry understands release " + to
+	have := buildinfo.Release()
+	if config.CompareVersions(have, requires) < 0 {
+		return name, false, fmt.Sprintf("release %s requires ferry %s or later; this is ferry %s: upgrade ferry first", to, requires, have)
+	}
+	return name, true, fmt.Sprintf("ferry %s, %s required", have, requires)
+}
+
+// Lone is a component that plan moves and that serves from one member:
+// while that member restarts, the component serves nothing.
+type Lone struct {
+	Component string
+	Detail    string
+}
+
+// SingleMembers lists the components that plan p restarts and that
+// have a single member (a strategy that takes them down on purpose,
+// offline, is refused without --accept-downtime instead): Ironic's
+// rolling upgrade asks for at least two conductors and two API
+// services, and the operator is warned before starting, not refused.
+func SingleMembers(c *config.Cluster, p plan.Plan) []Lone {
+	var out []Lone
+	seen := map[string]bool{}
+	for _, ph := range p.Phases {
+		comp := c.Component(ph.Component)
+		if comp == nil || seen[comp.Name] || len(comp.Members) != 1 || len(ph.Members()) == 0 || Downtime(c, plan.Plan{Phases: []plan.Phase{ph}}) != "" {
+			continue
+		}
+		seen[comp.Name] = true
+		out = append(out, Lone{Component: comp.Name, Detail: fmt.Sprintf("%s has one member (%s): while it restarts, %s serves nothing; a zero-downtime upgrade needs a second member (Ironic's asks for two conductors and two API services)",
+			comp.Name, comp.Members[0].Name, comp.Name)})
+	}
+	return out
 }

@@ -150,13 +150,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	from := cfg.From
 	if from == "" {
-		for _, r := range cfg.Cluster.Releases {
-			if r.Version != cfg.To && plan.Allowed(cfg.Cluster, r.Version, cfg.To) {
-				from = r.Version
-				break
-			}
-		}
-		if from == "" {
+		if from = plan.FirstFrom(cfg.Cluster, cfg.To); from == "" {
 			return res, fmt.Errorf("sim: no release of the catalog may be upgraded to %s", cfg.To)
 		}
 	}

@@ -593,3 +593,31 @@ func midwayStore(t *testing.T, dir string) (*store.Store, upgrade.Upgrade) {
 	}
 	return st, u
 }
+
+// TestServerStoreRefused: a --store or --lease-ttl ferry cannot use is
+// refused before anything starts, naming the flag and the value; an
+// etcd that does not answer is named with its address.
+func TestServerStoreRefused(t *testing.T) {
+	dir := t.TempDir()
+	file := offlineDescription(t, dir)
+	for _, c := range []struct {
+		args  []string
+		says  []string
+		limit time.Duration
+	}{
+		{[]string{"--store", "mysql://db:3306"}, []string{"--store", "mysql://db:3306", "etcd://"}, 2 * time.Second},
+		{[]string{"--store", "etcd://no-port"}, []string{"--store", "no-port", "HOST:PORT"}, 2 * time.Second},
+		{[]string{"--store", "etcd://127.0.0.1:2379", "--lease-ttl", "1500ms"}, []string{"--lease-ttl", "1.5s", "whole seconds"}, 2 * time.Second},
+		{[]string{"--store", "etcd://127.0.0.1:1"}, []string{"127.0.0.1:1", "does not answer"}, 15 * time.Second},
+	} {
+		args := append([]string{"-f", file, "--data-dir", filepath.Join(dir, "data"), "server", "--listen", "127.0.0.1:0"}, c.args...)
+		r := run(t, c.limit+5*time.Second, ferryCmd("", args...))
+		ok := r.code != 0 && r.took < c.limit
+		for _, s := range c.says {
+			ok = ok && strings.Contains(r.stderr, s)
+		}
+		if !ok {
+			t.Errorf("server %v: exit %d after %s, stderr %q; want a refusal saying %q within %s", c.args, r.code, r.took, r.stderr, c.says, c.limit)
+		}
+	}
+}

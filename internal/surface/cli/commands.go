@@ -214,11 +214,16 @@ func flowLine(p plan.Plan, c *config.Cluster) string {
 	}
 	for _, st := range p.Flow {
 		n := upgrade.StageState(st).String()
+		if st.State != "" && st.State != n {
+			n += " [" + st.State + "]" // shown as the flow names it
+		}
+		if st.PointOfNoReturn && st.Kind == config.StageHosts {
+			n += " (point of no return: its first lock)"
+		} else if st.PointOfNoReturn || (!marked && st.Kind == config.StageFinalize) {
+			n += " (point of no return)"
+		}
 		if st.Kind == config.StageFinalize && c.Policy.Finalize == "manual" {
 			n = upgrade.StateAwaitingFinalize.String() + " → " + n
-		}
-		if st.PointOfNoReturn || (!marked && st.Kind == config.StageFinalize) {
-			n += " (point of no return)"
 		}
 		names = append(names, n)
 	}
@@ -236,8 +241,11 @@ func (g *globals) printHealth(ok bool, to string, checks []engine.Check) error {
 		fmt.Fprintln(w, "CHECK\tRESULT\tDETAIL")
 		for _, ch := range checks {
 			res := "pass"
-			if !ch.OK {
+			switch {
+			case !ch.OK:
 				res = "FAIL"
+			case ch.Warning:
+				res = "WARN"
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\n", ch.Name, res, ch.Detail)
 		}

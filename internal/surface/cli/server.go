@@ -5,16 +5,19 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ferry-upgrade/ferry/internal/run/store"
+	"github.com/ferry-upgrade/ferry/internal/run/store/etcdstore"
 	"github.com/ferry-upgrade/ferry/internal/surface/server"
 )
 
 func serverCmd(g *globals) *cobra.Command {
-	var listen, cert, key string
+	var listen, cert, key, storeURL, advertise, prefix string
+	var leaseTTL time.Duration
 	var roots []string
 	var maxArtifact int64
 	var importTimeout time.Duration
@@ -53,10 +56,18 @@ bytes each.`,
 			if err != nil {
 				return err
 			}
-			st, err := store.Open(g.dataDir)
+			if advertise == "" && strings.HasPrefix(storeURL, "etcd://") {
+				scheme := "http://"
+				if cert != "" {
+					scheme = "https://"
+				}
+				advertise = scheme + listen
+			}
+			st, closeStore, err := openServerStore(storeURL, g.dataDir, prefix, c.Name, listen, advertise, leaseTTL)
 			if err != nil {
 				return err
 			}
+			defer closeStore()
 			tokenPath := filepath.Join(g.dataDir, server.TokenFile)
 			tok, created, err := server.LoadOrCreateToken(tokenPath)
 			if err != nil {
@@ -67,7 +78,7 @@ bytes each.`,
 				level = slog.LevelInfo
 			}
 			logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
-			s, err := server.New(server.Config{Cluster: c, Driver: d, Store: st, Token: tok, Logger: logger,
+			s, err := server.New(server.Config{Cluster: c, Driver: d, Store: st, DataDir: g.dataDir, Advertise: advertise, Token: tok, Logger: logger,
 				ArtifactRoots: roots, MaxArtifactSize: maxArtifact, ImportTimeout: importTimeout})
 			if err != nil {
 				return err
@@ -89,10 +100,53 @@ bytes each.`,
 		},
 	}
 	cmd.Flags().StringVar(&listen, "listen", envOr("FERRY_LISTEN", "127.0.0.1:7400"), "address to listen on (env FERRY_LISTEN)")
+	cmd.Flags().StringVar(&storeURL, "store", envOr("FERRY_STORE", "bolt"), "where records, events and the catalog live: bolt (the data directory's file, one machine) or etcd://HOST:PORT,HOST:PORT,... (shared by several servers; env FERRY_STORE)")
+	cmd.Flags().StringVar(&advertise, "advertise", "", "this server's URL as the other servers reach it, with --store etcd:// (default: http(s)://--listen)")
+	cmd.Flags().StringVar(&prefix, "etcd-prefix", "", "the etcd key prefix of this cluster's records, with --store etcd:// (default /ferry/CLUSTER/)")
+	cmd.Flags().DurationVar(&leaseTTL, "lease-ttl", 10*time.Second, "the leader's etcd lease, with --store etcd://: how long a dead leader's standbys wait (whole seconds)")
 	cmd.Flags().StringVar(&cert, "tls-cert", "", "TLS certificate file (PEM); with --tls-key, the server speaks HTTPS only")
 	cmd.Flags().StringVar(&key, "tls-key", "", "TLS private key file (PEM)")
 	cmd.Flags().StringArrayVar(&roots, "artifact-root", nil, "a directory whose files releases imported through the API may name as artifacts (repeatable; DATA-DIR/artifacts, where uploads land, always is one)")
 	cmd.Flags().Int64Var(&maxArtifact, "max-artifact-size", server.DefaultMaxArtifactSize, "the largest artifact, in bytes, an import reads or an upload accepts")
 	cmd.Flags().DurationVar(&importTimeout, "import-timeout", server.DefaultImportTimeout, "how long checking an import's artifacts, or receiving an upload, may take")
 	return cmd
+}
+
+// openServerStore opens the server's store: the data directory's bbolt
+// file ("bolt", the default), or etcd (etcd://HOST:PORT,...) under
+// prefix (default /ferry/CLUSTER/), elected with leases of ttl.
+func openServerStore(storeURL, dataDir, prefix, cluster, listen, advertise string, ttl time.Duration) (server.Store, func(), error) {
+	if storeURL == "" || storeURL == "bolt" {
+		st, err := store.Open(dataDir)
+		return st, func() {}, err
+	}
+	rest, ok := strings.CutPrefix(storeURL, "etcd://")
+	if !ok {
+		return nil, nil, fmt.Errorf("--store %q: want bolt or etcd://HOST:PORT[,HOST:PORT...]", storeURL)
+	}
+	var endpoints []string
+	for _, hp := range strings.Split(rest, ",") {
+		if _, _, err := net.SplitHostPort(hp); err != nil {
+			return nil, nil, fmt.Errorf("--store %q: endpoint %q: want HOST:PORT: %v", storeURL, hp, err)
+		}
+		endpoints = append(endpoints, "http://"+hp)
+	}
+	if ttl < time.Second || ttl%time.Second != 0 {
+		return nil, nil, fmt.Errorf("--lease-ttl %s: want whole seconds, at least 1s", ttl)
+	}
+	if prefix == "" {
+		prefix = "/ferry/" + cluster + "/"
+	}
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	name := advertise
+	if name == "" {
+		name = listen
+	}
+	st, err := etcdstore.Open(etcdstore.Config{Endpoints: endpoints, Prefix: prefix, Name: name, TTL: int(ttl / time.Second)})
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, func() { st.Close() }, nil
 }

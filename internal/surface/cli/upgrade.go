@@ -262,7 +262,7 @@ func printLive(g *globals, start time.Time, ev store.Event) {
 }
 
 func printStatus(g *globals, u upgrade.Upgrade) {
-	fmt.Fprintf(g.stdout, "upgrade:  %s\nstate:    %s\nrelease:  %s → %s\n", u.ID, u.State, u.From, u.To)
+	fmt.Fprintf(g.stdout, "upgrade:  %s\nstate:    %s\nrelease:  %s → %s\n", u.ID, upgrade.ShownWith(&u), u.From, u.To)
 	if u.Final != "" {
 		fmt.Fprintf(g.stdout, "path:     one step towards %s\n", u.Final)
 	}

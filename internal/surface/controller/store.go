@@ -72,7 +72,9 @@ func (s *statusStore) get(ctx context.Context) (*Upgrade, error) {
 }
 
 // record decodes the status' record, with the operator's latest
-// request (spec.action, ordered by the generation) as its intent.
+// request (spec.action) as its intent when its sequence
+// (spec.actionSeq) is above the last one taken in: a request is taken
+// in once, whatever else of the spec changes after it.
 func record(obj *Upgrade) (upgrade.Upgrade, bool, error) {
 	if len(obj.Status.Record) == 0 {
 		return upgrade.Upgrade{}, false, nil
@@ -81,8 +83,8 @@ func record(obj *Upgrade) (upgrade.Upgrade, bool, error) {
 	if err != nil {
 		return u, false, fmt.Errorf("upgrade %s/%s: status.record: %w", obj.Namespace, obj.Name, err)
 	}
-	if a := obj.Spec.Action; a != "" && int(obj.Generation) > u.Intent.Seq {
-		u.Intent = upgrade.Intent{Kind: upgrade.IntentKind(a), Seq: int(obj.Generation), Time: time.Now()}
+	if a := obj.Spec.Action; a != "" && obj.Spec.ActionSeq > int64(u.Intent.Seq) {
+		u.Intent = upgrade.Intent{Kind: upgrade.IntentKind(a), Seq: int(obj.Spec.ActionSeq), Time: time.Now()}
 	}
 	for _, o := range obj.Spec.Overrides {
 		ov := upgrade.Override{Predicate: o.Predicate, Member: o.Member, Effect: o.Effect, Reason: o.Reason,
@@ -287,9 +289,8 @@ func setRecord(obj *Upgrade, u upgrade.Upgrade) error {
 	}
 	st := &obj.Status
 	st.Record = b
-	if u.Intent.Seq > 0 {
-		st.ObservedGeneration = int64(u.Intent.Seq)
-	}
+	st.ObservedGeneration = obj.Generation
+	st.ObservedActionSeq = int64(u.Intent.Seq)
 	st.State, st.Reason, st.Waiting = u.State.String(), u.Reason, u.Waiting
 	st.Phase, st.Batch = "", ""
 	if n := len(u.Plan.Phases); n > 0 && u.Phase < n {

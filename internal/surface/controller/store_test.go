@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,33 +29,7 @@ import (
 // store of its own (a replica), the Lease moved and expired by the
 // test as leader election moves it.
 func TestStatusStoreContract(t *testing.T) {
-	env := kubetest.Start(t, kubetest.Options{})
-	log.SetLogger(logr.Discard())
-	crd, err := os.ReadFile("../../../deploy/crd.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Apply(string(crd) + "\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: suite}\n"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := env.Kubectl("wait", "--for=condition=established", "crd/upgrades.ferry.dev", "--timeout=60s"); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", env.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := crdClient(t)
 	ctx := context.Background()
 	n := 0
 	storetest.Run(t, func(t *testing.T) storetest.Subject {
@@ -102,4 +77,58 @@ func TestStatusStoreContract(t *testing.T) {
 			},
 		}
 	})
+}
+
+// crdClient starts a control plane with the Upgrade resource's CRD
+// (deploy/crd.yaml) and a namespace "suite", and returns a client of it.
+func crdClient(t *testing.T) client.Client {
+	env := kubetest.Start(t, kubetest.Options{})
+	log.SetLogger(logr.Discard())
+	crd, err := os.ReadFile("../../../deploy/crd.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Apply(string(crd) + "\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: suite}\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Kubectl("wait", "--for=condition=established", "crd/upgrades.ferry.dev", "--timeout=60s"); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestActionNeedsItsSequence applies Upgrades to a real kube-apiserver:
+// the CRD refuses an action without the request's number, naming the
+// field, and takes one with it.
+func TestActionNeedsItsSequence(t *testing.T) {
+	c := crdClient(t)
+	ctx := context.Background()
+	err := c.Create(ctx, &Upgrade{ObjectMeta: metav1.ObjectMeta{Name: "no-seq", Namespace: "suite"},
+		Spec: UpgradeSpec{Description: "cluster: suite", To: "2.0.0", Action: "resume"}})
+	if err == nil || !strings.Contains(err.Error(), "spec.action needs spec.actionSeq") {
+		t.Errorf("an action without actionSeq: %v, want refused naming spec.actionSeq", err)
+	}
+	if err := c.Create(ctx, &Upgrade{ObjectMeta: metav1.ObjectMeta{Name: "with-seq", Namespace: "suite"},
+		Spec: UpgradeSpec{Description: "cluster: suite", To: "2.0.0", Action: "resume", ActionSeq: 1}}); err != nil {
+		t.Errorf("an action with actionSeq 1: %v", err)
+	}
+	if err := c.Create(ctx, &Upgrade{ObjectMeta: metav1.ObjectMeta{Name: "no-action", Namespace: "suite"},
+		Spec: UpgradeSpec{Description: "cluster: suite", To: "2.0.0"}}); err != nil {
+		t.Errorf("no action: %v", err)
+	}
 }

@@ -31,9 +31,15 @@ type UpgradeSpec struct {
 	// To is the release to upgrade to.
 	To string `json:"to"`
 	// Action is the operator's request once it runs: pause, resume,
-	// abort or finalize. Each change of the spec with an action is a
-	// new request (the generation orders them).
+	// abort or finalize, taken in once, when ActionSeq is above the
+	// last request's (status.observedActionSeq). Keyed by its own
+	// sequence, not by the spec's generation: an edit of the overrides
+	// under a standing "resume" is no second resume.
 	Action string `json:"action,omitempty"`
+	// ActionSeq numbers the operator's requests: each new request
+	// gives a number above the last (the CRD requires one with an
+	// action).
+	ActionSeq int64 `json:"actionSeq,omitempty"`
 	// Overrides switch off one admission predicate each (for one member,
 	// or all), or give up one effect's undo, for the running upgrade:
 	// 'ferry upgrade override' for the Upgrade resource. They are added
@@ -69,9 +75,13 @@ type UpgradeStatus struct {
 	// Record is the engine's whole record (upgrade.Upgrade as JSON):
 	// what a controller resumes from.
 	Record json.RawMessage `json:"record,omitempty"`
-	// ObservedGeneration is the spec generation whose action the record
-	// has taken in.
+	// ObservedGeneration is the spec generation the record was last
+	// written under.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// ObservedActionSeq is the sequence of the last request
+	// (spec.actionSeq) the record has taken in: a request is new when
+	// its sequence is above it.
+	ObservedActionSeq int64 `json:"observedActionSeq,omitempty"`
 	// Revision counts the engine's saves of Record (store.Revision): a
 	// save names the revision it read, and is refused when it moved.
 	Revision uint64 `json:"revision,omitempty"`

@@ -104,6 +104,11 @@ func (s *Server) wrap(rt route) http.Handler {
 				return
 			}
 		}
+		// A standby forwards a write to the leader, authenticated and
+		// before its body is read: the leader reads it.
+		if s.forward(rec, r) {
+			return
+		}
 		if rt.body == bodyJSON {
 			if err := readBody(rec, r, s.cfg.BodyTimeout); err != nil {
 				writeError(rec, err)

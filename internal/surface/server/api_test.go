@@ -236,7 +236,7 @@ func TestObserveFailed(t *testing.T) {
 
 func TestEventsPagesAndStream(t *testing.T) {
 	s := newTestServer(t, offlineCluster(t))
-	st := s.cfg.Store
+	st := boltOf(s)
 	now := time.Now()
 	for i, up := range []string{"a", "b", "a", "a", "b"} {
 		if _, err := st.Append(store.Event{Time: now, Upgrade: up, Kind: "action", Message: fmt.Sprint("m", i+1)}); err != nil {
@@ -330,7 +330,7 @@ func stuckUpgrade(t *testing.T, st *store.Store, digest string) upgrade.Upgrade 
 func TestUpgradeInProgress(t *testing.T) {
 	o := offlineCluster(t)
 	a := newTestServer(t, o)
-	u := stuckUpgrade(t, a.cfg.Store, o.cfg.Digest)
+	u := stuckUpgrade(t, boltOf(a), o.cfg.Digest)
 	ca := serve(t, a)
 	waitFor(t, 5*time.Second, "server A drives the stuck upgrade", func() bool {
 		var us UpgradeStatus
@@ -380,12 +380,12 @@ func TestUpgradeInProgress(t *testing.T) {
 	// A stops; the upgrade ends (as a process would record it); B
 	// refuses what needs it running, and clears it.
 	a.Close()
-	got, err := a.cfg.Store.Get(u.ID)
+	got, err := boltOf(a).Get(u.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got.State, got.Ended = upgrade.StateRolledBack, time.Now()
-	if err := a.cfg.Store.Save(got); err != nil {
+	if err := boltOf(a).Save(got); err != nil {
 		t.Fatal(err)
 	}
 	cb.do("PATCH", "/v1/upgrade", `{"action": "resume"}`).expect(t, "resume after the end", 409, CodeUpgradeEnded)
@@ -410,7 +410,7 @@ func TestDrivenByWhileRetrying(t *testing.T) {
 	o := offlineCluster(t)
 	fast := func(c *Config) { c.Poll, c.Retry = 5*time.Millisecond, time.Millisecond }
 	a := newTestServer(t, o, fast)
-	u := stuckUpgrade(t, a.cfg.Store, o.cfg.Digest)
+	u := stuckUpgrade(t, boltOf(a), o.cfg.Digest)
 	ca := serve(t, a)
 	waitFor(t, 5*time.Second, "server A drives the stuck upgrade", func() bool {
 		var us UpgradeStatus
@@ -439,7 +439,7 @@ func TestDrivenByWhileRetrying(t *testing.T) {
 func TestClusterLocked(t *testing.T) {
 	o := offlineCluster(t)
 	s := newTestServer(t, o)
-	stuckUpgrade(t, s.cfg.Store, strings.Repeat("ab", 32))
+	stuckUpgrade(t, boltOf(s), strings.Repeat("ab", 32))
 	c := serve(t, s)
 	c.do("PATCH", "/v1/upgrade", `{"action": "resume"}`).expect(t, "resume with another description", 409, CodeClusterLocked)
 	waitFor(t, 5*time.Second, "the server gives up driving it", func() bool {

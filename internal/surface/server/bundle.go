@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 
 	"github.com/ferry-upgrade/ferry/internal/core/config"
@@ -48,7 +47,7 @@ func (s *Server) getBundle(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	cfg := bundle.Config{Store: s.cfg.Store, ID: u.ID, DataDir: filepath.Dir(s.cfg.Store.Path()),
+	cfg := bundle.Config{Store: s.cfg.Store, ID: u.ID, DataDir: s.cfg.DataDir,
 		DescriptionFile: s.cfg.Cluster.File, Cluster: s.cfg.Cluster, Live: serverLive{s}, Driver: s.cfg.Driver,
 		Secrets: []string{s.cfg.Token}, LogLines: int(lines), By: s.requester(r), Report: s.reportOf(u.ID)}
 	cfg.Description, cfg.DescriptionErr = safefile.Read(s.cfg.Cluster.File, config.MaxFileSize, safefile.DefaultTimeout)

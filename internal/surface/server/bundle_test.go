@@ -38,10 +38,10 @@ func TestBundleWithTheClusterAway(t *testing.T) {
 		Reason:  "member app-1: crash loop: exited 2 times since its start on 2.0.0",
 		Members: map[string]*upgrade.Member{"app-1": {Name: "app-1", Component: "app", From: "1.0.0", Target: "1.0.0", Step: upgrade.StepDone}},
 		Created: now.Add(-time.Minute), Updated: now, Ended: now}
-	if err := s.cfg.Store.Create(u); err != nil {
+	if err := boltOf(s).Create(u); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.cfg.Store.Append(
+	if _, err := boltOf(s).Append(
 		store.Event{Time: now, Upgrade: u.ID, Kind: "output", Member: "app-1", Message: "app-1: crash loop on 2.0.0: its last output:\nfatal: bad config"},
 		store.Event{Time: now, Upgrade: u.ID, Kind: "action", Message: "hook answered: echo of Authorization: Bearer " + s.cfg.Token},
 		store.Event{Time: now, Upgrade: u.ID, Kind: "state", Message: "state rolling-back → rolled-back"},

@@ -410,3 +410,6 @@ func (s *sse) has(kind, sub string) bool {
 	}
 	return false
 }
+
+// boltOf is the bbolt store of a server the tests made.
+func boltOf(s *Server) *store.Store { return s.cfg.Store.(*store.Store) }

@@ -20,11 +20,11 @@ func TestRefusalShown(t *testing.T) {
 	s := newTestServer(t, o)
 	// Begun with another description, the upgrade is not driven here:
 	// its record stays as it was written.
-	u := stuckUpgrade(t, s.cfg.Store, strings.Repeat("ab", 32))
+	u := stuckUpgrade(t, boltOf(s), strings.Repeat("ab", 32))
 	const words = `the system says no: GET http://127.0.0.1:2/admin/ok-to-stop: status 409, want 2xx (body "held by the operator: shard 7")`
 	u.Refusals = []strategy.Refusal{{Predicate: strategy.PredOKToStop, Member: "app-1", Reason: words}}
 	u.Waiting = "ok_to_stop refused app-1 (" + words + ")"
-	if err := s.cfg.Store.Save(u); err != nil {
+	if err := boltOf(s).Save(u); err != nil {
 		t.Fatal(err)
 	}
 	c := serve(t, s)

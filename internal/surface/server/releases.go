@@ -580,28 +580,49 @@ func sameRelease(a, b config.Release) bool {
 		reflect.DeepEqual(a.Artifacts, b.Artifacts)
 }
 
-func (s *Server) importedPath() string {
-	return filepath.Join(filepath.Dir(s.cfg.Store.Path()), ImportedFile)
+// importedWhere says where the imported releases are kept, for errors.
+func (s *Server) importedWhere() string {
+	if _, ok := s.cfg.Store.(CatalogKeeper); ok {
+		return "the shared store's catalog (" + ImportedFile + ")"
+	}
+	return filepath.Join(s.cfg.DataDir, ImportedFile)
 }
 
-// saveImported adds rel to the data directory's imported releases,
-// atomically (a new file renamed over the old one).
+// readImported reads the imported releases as kept: in the shared
+// store when it keeps the catalog, else in the data directory; nil
+// when none was imported.
+func (s *Server) readImported() ([]byte, error) {
+	if k, ok := s.cfg.Store.(CatalogKeeper); ok {
+		return k.ReadCatalog(ImportedFile)
+	}
+	b, err := safefile.Read(filepath.Join(s.cfg.DataDir, ImportedFile), maxImported, safefile.DefaultTimeout)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// saveImported adds rel to the imported releases: in the shared store,
+// or atomically in the data directory (a new file renamed over the old
+// one).
 func (s *Server) saveImported(rel config.Release) error {
-	path := s.importedPath()
 	var all []ImportRequest
-	if b, err := safefile.Read(path, maxImported, safefile.DefaultTimeout); err == nil {
-		if err := json.Unmarshal(b, &all); err != nil {
-			return fmt.Errorf("server: %s: %w", path, err)
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
+	if b, err := s.readImported(); err != nil {
 		return err
+	} else if b != nil {
+		if err := json.Unmarshal(b, &all); err != nil {
+			return fmt.Errorf("server: %s: %w", s.importedWhere(), err)
+		}
 	}
 	all = append(all, importView(rel))
 	b, err := json.MarshalIndent(all, "", "  ")
 	if err != nil {
 		return err
 	}
-	return safefile.WriteFileAtomic(path, 0o600, append(b, '\n'))
+	if k, ok := s.cfg.Store.(CatalogKeeper); ok {
+		return k.WriteCatalog(ImportedFile, append(b, '\n'))
+	}
+	return safefile.WriteFileAtomic(filepath.Join(s.cfg.DataDir, ImportedFile), 0o600, append(b, '\n'))
 }
 
 // LoadImported adds the releases imported into dataDir (POST
@@ -616,9 +637,18 @@ func LoadImported(c *config.Cluster, dataDir string) error {
 	} else if err != nil {
 		return err
 	}
+	return addImported(c, path, b)
+}
+
+// addImported adds the imported releases b, read from where, to c's
+// catalog (LoadImported).
+func addImported(c *config.Cluster, where string, b []byte) error {
+	if b == nil {
+		return nil
+	}
 	var all []ImportRequest
 	if err := json.Unmarshal(b, &all); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return fmt.Errorf("%s: %w", where, err)
 	}
 	added := false
 	for _, ir := range all {
@@ -632,7 +662,7 @@ func LoadImported(c *config.Cluster, dataDir string) error {
 	}
 	c.ApplyDefaults()
 	if err := c.Validate(); err != nil {
-		return fmt.Errorf("the description with the releases imported in %s: %w", path, err)
+		return fmt.Errorf("the description with the releases imported in %s: %w", where, err)
 	}
 	return nil
 }

@@ -100,6 +100,6 @@ func TestImportRelease(t *testing.T) {
 	}
 
 	// While an upgrade runs, the catalog does not change.
-	stuckUpgrade(t, s.cfg.Store, o.cfg.Digest)
+	stuckUpgrade(t, boltOf(s), o.cfg.Digest)
 	c.do("POST", "/v1/releases", imp("2.2.0", art, sum)).expect(t, "an import while an upgrade runs", 409, CodeUpgradeInProgress)
 }

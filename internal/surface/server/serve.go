@@ -48,6 +48,9 @@ func (s *Server) ListenAndServe(ctx context.Context, lc ListenConfig) error {
 		ln = tls.NewListener(ln, tlsCfg)
 		scheme = "https"
 	}
+	if s.advertise == "" {
+		s.advertise = scheme + "://" + ln.Addr().String()
+	}
 	if err := s.Start(); err != nil {
 		ln.Close()
 		return err

@@ -24,7 +24,18 @@ import (
 type Config struct {
 	Cluster *config.Cluster
 	Driver  driver.Driver
-	Store   *store.Store
+	// Store keeps the records, events and engine lock: store.Store
+	// (bbolt, one machine) or one shared by several servers that is an
+	// Elector (etcdstore).
+	Store Store
+	// DataDir holds the token, the artifacts uploaded and (without a
+	// CatalogKeeper store) the imported releases; default: the bbolt
+	// store's directory.
+	DataDir string
+	// Advertise is this server's URL as the other servers reach it, the
+	// election's value on a shared store (default: the URL it listens
+	// on).
+	Advertise string
 	// Token is the bearer token every call but /v1/healthz and the
 	// dashboard's files must carry (LoadOrCreateToken).
 	Token  string
@@ -65,6 +76,13 @@ const (
 func (c *Config) defaults() error {
 	if c.Cluster == nil || c.Driver == nil || c.Store == nil {
 		return errors.New("server: cluster, driver and store are required")
+	}
+	if c.DataDir == "" {
+		p, ok := c.Store.(interface{ Path() string })
+		if !ok {
+			return errors.New("server: a data directory is required with a store that is not in one")
+		}
+		c.DataDir = filepath.Dir(p.Path())
 	}
 	if len(c.Token) < 16 {
 		return errors.New("server: a token of at least 16 characters is required")
@@ -137,13 +155,18 @@ type Server struct {
 	loadsMu        sync.Mutex
 	loadsImporting map[string]int
 
+	// advertise is the server's URL in the election (Config.Advertise,
+	// else the URL it listens on).
+	advertise string
+
 	mu   sync.Mutex
 	busy bool          // an engine goroutine drives, or is being started, or an import commits
 	idle chan struct{} // closed when busy ends
 	// importing: busy for an import's change of the catalog (reserveImport),
 	// a few milliseconds; no engine runs.
 	importing bool
-	driving   string // the upgrade it drives
+	driving   string             // the upgrade it drives
+	stopRun   context.CancelFunc // ends the engine goroutine's run (a lost lease)
 	// blocked holds the upgrades this server will not drive, and why
 	// (begun with another description: the cluster lock).
 	blocked  map[string]string
@@ -158,6 +181,9 @@ type Server struct {
 	// catalogMu: API handlers read the catalog under it; an import
 	// (releases.go) writes it.
 	catalogMu catalogLock
+	// catalogSeen is the shared catalog as the watcher last read it
+	// (syncCatalog), when the store keeps it.
+	catalogSeen []byte
 	// roots are the directories imports may read artifacts from.
 	roots []artifactRoot
 
@@ -180,14 +206,17 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	if err := LoadImported(cfg.Cluster, filepath.Dir(cfg.Store.Path())); err != nil {
+	s0 := &Server{cfg: cfg}
+	if b, err := s0.readImported(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	} else if err := addImported(cfg.Cluster, s0.importedWhere(), b); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	roots, err := artifactRoots(filepath.Join(filepath.Dir(cfg.Store.Path()), ArtifactsDir), cfg.ArtifactRoots)
+	roots, err := artifactRoots(filepath.Join(cfg.DataDir, ArtifactsDir), cfg.ArtifactRoots)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, token: bearer.NewChecker(cfg.Token),
+	s := &Server{cfg: cfg, log: cfg.Logger, advertise: cfg.Advertise, token: bearer.NewChecker(cfg.Token),
 		hub: newHub(), kick: make(chan struct{}, 1), blocked: map[string]string{}, drove: map[string]string{}, roots: roots}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.drive, err = engine.New(engine.Config{Cluster: cfg.Cluster, Driver: cfg.Driver, Store: cfg.Store, Logger: cfg.Logger,
@@ -234,6 +263,14 @@ func (s *Server) Start() error {
 		s.refresh()
 		s.wg.Add(1)
 		go s.watch()
+		if el, ok := s.cfg.Store.(Elector); ok {
+			if s.advertise == "" {
+				err = errors.New("server: a shared store needs the server's URL (Config.Advertise) for the election")
+				return
+			}
+			s.wg.Add(1)
+			go s.campaign(el)
+		}
 	})
 	return err
 }
@@ -276,6 +313,7 @@ func (s *Server) watch() {
 // refresh reads the current record and the events after the last one
 // seen, and hands the events to the stream and the metrics.
 func (s *Server) refresh() {
+	s.syncCatalog()
 	u, ok, err := s.cfg.Store.Current()
 	if err != nil {
 		s.log.Warn("server: read the current upgrade", "err", err)
@@ -375,7 +413,7 @@ func (s *Server) reserveImport() bool {
 
 func (s *Server) release() {
 	s.mu.Lock()
-	s.busy, s.driving, s.importing = false, "", false
+	s.busy, s.driving, s.importing, s.stopRun = false, "", false, nil
 	close(s.idle)
 	s.mu.Unlock()
 }
@@ -462,17 +500,22 @@ func (s *Server) run(unlock func()) {
 		s.mu.Unlock()
 	}
 	s.note("driving the current upgrade")
+	ctx, stop := context.WithCancel(s.ctx)
+	s.mu.Lock()
+	s.stopRun = stop
+	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer s.signal()
 		defer s.release()
 		defer unlock()
-		u, err := s.drive.Run(s.ctx)
+		defer stop()
+		u, err := s.drive.Run(ctx)
 		switch {
 		case err == nil:
 			s.stopTraffic(&u) // the report, with the record as it ended
-		case s.ctx.Err() != nil, errors.Is(err, engine.ErrLocked):
+		case ctx.Err() != nil, errors.Is(err, engine.ErrLocked):
 			s.stopTraffic(nil)
 		default:
 			// Taken up again after Retry: the traffic goes on, and the
@@ -483,6 +526,8 @@ func (s *Server) run(unlock func()) {
 			s.log.Info("server: upgrade ended", "upgrade", u.ID, "state", u.State, "reason", u.Reason)
 		case s.ctx.Err() != nil:
 			s.log.Info("server: stopped driving the upgrade; it resumes at the next start", "upgrade", u.ID)
+		case ctx.Err() != nil:
+			s.log.Warn("server: stopped driving the upgrade: this server no longer leads; the leader takes it up", "upgrade", u.ID)
 		case errors.Is(err, engine.ErrLocked):
 			s.mu.Lock()
 			s.blocked[u.ID] = err.Error()

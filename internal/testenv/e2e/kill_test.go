@@ -165,15 +165,19 @@ func runAndKill(t *testing.T, cl *demo.Cluster, args []string, delay time.Durati
 
 // killSeed is FERRY_KILL_SEED, or the time when it is not set: the
 // seed of the moments ferry is killed at.
-func killSeed(t *testing.T) uint64 {
+func killSeed(t *testing.T) uint64 { t.Helper(); return envSeed(t, "FERRY_KILL_SEED") }
+
+// envSeed is the seed the environment variable name gives, else the
+// time.
+func envSeed(t *testing.T, name string) uint64 {
 	t.Helper()
-	s := os.Getenv("FERRY_KILL_SEED")
+	s := os.Getenv(name)
 	if s == "" {
 		return uint64(time.Now().UnixNano())
 	}
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		t.Fatalf("FERRY_KILL_SEED: %v", err)
+		t.Fatalf("%s: %v", name, err)
 	}
 	return v
 }

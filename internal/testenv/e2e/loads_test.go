@@ -16,6 +16,7 @@ import (
 
 	"aead.dev/minisign"
 
+	"github.com/ferry-upgrade/ferry/internal/run/buildinfo"
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
 	"github.com/ferry-upgrade/ferry/internal/surface/demo"
 )
@@ -109,6 +110,28 @@ func TestSignedLoads(t *testing.T) {
 		if _, ok := status(t, cl); ok {
 			t.Errorf("a refused start left an upgrade record")
 		}
+	})
+
+	t.Run("a release that requires a newer ferry is refused before anything moves", func(t *testing.T) {
+		needs := bytes.Replace(desc, []byte("  - version: \"2.0.0\"\n"), []byte("  - version: \"2.0.0\"\n    requires_ferry: 99.0.0\n"), 1)
+		if bytes.Equal(needs, desc) {
+			t.Fatal("the description has no release 2.0.0 to require a ferry of")
+		}
+		write(t, cl.File, needs, 0o644)
+		defer write(t, cl.File, desc, 0o644)
+		want := "release 2.0.0 requires ferry 99.0.0 or later; this is ferry " + buildinfo.Release() + ": upgrade ferry first"
+		out, code := ferry(t, cl, "health", "--to", "2.0.0")
+		if code != 1 || !regexp.MustCompile(`ferry understands release 2\.0\.0 +FAIL`).MatchString(out) || !strings.Contains(out, want) {
+			t.Errorf("health: exit %d, want 1 with %q\n%s", code, want, out)
+		}
+		out, code = ferry(t, cl, "upgrade", "start", "--to", "2.0.0", "-q")
+		if code != 5 || !strings.Contains(out, "FAIL  ferry understands release 2.0.0: "+want) || !strings.Contains(out, "nothing was changed") {
+			t.Errorf("start: exit %d, want 5 naming both versions\n%s", code, out)
+		}
+		if _, ok := status(t, cl); ok {
+			t.Errorf("a refused start left an upgrade record")
+		}
+		expectAllOn(t, cl, "1.0.0")
 	})
 
 	// refused runs a start that must be refused for the signature, and

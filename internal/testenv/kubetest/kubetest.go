@@ -63,7 +63,7 @@ func Start(t testing.TB, opts Options) *Env {
 			"(set %s=1; the first run builds Kubernetes into a cache, ~10 min: see tools/kubeenv/README.md)",
 			EnvVar, EnvVar)
 	}
-	script, err := findScript()
+	script, err := FindScript()
 	if err != nil {
 		t.Fatalf("kubetest: %v", err)
 	}
@@ -264,9 +264,9 @@ func lastLine(s string) string {
 	return s
 }
 
-// findScript finds scripts/kube-testenv.sh in the first parent of the working
+// FindScript finds scripts/kube-testenv.sh in the first parent of the working
 // directory (a test runs in its package's directory) that has it.
-func findScript() (string, error) {
+func FindScript() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
