@@ -303,12 +303,7 @@ func TestIronicExample(t *testing.T) {
 	if u.State != upgrade.StateCompleted || len(u.Effects) > 0 || u.Pin != "2.0.0" || u.NoReturn != upgrade.RollingOut("conductor") {
 		t.Errorf("the upgrade: %s (%s), owing %v, pin %s, point of no return %s", u.State, u.Reason, u.Effects, u.Pin, u.NoReturn)
 	}
-	var states []string
-	for _, ev := range eventsOf(t, ex.Cluster, u.ID) {
-		if _, to, ok := strings.Cut(ev.Message, " → "); ok && ev.Kind == "state" {
-			states = append(states, strings.SplitN(to, ":", 2)[0])
-		}
-	}
+	states := statesIn(eventsOf(t, ex.Cluster, u.ID))
 	t.Logf("states: %s", strings.Join(states, " → "))
 	wantStates := []string{"expanding", "upgrading-conductor", "upgraded-conductor", "upgrading-api", "upgraded-api",
 		"rolling-out-conductor", "rolled-out-conductor", "rolling-out-api", "rolled-out-api", "migrating", "finalizing", "contracting", "completed"}
