@@ -9,8 +9,8 @@
 # (present while configuration changes are refused), commands.log.
 set -eu
 # A lock or unlock, once begun, runs to its end like one of sysinv's host
-# actions: it ignores ferry's SIGTERM (a swact cannot stop half way),
-# and ferry waits for it, within the command's timeout.
+# actions: it ignores ferry's SIGTERM, and ferry waits for it, within
+# the command's timeout.
 case ${2:-} in lock | unlock) trap '' TERM ;; esac
 state=$1 op=$2 host=${3:-} arg=${4:-}
 lb=$(cat "$state/lb")
@@ -32,22 +32,10 @@ role() { curl -fsS --max-time 2 "http://$1/role" 2>/dev/null | grep -q '"role":"
 
 case $op in
 lock)
-	# The active controller cannot be locked: swact to the other first.
+	# The active controller cannot be locked (sysinv refuses it): ferry
+	# swacts away from it first.
 	if [ -f "$state/coord/$host" ] && role "$(cat "$state/coord/$host")"; then
-		for f in "$state"/coord/*; do
-			other=$(basename "$f")
-			[ "$other" = "$host" ] && continue
-			peer=$(cat "$f")
-			to=$(curl -fsS "http://$peer/role" | sed -n 's/.*"name":"\([^"]*\)".*/\1/p')
-			curl -fsS -X POST "http://$(cat "$state/coord/$host")/admin/handover?to=$to" >/dev/null
-			i=0
-			until role "$peer"; do
-				i=$((i + 1))
-				[ $i -lt 200 ] || { echo "swact from $host to $other: $to not active after 20s" >&2; exit 1; }
-				sleep 0.1 || true # a sleep ferry's SIGTERM ended
-			done
-			echo "swact $host -> $other" >>"$state/commands.log"
-		done
+		echo "$host is the active controller: it cannot be locked; swact first" >&2; exit 1
 	fi
 	curl -fsS -X POST "$lb/admin/hosts/$host/lock?timeout=10s" >/dev/null
 	mkdir -p "$state/locked" && : >"$state/locked/$host" ;;
@@ -65,22 +53,10 @@ migrate)
 		cp -R "$d/." "$state/data/$host/$arg/"
 	done ;;
 capacity)
-	locked=$(curl -fsS "$lb/admin/hosts")
+	# A worker leaves rotation only if another stays (the storage hosts'
+	# budget is their stage's max_unavailable: 50%).
 	case $host in
-	storage-*)
-		if echo "$locked" | grep -q '"storage-'; then
-			echo "a storage host is locked ($locked): at most half the storage hosts at once" >&2; exit 1
-		fi ;;
 	worker-*)
-		# Every storage host upgraded (the controllers' load, unlocked)
-		# before any worker.
-		want=$(cat "$state/load/controller-0")
-		for f in "$state"/load/storage-*; do
-			s=$(basename "$f")
-			if [ "$(cat "$f")" != "$want" ] || echo "$locked" | grep -q "\"$s\""; then
-				echo "$s is not upgraded yet (load $(cat "$f"), locked: $locked): storage hosts go before workers" >&2; exit 1
-			fi
-		done
 		curl -fsS "$lb/admin/hosts/$host/capacity?min_hosts=1" >/dev/null || {
 			echo "the balancer: no worker would be left in rotation" >&2; exit 1; } ;;
 	esac ;;

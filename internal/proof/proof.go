@@ -11,7 +11,6 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strconv"
 	"sync"
@@ -60,6 +59,12 @@ type Options struct {
 	// Signal, if set, is judged besides (or, with no targets, instead
 	// of) the driven traffic.
 	Signal Signal
+	// Control, if set, records requests to something on the same
+	// machine that the upgrade does not touch, driven by the caller
+	// (ferry rehearse serves and drives its own): the verdicts are
+	// judged with it as with the spec's control (impact.JudgeWithControl),
+	// which it stands in for.
+	Control *traffic.Recorder
 }
 
 // Start starts the spec's clients now (none when the spec has no
@@ -78,7 +83,9 @@ func Start(ctx context.Context, spec *config.Traffic, o Options) *Session {
 	if len(spec.Targets) > 0 {
 		s.done = traffic.StartWith(tctx, s.cfg, s.rec)
 	}
-	if c := ControlConfig(spec); c != nil {
+	if o.Control != nil {
+		s.ctl = o.Control
+	} else if c := ControlConfig(spec); c != nil {
 		s.ctl = traffic.NewRecorder()
 		s.ctlEnd = traffic.StartWith(tctx, *c, s.ctl)
 	}
@@ -103,9 +110,9 @@ func ControlConfig(spec *config.Traffic) *traffic.Config {
 	if u.RawQuery != "" {
 		path += "?" + u.RawQuery
 	}
-	return &traffic.Config{Targets: []string{u.Scheme + "://" + u.Host}, Concurrency: 1, Rate: c.Rate,
-		Timeout: spec.Timeout.D(), Seed: spec.Seed,
-		Requests: []config.TrafficRequest{{Name: "control", Method: http.MethodGet, Path: path, Share: 1}}}
+	cfg := traffic.Control(u.Scheme+"://"+u.Host, path, spec.Seed)
+	cfg.Rate, cfg.Timeout = c.Rate, spec.Timeout.D()
+	return &cfg
 }
 
 // controlSamples is the control's samples, nil without one.
@@ -315,7 +322,11 @@ func (s *Session) Report(ctx context.Context, u upgrade.Upgrade, evs []store.Eve
 			Baseline: traffic.Summarize(src.samples, s.began, start), Requests: traffic.Summarize(src.samples, start, end), Verdict: v}
 		tr.Achieved = traffic.AchievedRate(tr.Requests.Total, end.Sub(start), s.spec.Rate)
 		if src.control != nil {
-			tr.Control = &ControlReport{URL: s.spec.Control.URL, Baseline: traffic.Summarize(src.control, s.began, start),
+			url := "(the caller's control)"
+			if s.spec.Control != nil {
+				url = s.spec.Control.URL
+			}
+			tr.Control = &ControlReport{URL: url, Baseline: traffic.Summarize(src.control, s.began, start),
 				Requests: traffic.Summarize(src.control, start, end)}
 		}
 		tr.Windows = WindowsOf(src.samples, windows, start)

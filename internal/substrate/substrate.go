@@ -52,8 +52,11 @@ const (
 	// ReinstallHost: reinstall a host's software and migrate its data
 	// in its move (driver.HostReinstaller).
 	ReinstallHost
+	// BackupOnHost: keep a member's backup on its own host and run the
+	// backup's commands there (driver.HostBackups).
+	BackupOnHost
 
-	lastCapability = ReinstallHost
+	lastCapability = BackupOnHost
 )
 
 var capabilityNames = map[Capability][2]string{
@@ -65,6 +68,7 @@ var capabilityNames = map[Capability][2]string{
 	Discover:      {"discover", "find members at run time"},
 	Undo:          {"undo", "undo the changes it makes outside members"},
 	ReinstallHost: {"reinstall-host", "reinstall a host"},
+	BackupOnHost:  {"backup-on-host", "back a member up on its own host"},
 }
 
 // String is the capability's name, as refusals give it.
@@ -353,6 +357,7 @@ func (s Substrate) CheckDriver(d driver.Driver) error {
 		{Undo, implements[driver.Undoer](d), "driver.Undoer"},
 		{LockHost, implements[driver.HostLocker](d), "driver.HostLocker"},
 		{ReinstallHost, implements[driver.HostReinstaller](d), "driver.HostReinstaller"},
+		{BackupOnHost, implements[driver.HostBackups](d), "driver.HostBackups"},
 	} {
 		switch {
 		case s.Can.Has(c.cap) && !c.has:

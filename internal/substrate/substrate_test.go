@@ -128,8 +128,8 @@ func TestDriversHaveTheirCapabilities(t *testing.T) {
 }
 
 func TestCapabilityNames(t *testing.T) {
-	all := substrate.Can(substrate.StartStop, substrate.ClusterUp, substrate.Adopt, substrate.LockHost, substrate.Output, substrate.Discover, substrate.Undo, substrate.ReinstallHost)
-	if got, want := all.String(), "start-stop, cluster-up, adopt, lock-host, output, discover, undo, reinstall-host"; got != want {
+	all := substrate.Can(substrate.StartStop, substrate.ClusterUp, substrate.Adopt, substrate.LockHost, substrate.Output, substrate.Discover, substrate.Undo, substrate.ReinstallHost, substrate.BackupOnHost)
+	if got, want := all.String(), "start-stop, cluster-up, adopt, lock-host, output, discover, undo, reinstall-host, backup-on-host"; got != want {
 		t.Errorf("every capability: %q, want %q", got, want)
 	}
 	if got := process.Capabilities.String(); got != "start-stop, cluster-up, adopt, output" {
@@ -138,7 +138,7 @@ func TestCapabilityNames(t *testing.T) {
 	if got := kubernetes.Capabilities.String(); got != "start-stop, discover, undo" {
 		t.Errorf("kubernetes: %q", got)
 	}
-	if got := ssh.Capabilities.String(); got != "start-stop, cluster-up, adopt, lock-host, output, reinstall-host" {
+	if got := ssh.Capabilities.String(); got != "start-stop, cluster-up, adopt, lock-host, output, reinstall-host, backup-on-host" {
 		t.Errorf("ssh: %q", got)
 	}
 }

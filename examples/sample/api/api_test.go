@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -179,5 +180,45 @@ func TestFaultOptions(t *testing.T) {
 	get(t, slow, "k", http.StatusOK, "v")
 	if took := time.Since(start); took < 50*time.Millisecond {
 		t.Fatalf("slow GET took %s, want at least 50ms", took)
+	}
+}
+
+// restartAllAt stops every kv member, starts them all again as builds
+// of version, and waits until they have a leader and are ready.
+func restartAllAt(c *sampletest.KVCluster, version string) {
+	for i := range c.Peers {
+		c.Stop(i)
+	}
+	for i := range c.Peers {
+		c.RestartAt(i, version)
+	}
+	c.WaitLeader()
+	c.WaitReady()
+}
+
+// TestNeedsNewKV: an api of the needs-new-kv fault fails every request
+// while the kv leader runs an older major release, stays ready all the
+// while (only a check of the mixed state finds it), and serves once
+// every kv member runs the new one.
+func TestNeedsNewKV(t *testing.T) {
+	c := sampletest.StartKV(t, 3)
+	restartAllAt(c, "1.0.0")
+	_, base := startAPI(t, api.Config{KVAddrs: c.HTTPAddrs(), NeedsKVMajor: 2})
+	waitReady(t, base)
+	code, body := sampletest.Do(http.MethodPut, base+"/v1/kv/k", []byte("v"))
+	if code != http.StatusInternalServerError || !strings.Contains(body, `needs kv 2.x, the kv leader runs \"1.0.0\"`) {
+		t.Fatalf("PUT against kv 1.0.0: %d %s, want 500 naming both versions", code, body)
+	}
+	if code, body := sampletest.Do(http.MethodGet, base+"/ready", nil); code != http.StatusOK {
+		t.Fatalf("/ready against kv 1.0.0: %d %s, want 200", code, body)
+	}
+	restartAllAt(c, "2.0.0")
+	sampletest.WaitFor(t, 10*time.Second, "a write through the api once kv runs 2.0.0", func() bool {
+		code, _ := sampletest.Do(http.MethodPut, base+"/v1/kv/k", []byte("v"))
+		return code == http.StatusNoContent
+	})
+	get(t, base, "k", http.StatusOK, "v")
+	if got := api.MajorOf("2.0.0-mixbad"); got != 2 {
+		t.Errorf("MajorOf(2.0.0-mixbad) = %d", got)
 	}
 }

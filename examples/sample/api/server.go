@@ -57,6 +57,12 @@ type Config struct {
 	ReadyDelay time.Duration
 	// ExtraLatency is added to every /v1/kv request (a fault build).
 	ExtraLatency time.Duration
+	// NeedsKVMajor, if set, fails every /v1/kv request (500) while the
+	// kv leader reports a lower major version on its GET /version: a
+	// release that cannot work against the store's previous release, a
+	// mixed-version incompatibility (a fault build) that only a check
+	// of the mixed state finds; /ready stays 200.
+	NeedsKVMajor int
 
 	Listener net.Listener
 	// RetryBudget bounds how long one client request may spend finding
@@ -72,7 +78,11 @@ type Server struct {
 
 	mu     sync.Mutex
 	leader string // cached kv leader HTTP address, "" when unknown
-	active string // the coordinator that stamped last, tried first
+	// kvSeen is the version the kv leader reported last and when
+	// (NeedsKVMajor), asked again after kvVersionTTL.
+	kvSeen   string
+	kvSeenAt time.Time
+	active   string // the coordinator that stamped last, tried first
 
 	reached  atomic.Bool // a kv leader answered at least once
 	stopping atomic.Bool
@@ -429,6 +439,13 @@ func (s *Server) handleKV(w http.ResponseWriter, r *http.Request) {
 			body = []byte{}
 		}
 	}
+	if s.cfg.NeedsKVMajor > 0 {
+		if v := s.kvVersion(r.Context()); MajorOf(v) < s.cfg.NeedsKVMajor {
+			writeJSON(w, http.StatusInternalServerError, map[string]string{
+				"error": fmt.Sprintf("mixed versions: api %s needs kv %d.x, the kv leader runs %q", s.cfg.Version, s.cfg.NeedsKVMajor, v)})
+			return
+		}
+	}
 	if r.Method == http.MethodPut && len(s.cfg.CoordAddrs) > 0 {
 		st, err := s.stamp(r.Context())
 		if err != nil {
@@ -453,6 +470,53 @@ func (s *Server) handleKV(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(res.status)
 	_, _ = w.Write(res.body)
+}
+
+// kvVersionTTL is how long the kv leader's reported version is
+// believed (NeedsKVMajor).
+const kvVersionTTL = 200 * time.Millisecond
+
+// kvVersion is the version the kv leader (or, while none is known, the
+// first kv member) reports on GET /version, "" if none answered.
+func (s *Server) kvVersion(ctx context.Context) string {
+	s.mu.Lock()
+	v, at, target := s.kvSeen, s.kvSeenAt, s.leader
+	s.mu.Unlock()
+	if time.Since(at) < kvVersionTTL {
+		return v
+	}
+	if target == "" {
+		target = s.cfg.KVAddrs[0]
+	}
+	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
+	v = ""
+	if req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+target+"/version", nil); err == nil {
+		if resp, err := s.client.Do(req); err == nil {
+			var body struct {
+				Version string `json:"version"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&body)
+			resp.Body.Close()
+			v = body.Version
+		}
+	}
+	s.mu.Lock()
+	s.kvSeen, s.kvSeenAt = v, time.Now()
+	s.mu.Unlock()
+	return v
+}
+
+// MajorOf is the MAJOR of MAJOR.MINOR.PATCH[-suffix], 0 if v has none.
+func MajorOf(v string) int {
+	n := 0
+	for _, c := range v {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
 }
 
 // stamp gets the next stamp from the active coordinator: the one that

@@ -52,8 +52,9 @@ func (b *Backup) applyDefaults(pos positions) {
 // backup checks a component's backup: a strategy that takes downtime
 // (a restore while another member serves would lose the writes it
 // took), an absolute directory outside every member's data, three exec
-// calls (ferry makes them on its own machine, where it reads the
-// backup's files for their checksum), a sums file inside the backup.
+// calls (ferry makes them where it reads the backup's files for their
+// checksum: its own machine, or over ssh the member's host), a sums
+// file inside the backup.
 func (v *validator) backup(comp *Component, cpath string, at func(string) int) {
 	b := comp.Backup
 	if b == nil {
@@ -103,7 +104,7 @@ func (v *validator) backup(comp *Component, cpath string, at func(string) int) {
 		line := at("backup." + c.key)
 		v.call(c.call, p, line, samples, false)
 		if len(c.call.Exec) == 0 && (c.call.HTTP != "" || c.call.TCP != "") {
-			v.add(line, p, "must be an exec call: ferry makes it on its own machine, where it reads the backup's files")
+			v.add(line, p, "must be an exec call: ferry makes it where it reads the backup's files (its own machine, or the member's host on a substrate that keeps backups there: ssh)")
 		}
 	}
 	if b.Keep != 0 || comp.pos.written("backup.keep") {

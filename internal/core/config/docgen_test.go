@@ -144,6 +144,7 @@ capacity: {http: "http://lb:8001/admin/capacity?without={{.Host}}"}`,
 unlock: {argv: [system, host-unlock, "{{.Host}}"], run_on: controller-0, sudo: true}
 reinstall: {argv: [/usr/local/sbin/install-load, "{{.Version}}"], sudo: true, unreachable: 5m, timeout: 30m}
 migrate: {argv: [/usr/local/sbin/migrate-data, --to, "{{.Version}}"], sudo: true}`,
+	"RunOn":       `{active: coord}`,
 	"HostCommand": `{argv: [system, host-lock, "{{.Host}}"], run_on: controller-0, sudo: true, timeout: 5m}`,
 	"Kubernetes":  `{kubeconfig: ~/.kube/config, context: prod}`,
 	"Component": `name: kv
@@ -199,7 +200,8 @@ expand: [{http: "http://{{.Any}}/admin/compat?level=1", method: POST}]
 migrate: [{http: "http://{{.Any}}/admin/migrate", method: POST, json: {path: done, equals: true}}]
 finalize: [{http: "http://{{.Any}}/admin/compat?level=2", method: POST}]`,
 	"FlowStage": `{stage: hosts, name: workers, components: [storage, compute], max_unavailable: 2, max_unavailable_per_domain: 1}`,
-	"Policy":    `{on_failure: rollback, on_impact: pause, finalize: manual, tick: 50ms}`,
+	"Policy":    `{on_failure: rollback, on_impact: pause, finalize: manual, tick: 50ms, windows: [{days: [sat, sun], start: "01:00", end: "05:00", zone: UTC}]}`,
+	"Window":    `{days: [mon, tue, wed, thu], start: "22:00", end: "04:00", zone: Europe/Berlin}`,
 	"Traffic": `targets: ["http://127.0.0.1:8080"]
 rate: 200
 requests:
@@ -290,8 +292,8 @@ func referenceTypes() map[string]reflect.Type {
 		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Map {
 			t = t.Elem()
 		}
-		if t.Kind() != reflect.Struct || t.PkgPath() != reflect.TypeFor[Cluster]().PkgPath() {
-			return
+		if t.Kind() != reflect.Struct || t.PkgPath() != reflect.TypeFor[Cluster]().PkgPath() || reflect.PointerTo(t).Implements(textUnmarshaler) {
+			return // a scalar in YAML (HostBudget): its field says how
 		}
 		if _, seen := out[t.Name()]; seen {
 			return
@@ -372,15 +374,17 @@ func text(cg *ast.CommentGroup) string {
 
 // order is the order of the reference's sections: the description's
 // shape, top down.
-var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "HostCommands", "HostCommand", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
+var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "HostCommands", "HostCommand", "RunOn", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
 	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Backup", "Workload", "Commands", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks", "Alarm",
-	"Policy", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus", "TrafficControl"}
+	"Policy", "Window", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus", "TrafficControl"}
 
 // typeDoc writes a field's type as a reader of YAML sees it.
 func typeDoc(t reflect.Type) string {
 	switch t {
 	case reflect.TypeFor[Duration]():
 		return "duration (`2s`, `150ms`)"
+	case reflect.TypeFor[HostBudget]():
+		return "hosts (`2`, or a share of the stage's: `50%`)"
 	case reflect.TypeFor[FileMode]():
 		return "octal mode (`\"0640\"`)"
 	}
@@ -436,7 +440,7 @@ func usedAt() map[string][]string {
 				}
 				ft = ft.Elem()
 			}
-			if ft.Kind() == reflect.Struct && ft.PkgPath() == reflect.TypeFor[Cluster]().PkgPath() && ft != reflect.TypeFor[Duration]() {
+			if ft.Kind() == reflect.Struct && ft.PkgPath() == reflect.TypeFor[Cluster]().PkgPath() && ft != reflect.TypeFor[Duration]() && ft != reflect.TypeFor[HostBudget]() {
 				if !slices.Contains(out[ft.Name()], p) && len(out[ft.Name()]) < 12 {
 					out[ft.Name()] = append(out[ft.Name()], p)
 				}

@@ -15,7 +15,10 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 		return
 	}
 	fpath := path + ".flow"
-	phaseAt := map[string]int{}       // component -> index of its phase
+	phaseAt := map[string]int{}       // component -> index of its (first) phase or hosts stage
+	lastAt := map[string]int{}        // component -> index of its last phase or hosts stage
+	byPhase := map[string]bool{}      // component moved by a phase stage (whole)
+	moved := map[string]int{}         // member of a hosts stage -> the stage's index
 	rolloutAt := map[string]int{}     // component -> index of its rollout
 	onceAt := map[string]int{}        // expand, migrate, finalize, contract -> index
 	named := map[string]string{}      // a registered kind's stage name -> its path
@@ -34,6 +37,9 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 					v.add(sat(key), spath+"."+key, "the %s stage takes no %s", st.Stage, key)
 				}
 			}
+		}
+		if st.State != "" && !isIdent(st.State) {
+			v.add(sat("state"), spath+".state", "%q is not a state's name: letters, digits, _ and -, starting with a letter", st.State)
 		}
 		if st.PointOfNoReturn {
 			if noReturn >= 0 {
@@ -63,9 +69,10 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 			default:
 				if first, dup := phaseAt[st.Component]; dup {
 					v.add(sat("component"), spath+".component", "component %s has a second phase (also %s): a component is upgraded once", st.Component, index(fpath, first))
+					byPhase[st.Component] = true // said once: not again as members no hosts stage moves
 					continue
 				}
-				phaseAt[st.Component] = i
+				phaseAt[st.Component], lastAt[st.Component], byPhase[st.Component] = i, i, true
 				lastPhase = i
 				if pinMoved >= 0 {
 					v.add(sat("component"), spath+".component", "the phase of %s comes after %s (%s), which moved the pin to %s: members of %s still on the release before would run with a pin they cannot honour; put every phase before it",
@@ -96,17 +103,23 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 				pinMoved = i
 			}
 		case StageHosts:
-			unused("components", "name", "deadline", "max_unavailable", "max_unavailable_per_domain", "strategy")
+			unused("components", "name", "deadline", "max_unavailable", "max_unavailable_per_domain", "strategy", "hosts", "host_labels")
 			for j, name := range st.Components {
 				cpath := index(spath+".components", j)
 				cline := at(index(rel+".components", j))
+				// A component may span hosts stages (each moves the
+				// members on its hosts: stagesCover checks each is
+				// moved once), never a phase and a hosts stage.
 				switch first, dup := phaseAt[name]; {
 				case v.c.Component(name) == nil:
 					v.add(cline, cpath, "no component %q%s", name, knownList(componentNames(v.c)))
-				case dup:
+				case dup && (byPhase[name] || slices.Contains(st.Components[:j], name)):
 					v.add(cline, cpath, "component %s has a second phase (also %s): a component is upgraded once", name, index(fpath, first))
 				default:
-					phaseAt[name] = i
+					if !dup {
+						phaseAt[name] = i
+					}
+					lastAt[name] = i
 					lastPhase = i
 					if pinMoved >= 0 {
 						v.add(cline, cpath, "the hosts stage upgrades %s after %s (%s), which moved the pin to %s: members still on the release before would run with a pin they cannot honour; put it before",
@@ -115,6 +128,7 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 				}
 			}
 			v.hostsStage(st, spath, sat, at, rel, hostsNamed)
+			v.stageMoves(st, i, fpath, sat, moved, byPhase)
 		case "":
 			v.add(line, spath+".stage", "must be set: one of %s", strings.Join(StageKinds(), ", "))
 		default:
@@ -131,6 +145,7 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 			v.add(at("flow"), fpath, "component %s has no phase: a flow upgrades every component once ({stage: phase, component: %s})", comp.Name, comp.Name)
 		}
 	}
+	v.stagesCover(fpath, at, moved, byPhase, lastAt)
 	m := &r.Migrations
 	for _, s := range []struct {
 		name  string
@@ -164,7 +179,7 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 	// every member must.
 	if mi, ok := onceAt[StageMigrate]; ok {
 		comp := r.Migrations.Component
-		if p, named := phaseAt[comp]; comp != "" && named && p > mi {
+		if p, named := lastAt[comp]; comp != "" && named && p > mi {
 			v.add(at(index("flow", mi)), index(fpath, mi), "migrate comes before the phase of %s (%s): migrate runs once the members of its component (migrations.component: %s) run the release", comp, index(fpath, p), comp)
 		} else if comp == "" && lastPhase > mi {
 			v.add(at(index("flow", mi)), index(fpath, mi), "migrate comes before the phase of %s (%s): migrate runs once every member runs the release", r.Flow[lastPhase].Component, index(fpath, lastPhase))

@@ -86,7 +86,9 @@ func (hc *HostCommands) kinds() []struct {
 }
 
 // RenderHostCommand renders host name's command hc for a move to
-// version: its argv, and the host it runs on.
+// version: its argv, and the host it runs on ("" when it follows a
+// component's role, run_on: {active: C}: the caller asks who holds it
+// as the command runs).
 func (c *Cluster) RenderHostCommand(name string, hc *HostCommand, version string) (argv []string, on string, err error) {
 	h := c.Host(name)
 	if h == nil {
@@ -100,7 +102,10 @@ func (c *Cluster) RenderHostCommand(name string, hc *HostCommand, version string
 			return nil, "", fmt.Errorf("host %s: argv[%d]: %w", name, i, err)
 		}
 	}
-	return argv, cmp.Or(hc.RunOn, name), nil
+	if hc.RunOn.Active != "" {
+		return argv, "", nil // the role holder's host, found as it runs
+	}
+	return argv, cmp.Or(hc.RunOn.Host, name), nil
 }
 
 // CallsOf returns the lock, unlock and capacity calls of host h: its
@@ -181,6 +186,88 @@ func (h *HostCalls) applyDefaults() {
 	}
 }
 
+// SelectsHosts reports whether hosts stage st names its hosts (hosts:
+// or host_labels:) rather than moving every host of its components.
+func (st *FlowStage) SelectsHosts() bool { return len(st.Hosts) > 0 || len(st.HostLabels) > 0 }
+
+// Selects reports whether hosts stage st selects host h: by name, by
+// every one of its host_labels, or, when it names none, any host.
+func (st *FlowStage) Selects(h *Host) bool {
+	if !st.SelectsHosts() {
+		return true
+	}
+	if slices.Contains(st.Hosts, h.Name) {
+		return true
+	}
+	if len(st.HostLabels) == 0 {
+		return false
+	}
+	for k, v := range st.HostLabels {
+		if h.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// StageMembers are the members hosts stage st moves: those of its
+// components on the hosts it selects, each component's in description
+// order, the components in the stage's order. A component in several
+// hosts stages has each member moved by the one that selects its host.
+func (c *Cluster) StageMembers(st *FlowStage) map[string][]string {
+	out := map[string][]string{}
+	for _, name := range st.Components {
+		comp := c.Component(name)
+		if comp == nil {
+			continue
+		}
+		for _, m := range comp.Members {
+			if h := c.Host(m.Host); h != nil && st.Selects(h) || h == nil && !st.SelectsHosts() {
+				out[name] = append(out[name], m.Name)
+			}
+		}
+	}
+	return out
+}
+
+// StageHosts are the hosts stage st moves: those it selects that carry
+// a member of its components, in the description's order. Its budget
+// in percent is a share of them.
+func (c *Cluster) StageHosts(st *FlowStage) []string {
+	on := map[string]bool{}
+	for _, ms := range c.StageMembers(st) {
+		for _, n := range ms {
+			if _, m := c.MemberOf(n); m != nil {
+				on[m.Host] = true
+			}
+		}
+	}
+	var out []string
+	for i := range c.Hosts {
+		if on[c.Hosts[i].Name] {
+			out = append(out, c.Hosts[i].Name)
+		}
+	}
+	return out
+}
+
+// stageComponents fills in the components of a hosts stage that
+// selects its hosts and lists none: every component with a member on
+// them, in the components' order.
+func (c *Cluster) stageComponents(st *FlowStage) {
+	if len(st.Components) > 0 || !st.SelectsHosts() {
+		return
+	}
+	for _, comp := range c.ComponentsInOrder() {
+		for _, m := range comp.Members {
+			if h := c.Host(m.Host); h != nil && st.Selects(h) {
+				st.Components = append(st.Components, comp.Name)
+				break
+			}
+		}
+	}
+}
+
 // applyHostsDefaults fills the defaults of hosts and of hosts stages.
 func (c *Cluster) applyHostsDefaults() {
 	c.HostDefaults.applyDefaults()
@@ -195,6 +282,7 @@ func (c *Cluster) applyHostsDefaults() {
 			if st.Deadline == 0 {
 				st.Deadline = DefaultLockDeadline
 			}
+			c.stageComponents(st)
 		}
 	}
 }
@@ -268,8 +356,19 @@ func (v *validator) hostCommands(hc *HostCalls, path string, at func(string) int
 				}
 			}
 		}
-		if cmd.RunOn != "" && v.c.Host(cmd.RunOn) == nil {
-			v.add(at(rel+".run_on"), kpath+".run_on", "%q is not a host of the description%s", cmd.RunOn, knownList(hostNames(v.c)))
+		switch ro := cmd.RunOn; {
+		case ro.Host != "" && ro.Active != "":
+			v.add(at(rel+".run_on"), kpath+".run_on", "names a host (%s) and a role's holder (active: %s): one of the two", ro.Host, ro.Active)
+		case ro.Host != "" && v.c.Host(ro.Host) == nil:
+			v.add(at(rel+".run_on"), kpath+".run_on", "%q is not a host of the description%s", ro.Host, knownList(hostNames(v.c)))
+		case ro.Active != "":
+			comp := v.c.Component(ro.Active)
+			switch {
+			case comp == nil:
+				v.add(at(rel+".run_on"), kpath+".run_on.active", "no component %q%s", ro.Active, knownList(componentNames(v.c)))
+			case comp.Role == nil || comp.Role.Check == nil:
+				v.add(at(rel+".run_on"), kpath+".run_on.active", "component %s has no role check: nothing would say which of its members' hosts to run on", ro.Active)
+			}
 		}
 		v.within(at(rel+".timeout"), kpath+".timeout", cmd.Timeout, hostCommandTimeoutRange)
 		if k.key != HostReinstall {
@@ -335,14 +434,26 @@ func (v *validator) hostsStage(st *FlowStage, spath string, sat func(string) int
 			names[st.Name] = spath
 		}
 	}
-	if st.MaxUnavailable < 0 {
-		v.add(sat("max_unavailable"), spath+".max_unavailable", "must not be negative (got %d; 0 means 1 host at a time)", st.MaxUnavailable)
+	for j, name := range st.Hosts {
+		if v.c.Host(name) == nil {
+			v.add(at(index(rel+".hosts", j)), index(spath+".hosts", j), "no host %q%s", name, knownList(hostNames(v.c)))
+		}
 	}
+	if len(st.HostLabels) > 0 && !slices.ContainsFunc(v.c.Hosts, func(h Host) bool { return len(h.Labels) > 0 && st.Selects(&h) && !slices.Contains(st.Hosts, h.Name) }) {
+		v.add(sat("host_labels"), spath+".host_labels", "no host has the labels %s: the stage would move nothing by them", labelsText(st.HostLabels))
+	}
+	if st.SelectsHosts() && len(st.Components) > 0 && len(v.c.StageMembers(st)) == 0 {
+		v.add(sat("stage"), spath+".hosts", "the hosts it selects carry no member of %s: the stage would move nothing", strings.Join(st.Components, ", "))
+	}
+	if st.MaxUnavailable.Count < 0 {
+		v.add(sat("max_unavailable"), spath+".max_unavailable", "must not be negative (got %d; 0 means 1 host at a time)", st.MaxUnavailable.Count)
+	}
+	budget := st.MaxUnavailable.Hosts(len(v.c.StageHosts(st)))
 	switch {
 	case st.MaxUnavailablePerDomain < 0:
 		v.add(sat("max_unavailable_per_domain"), spath+".max_unavailable_per_domain", "must not be negative (got %d; 0 means no bound)", st.MaxUnavailablePerDomain)
-	case st.MaxUnavailablePerDomain > max(1, st.MaxUnavailable):
-		v.add(sat("max_unavailable_per_domain"), spath+".max_unavailable_per_domain", "%d is more than max_unavailable %d: it would never bind", st.MaxUnavailablePerDomain, max(1, st.MaxUnavailable))
+	case st.MaxUnavailablePerDomain > budget:
+		v.add(sat("max_unavailable_per_domain"), spath+".max_unavailable_per_domain", "%d is more than max_unavailable %d: it would never bind", st.MaxUnavailablePerDomain, budget)
 	}
 	v.within(sat("deadline"), spath+".deadline", st.Deadline, migrateDeadlineRange)
 	if st.Strategy != "" && !slices.Contains(strategy.HostChoosers(), st.Strategy) {
@@ -360,4 +471,53 @@ func (v *validator) hostsStage(st *FlowStage, spath string, sat func(string) int
 			}
 		}
 	}
+}
+
+// stageMoves records the members hosts stage st (flow[i]) moves: each
+// once (a component spanning stages has each member moved by the
+// stage that selects its host).
+func (v *validator) stageMoves(st *FlowStage, i int, fpath string, sat func(string) int, moved map[string]int, byPhase map[string]bool) {
+	spath := index(fpath, i)
+	for _, name := range st.Components {
+		if byPhase[name] {
+			continue // said: a phase and a hosts stage
+		}
+		for _, n := range v.c.StageMembers(st)[name] {
+			if first, dup := moved[n]; dup && first != i {
+				v.add(sat("stage"), spath, "member %s of %s is moved by two hosts stages (also %s): select its host in one", n, name, index(fpath, first))
+				continue
+			}
+			moved[n] = i
+		}
+	}
+}
+
+// stagesCover checks that every member of a component in hosts stages
+// is moved by one: a member on a host no stage selects would stay on
+// the release before.
+func (v *validator) stagesCover(fpath string, at func(string) int, moved map[string]int, byPhase map[string]bool, lastAt map[string]int) {
+	for _, comp := range v.c.ComponentsInOrder() {
+		if _, staged := lastAt[comp.Name]; !staged || byPhase[comp.Name] {
+			continue
+		}
+		var left []string
+		for _, m := range comp.Members {
+			if _, ok := moved[m.Name]; !ok {
+				left = append(left, m.Name+" (on "+cmp.Or(m.Host, "no host")+")")
+			}
+		}
+		if len(left) > 0 {
+			v.add(at("flow"), fpath, "component %s: %s moved by no stage: the hosts stages of %s select none of their hosts", comp.Name, strings.Join(left, ", "), comp.Name)
+		}
+	}
+}
+
+// labelsText writes labels as k=v, sorted.
+func labelsText(labels map[string]string) string {
+	out := make([]string, 0, len(labels))
+	for k, val := range labels {
+		out = append(out, k+"="+val)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
 }

@@ -223,6 +223,10 @@ func yamlErrorLine(err error) (int, string) {
 // posSetter is implemented by the types with positions.
 type posSetter interface{ setPos(positions) }
 
+// scalarForm is a struct that may be written as a single name
+// (RunOn: run_on: controller-0 or run_on: {active: coord}).
+type scalarForm interface{ fromScalar(string) error }
+
 func (x *Cluster) setPos(p positions)   { x.pos = p }
 func (x *Host) setPos(p positions)      { x.pos = p }
 func (x *Component) setPos(p positions) { x.pos = p }
@@ -616,6 +620,17 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string, own *owner,
 		v.Set(m)
 
 	case reflect.Struct:
+		if sf, ok := v.Addr().Interface().(scalarForm); ok && n.Kind == yaml.ScalarNode {
+			// A struct with a short form (run_on: controller-0).
+			if why := badName(n.Value); why != "" {
+				d.badValue(line, path, "%s", why)
+				return
+			}
+			if err := sf.fromScalar(n.Value); err != nil {
+				d.badValue(line, path, "%v", err)
+			}
+			return
+		}
 		if n.Kind != yaml.MappingNode {
 			d.badValue(line, path, "must be a mapping, not %s", describe(n))
 			return

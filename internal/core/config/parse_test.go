@@ -79,7 +79,7 @@ func TestParseGood(t *testing.T) {
 	if a, ok := r.ArtifactFor("kv"); !ok || a.Path != "bin/sample-2.0.0" || len(a.SHA256) != 64 {
 		t.Errorf("kv artifact = %+v %v", a, ok)
 	}
-	if c.Policy != (Policy{OnFailure: "rollback", OnImpact: "continue", Tick: DefaultTick, Finalize: DefaultFinalize, UndoDeadline: DefaultUndoDeadline}) {
+	if !reflect.DeepEqual(c.Policy, Policy{OnFailure: "rollback", OnImpact: "continue", Tick: DefaultTick, Finalize: DefaultFinalize, UndoDeadline: DefaultUndoDeadline}) {
 		t.Errorf("policy = %+v", c.Policy)
 	}
 
@@ -112,7 +112,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key in a check lists the call's keys", []edit{{`{http: "http://{{.Address}}/ready"}`, `{http: "http://{{.Address}}/ready", intervall: 1s}`}},
 			[]string{"t.yaml:15: components[0].health.member.intervall: unknown key (did you mean interval?); known keys: http, method, body, headers, expect_status, json, pattern, tcp, exec, timeout, undo, interval, success_threshold, failure_threshold"}},
 		{"unknown key in a struct without positions", []edit{{"policy: {on_failure: rollback}", "policy: {on_failure: rollback,\n  ticks: 1s}"}},
-			[]string{"t.yaml:33: policy.ticks: unknown key (did you mean tick?); known keys: on_failure, on_impact, tick, finalize, undo_deadline"}},
+			[]string{"t.yaml:33: policy.ticks: unknown key (did you mean tick?); known keys: on_failure, on_impact, tick, finalize, undo_deadline, windows"}},
 		{"unknown top-level key", []edit{{"cluster: t\n", "cluster: t\nhostss: {}\n"}},
 			[]string{"t.yaml:2: hostss: unknown key (did you mean hosts?); known keys: cluster, substrate, hosts, host_defaults, components, releases, policy, kubernetes, traffic, hooks, signing_key, alarms"}},
 		{"duplicate key", []edit{{"cluster: t\n", "cluster: t\ncluster: u\n"}},

@@ -172,8 +172,8 @@ func flowStageKeys(st *FlowStage) []string {
 	}{
 		{"component", st.Component != ""}, {"components", len(st.Components) > 0}, {"name", st.Name != ""},
 		{"calls", len(st.Calls) > 0}, {"gate", st.Gate != nil}, {"deadline", st.Deadline != 0},
-		{"max_unavailable", st.MaxUnavailable != 0}, {"max_unavailable_per_domain", st.MaxUnavailablePerDomain != 0},
-		{"strategy", st.Strategy != ""},
+		{"max_unavailable", !st.MaxUnavailable.IsZero()}, {"max_unavailable_per_domain", st.MaxUnavailablePerDomain != 0},
+		{"strategy", st.Strategy != ""}, {"hosts", len(st.Hosts) > 0}, {"host_labels", len(st.HostLabels) > 0},
 	} {
 		if k.set {
 			out = append(out, k.key)

@@ -1,8 +1,12 @@
 package config
 
 import (
+	"github.com/ferry-upgrade/ferry/internal/core/window"
+
 	"fmt"
 	"io/fs"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/core/strategy"
@@ -93,6 +97,9 @@ type Host struct {
 	// SSH is how ferry reaches the host through its sshd (ssh
 	// substrate): no agent runs there.
 	SSH *HostSSH `yaml:"ssh"`
+	// Labels are what a hosts stage's host_labels select the host by
+	// (StarlingX's personality: controller, storage, worker).
+	Labels map[string]string `yaml:"labels"`
 	// Address is the host's own address, {{.Address}} in its lock,
 	// unlock and capacity calls (default: the host part of its agent,
 	// or of its ssh.address).
@@ -166,9 +173,12 @@ type HostCommand struct {
 	// Argv is the command: a program and its arguments, each a
 	// template over the host.
 	Argv []string `yaml:"argv"`
-	// RunOn names the host whose sshd runs it (StarlingX runs
-	// host-lock on the active controller); default the host itself.
-	RunOn string `yaml:"run_on" text:"name"`
+	// RunOn is where it runs: a host's sshd by name (run_on:
+	// controller-0), or the host of the member holding a component's
+	// role when it runs (run_on: {active: coord}: StarlingX runs
+	// host-lock on the active controller, which a swact moves); default
+	// the host itself.
+	RunOn RunOn `yaml:"run_on"`
 	// Sudo runs it through sudo -n (never asking for a password).
 	Sudo bool `yaml:"sudo"`
 	// Timeout bounds the command (default 2m; a reinstall's 10m).
@@ -183,6 +193,33 @@ type HostCommand struct {
 	// upgrade stops, the host named and left locked, for an operator);
 	// default the policy's on_failure.
 	OnFailure string `yaml:"on_failure"`
+}
+
+// RunOn is where a host's command runs: written as a host's name, or
+// as a mapping.
+type RunOn struct {
+	// Host is the host whose sshd runs the command.
+	Host string `yaml:"host" text:"name"`
+	// Active names a component with a role: the command runs on the
+	// host of the member holding it, asked (its role check) just before
+	// the command runs.
+	Active string `yaml:"active" text:"name"`
+}
+
+// fromScalar reads run_on: NAME, a host's name.
+func (r *RunOn) fromScalar(s string) error {
+	*r = RunOn{Host: s}
+	return nil
+}
+
+// IsZero reports whether run_on is left out (the host itself).
+func (r RunOn) IsZero() bool { return r == RunOn{} }
+
+func (r RunOn) String() string {
+	if r.Active != "" {
+		return "the host of " + r.Active + "'s role holder"
+	}
+	return r.Host
 }
 
 // HostTLS is how ferry trusts one agent's certificate: pinned by its
@@ -860,15 +897,27 @@ type FlowStage struct {
 	// Components are a rollout's components, restarted one after the
 	// other in this order, each with its own strategy; a hosts stage's,
 	// upgraded on each host in this order (each component's members
-	// still within its strategy's budgets and quorum).
+	// still within its strategy's budgets and quorum). A hosts stage
+	// that selects its hosts may leave them out: every component with a
+	// member on them, in the components' order.
 	Components []string `yaml:"components"`
+	// Hosts are the hosts a hosts stage moves, by name (StarlingX's
+	// controller-1 alone); HostLabels selects them by label
+	// (personality: storage). With neither, the stage moves every host
+	// with a member of its components. A component may span several
+	// hosts stages: each of its members is moved by the stage that
+	// moves its host.
+	Hosts      []string          `yaml:"hosts"`
+	HostLabels map[string]string `yaml:"host_labels"`
 	// Name names an action (its state is action-NAME), or a hosts
 	// stage (its state is upgrading-NAME: upgrading-hosts by default,
 	// StarlingX's; no component may have its name).
 	Name string `yaml:"name"`
 	// MaxUnavailable bounds the hosts a hosts stage has locked at once,
-	// counting those with a member down for any reason.
-	MaxUnavailable int `yaml:"max_unavailable"`
+	// counting those with a member down for any reason: a number, or a
+	// share of the stage's hosts (50%: StarlingX's storage hosts at most
+	// half at once; rounded down, at least 1).
+	MaxUnavailable HostBudget `yaml:"max_unavailable"`
 	// MaxUnavailablePerDomain bounds the hosts a hosts stage has locked
 	// at once in one failure domain.
 	MaxUnavailablePerDomain int `yaml:"max_unavailable_per_domain"`
@@ -888,6 +937,12 @@ type FlowStage struct {
 	// stage, a host's lock (and each unlock is retried until
 	// policy.undo_deadline).
 	Deadline Duration `yaml:"deadline"`
+	// State is the state the operator sees while the stage runs, in
+	// ferry upgrade status and the events, as written (StarlingX's
+	// upgrading-controllers, activating); several stages may show one.
+	// Default: the stage's own (upgrading-NAME, action-NAME), which the
+	// record keeps in any case.
+	State string `yaml:"state"`
 	// PointOfNoReturn marks the stage after whose beginning abort and
 	// rollback are refused (a failure then pauses): at most one stage,
 	// not after finalize, which is the point of no return when no stage
@@ -991,6 +1046,92 @@ type Policy struct {
 	// UndoDeadline is how long an effect's undo is retried before the
 	// upgrade pauses on it, for the operator (default 2m).
 	UndoDeadline Duration `yaml:"undo_deadline"`
+	// Windows are the maintenance windows in which members may be taken
+	// down (none: at any time). Outside them the batch in flight
+	// finishes, then the upgrade holds, saying which window opens next
+	// and when, and goes on by itself when it opens. A rollback is not
+	// held: it repairs.
+	Windows []Window `yaml:"windows"`
+
+	// windows are Windows as read (Validate): what the machine asks.
+	windows window.Set
+}
+
+// Window is one weekly maintenance window: on each of Days, from Start
+// to End in Zone; an End not after Start is the next day's (22:00 to
+// 04:00 crosses midnight).
+type Window struct {
+	// Days are the days it opens on: mon, tue, wed, thu, fri, sat, sun
+	// (or monday...), or daily.
+	Days []string `yaml:"days"`
+	// Start is when it opens, HH:MM in Zone.
+	Start string `yaml:"start"`
+	// End is when it closes, HH:MM in Zone (24:00: midnight at the
+	// day's end).
+	End string `yaml:"end"`
+	// Zone is an IANA time zone name (Europe/Berlin); UTC if left out.
+	// Wall times: a window across a daylight saving change is an hour
+	// shorter or longer.
+	Zone string `yaml:"zone"`
+}
+
+// WithoutWindows is the policy with no maintenance windows: what an
+// estimate simulates, to set the time it needs against the windows.
+func (p Policy) WithoutWindows() Policy {
+	p.Windows, p.windows = nil, nil
+	return p
+}
+
+// MaintenanceWindows are the policy's windows as read; none means
+// members may be taken down at any time.
+func (p Policy) MaintenanceWindows() window.Set { return p.windows }
+
+// HostBudget is a number of hosts (2) or a share of a stage's hosts
+// (50%): a budget that follows the hosts a stage selects.
+type HostBudget struct {
+	Count   int
+	Percent int // 0: Count holds
+}
+
+// Hosts is at most n hosts, the budget's count (0 means 1), or its
+// share of n rounded down, at least 1.
+func (b HostBudget) Hosts(n int) int {
+	if b.Percent > 0 {
+		return max(1, n*b.Percent/100)
+	}
+	return max(1, b.Count)
+}
+
+// IsZero reports whether the budget is left out (1 host).
+func (b HostBudget) IsZero() bool { return b == HostBudget{} }
+
+func (b HostBudget) String() string {
+	if b.Percent > 0 {
+		return strconv.Itoa(b.Percent) + "%"
+	}
+	return strconv.Itoa(b.Count)
+}
+
+// MarshalText writes the budget as "2" or "50%".
+func (b HostBudget) MarshalText() ([]byte, error) { return []byte(b.String()), nil }
+
+// UnmarshalText reads "2" or "50%" (a percentage from 1 to 100).
+func (b *HostBudget) UnmarshalText(t []byte) error {
+	s := string(t)
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 100 {
+			return fmt.Errorf("not a share of the stage's hosts (from 1%% to 100%%): %q", s)
+		}
+		*b = HostBudget{Percent: n}
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("not a number of hosts (like 2) or a share of them (like 50%%): %q", s)
+	}
+	*b = HostBudget{Count: n}
+	return nil
 }
 
 // Duration is a time.Duration written as "2s" or "150ms" in YAML.

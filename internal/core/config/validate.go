@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/ferry-upgrade/ferry/internal/core/window"
+
 	"fmt"
 	"io/fs"
 	"net"
@@ -1120,6 +1122,35 @@ func (v *validator) policy() {
 		v.add(c.pos.at("policy.finalize"), "policy.finalize", "unknown policy %q; known: %s", c.Policy.Finalize, strings.Join(finalizes, ", "))
 	}
 	v.within(c.pos.at("policy.tick"), "policy.tick", c.Policy.Tick, tickRange)
+	v.windows()
+}
+
+// maxWindows bounds a policy's windows: a week has room for fewer.
+const maxWindows = 64
+
+// windows reads the policy's maintenance windows, each problem at its
+// line with the field's path (policy.windows[1].zone).
+func (v *validator) windows() {
+	c := v.c
+	c.Policy.windows = nil
+	if len(c.Policy.Windows) > maxWindows {
+		v.add(c.pos.at("policy.windows"), "policy.windows", "%d windows: at most %d", len(c.Policy.Windows), maxWindows)
+		return
+	}
+	set := make(window.Set, 0, len(c.Policy.Windows))
+	ok := true
+	for i, w := range c.Policy.Windows {
+		path := fmt.Sprintf("policy.windows[%d]", i)
+		parsed, errs := window.Parse(w.Days, w.Start, w.End, w.Zone)
+		ok = ok && len(errs) == 0
+		for _, e := range errs {
+			v.add(c.pos.at(path+"."+e.Field), path+"."+e.Field, "%s", e.Reason)
+		}
+		set = append(set, parsed)
+	}
+	if len(set) > 0 && ok {
+		c.Policy.windows = set
+	}
 }
 
 // checkHostPort checks a host:port with a host and a numeric port.

@@ -83,7 +83,7 @@ func Compute(c *config.Cluster, obs Observed, to string) (Plan, error) {
 func (p *Plan) flow(c *config.Cluster, rel *config.Release, phases map[string]Phase, down map[string]bool) error {
 	for i := range rel.Flow {
 		fs := &rel.Flow[i]
-		st := Stage{Kind: fs.Stage, Component: fs.Component, Name: fs.Name, PointOfNoReturn: fs.PointOfNoReturn}
+		st := Stage{Kind: fs.Stage, Component: fs.Component, Name: fs.Name, State: fs.State, PointOfNoReturn: fs.PointOfNoReturn}
 		switch fs.Stage {
 		case config.StageHosts:
 			ph, err := hostsOf(c, fs, phases, down)
@@ -111,7 +111,7 @@ func (p *Plan) flow(c *config.Cluster, rel *config.Release, phases map[string]Ph
 				p.Phases = append(p.Phases, ph)
 				// The point of no return is the rollout's beginning: its
 				// first component.
-				p.Flow = append(p.Flow, Stage{Kind: config.StageRollout, Component: name, PointOfNoReturn: fs.PointOfNoReturn && i == 0})
+				p.Flow = append(p.Flow, Stage{Kind: config.StageRollout, Component: name, State: fs.State, PointOfNoReturn: fs.PointOfNoReturn && i == 0})
 			}
 			continue
 		default:
@@ -319,6 +319,19 @@ func (u *upgradeFrom) why(v string) string {
 		return fmt.Sprintf("release %s upgrades from nothing (its upgrade_from is empty)", to)
 	}
 	return fmt.Sprintf("release %s upgrades from [%s]", to, strings.Join(u.to.UpgradeFrom, ", "))
+}
+
+// FirstFrom is the first release of the catalog that may be upgraded
+// to release to in one step, or "": where a cluster that runs nothing
+// yet starts when it is to be upgraded to to (a simulation, a
+// rehearsal).
+func FirstFrom(c *config.Cluster, to string) string {
+	for _, r := range c.Releases {
+		if r.Version != to && Allowed(c, r.Version, to) {
+			return r.Version
+		}
+	}
+	return ""
 }
 
 // Allowed reports whether a member running version from may move to

@@ -54,16 +54,20 @@ func (h *Hosts) Part(comp string) *Phase {
 // hosts in the description's order cut into the batches the host
 // budgets let go together. The phase is named after the stage.
 func hostsOf(c *config.Cluster, st *config.FlowStage, phases map[string]Phase, down map[string]bool) (Phase, error) {
-	h := &Hosts{Components: st.Components, MaxUnavailable: max(1, st.MaxUnavailable), MaxUnavailablePerDomain: st.MaxUnavailablePerDomain,
+	h := &Hosts{Components: st.Components, MaxUnavailable: st.MaxUnavailable.Hosts(len(c.StageHosts(st))), MaxUnavailablePerDomain: st.MaxUnavailablePerDomain,
 		On: map[string][]string{}, Domains: map[string]string{}, LockDeadline: st.Deadline, Strategy: st.Strategy}
 	// A Cluster built in Go may lack the defaults Parse applies.
 	ph := Phase{Component: cmp.Or(st.Name, config.DefaultHostsName), Strategy: config.StageHosts, MaxUnavailable: h.MaxUnavailable, Hosts: h,
 		Settings: strategy.Settings{MaxUnavailable: h.MaxUnavailable, MaxUnavailablePerDomain: h.MaxUnavailablePerDomain}}
 	var notes []string
+	moves := c.StageMembers(st)
 	for _, name := range st.Components {
 		part, ok := phases[name]
 		if !ok {
 			return Phase{}, fmt.Errorf("plan: the hosts stage %s: no component %q", st.Name, name)
+		}
+		if st.SelectsHosts() {
+			part = partOn(part, moves[name])
 		}
 		h.Parts = append(h.Parts, part)
 		ph.Skipped = append(ph.Skipped, part.Skipped...)
@@ -115,4 +119,30 @@ func hostsOf(c *config.Cluster, st *config.FlowStage, phases map[string]Phase, d
 	}
 	ph.Note = strings.Join(append([]string{note}, notes...), "; ")
 	return ph, nil
+}
+
+// partOn is component phase part cut to members, those a hosts stage
+// that selects its hosts moves (a component spanning stages): its
+// batches and skipped members on those hosts alone, its settings and
+// quorum the component's.
+func partOn(part Phase, members []string) Phase {
+	out := part
+	out.Batches, out.Skipped = nil, nil
+	for _, b := range part.Batches {
+		var kept []string
+		for _, n := range b.Members {
+			if slices.Contains(members, n) {
+				kept = append(kept, n)
+			}
+		}
+		if len(kept) > 0 {
+			out.Batches = append(out.Batches, Batch{Members: kept})
+		}
+	}
+	for _, sk := range part.Skipped {
+		if slices.Contains(members, sk.Member) {
+			out.Skipped = append(out.Skipped, sk)
+		}
+	}
+	return out
 }

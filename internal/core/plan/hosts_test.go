@@ -23,7 +23,8 @@ func onHosts(c config.Component) config.Component {
 // strategy gives it (a part), members on the target are skipped, and
 // a host left with nothing to move is not locked.
 func TestComputeHosts(t *testing.T) {
-	hosts := []config.Host{{Name: "h1", Domain: "z1"}, {Name: "h2", Domain: "z1"}, {Name: "h3", Domain: "z2"}}
+	zone := func(z string) map[string]string { return map[string]string{"zone": z} }
+	hosts := []config.Host{{Name: "h1", Domain: "z1", Labels: zone("z1")}, {Name: "h2", Domain: "z1", Labels: zone("z1")}, {Name: "h3", Domain: "z2", Labels: zone("z2")}}
 	for _, tc := range []struct {
 		name    string
 		stage   config.FlowStage
@@ -34,8 +35,13 @@ func TestComputeHosts(t *testing.T) {
 	}{
 		{name: "one host at a time", stage: config.FlowStage{Stage: "hosts", Name: "hosts", Components: []string{"kv", "api"}},
 			batches: []string{"h1: kv-1 api-1 api-4", "h2: kv-2 api-2 api-5", "h3: kv-3 api-3 api-6"}},
-		{name: "api before kv, two at a time, one per domain", stage: config.FlowStage{Stage: "hosts", Name: "workers", Components: []string{"api", "kv"}, MaxUnavailable: 2, MaxUnavailablePerDomain: 1},
+		{name: "api before kv, two at a time, one per domain", stage: config.FlowStage{Stage: "hosts", Name: "workers", Components: []string{"api", "kv"}, MaxUnavailable: config.HostBudget{Count: 2}, MaxUnavailablePerDomain: 1},
 			batches: []string{"h1 h3: api-1 api-4 kv-1 api-3 api-6 kv-3", "h2: api-2 api-5 kv-2"}},
+		{name: "the stage's hosts alone (a component spanning stages)", stage: config.FlowStage{Stage: "hosts", Name: "h13", Components: []string{"kv", "api"}, Hosts: []string{"h1", "h3"}},
+			except:  map[string]string{"api-6": "2.0.0"},
+			batches: []string{"h1: kv-1 api-1 api-4", "h3: kv-3 api-3"}, skipped: []string{"api-6"}},
+		{name: "a share of the stage's hosts", stage: config.FlowStage{Stage: "hosts", Name: "z1", Components: []string{"kv", "api"}, HostLabels: map[string]string{"zone": "z1"}, MaxUnavailable: config.HostBudget{Percent: 100}},
+			batches: []string{"h1 h2: kv-1 api-1 api-4 kv-2 api-2 api-5"}},
 		{name: "a member down: its host first", stage: config.FlowStage{Stage: "hosts", Name: "hosts", Components: []string{"kv", "api"}},
 			down: []string{"api-5"}, batches: []string{"h2: kv-2 api-5 api-2", "h1: kv-1 api-1 api-4", "h3: kv-3 api-3 api-6"}},
 		{name: "members on the target skipped, a host with none left not locked", stage: config.FlowStage{Stage: "hosts", Name: "hosts", Components: []string{"kv", "api"}},

@@ -72,3 +72,14 @@ func TestComputeRefusesADowngradeNotListed(t *testing.T) {
 		t.Fatalf("patch downgrade: %+v, %v", p, err)
 	}
 }
+
+// TestFirstFrom: where a cluster that runs nothing starts for a
+// target: the first release of the catalog that may go there in one
+// step; none for a release nothing leads to.
+func TestFirstFrom(t *testing.T) {
+	for to, want := range map[string]string{"1.1.0": "1.0.0", "1.2.0": "1.1.0", "1.2.1": "1.2.0", "1.0.0": "", "3.0.0": "", "9.9.9": ""} {
+		if got := FirstFrom(catalog(), to); got != want {
+			t.Errorf("FirstFrom(%s) = %q, want %q", to, got, want)
+		}
+	}
+}

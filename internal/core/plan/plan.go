@@ -32,6 +32,9 @@ type Stage struct {
 	Kind      string `json:"kind"`
 	Component string `json:"component,omitempty"`
 	Name      string `json:"name,omitempty"`
+	// State is the state shown while the stage runs, when the flow
+	// names one (config.FlowStage.State).
+	State string `json:"state,omitempty"`
 	// PointOfNoReturn: once this stage begins, abort and rollback are
 	// refused.
 	PointOfNoReturn bool `json:"point_of_no_return,omitempty"`

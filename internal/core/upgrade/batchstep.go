@@ -38,6 +38,11 @@ import (
 // BatchStep is one extra step of a batch, as recorded.
 type BatchStep struct {
 	Name step.Name `json:"name"`
+	// Component and Host, in a host batch: the component whose step it
+	// is and the host whose lock waits for it (a phase's batch is its
+	// component's, and has no host).
+	Component string `json:"component,omitempty"`
+	Host      string `json:"host,omitempty"`
 	// Since is when it began, Ended when it was complete.
 	Since time.Time `json:"since,omitzero"`
 	Ended time.Time `json:"ended,omitzero"`
@@ -79,7 +84,7 @@ func (s *stepper) runBatchSteps(comp *config.Component, b *Batch) bool {
 	}
 	for i := range b.Before {
 		bs := &b.Before[i]
-		if bs.Done {
+		if bs.Done || bs.Component != "" && bs.Component != comp.Name {
 			continue
 		}
 		def, ok := step.ExtraOf(bs.Name)
@@ -304,7 +309,7 @@ func (s *stepper) handBackFirst(comp *config.Component, left []string) bool {
 		b := &u.Batches[i]
 		for j := range b.Before {
 			x := &b.Before[j]
-			if b.Rollback || b.Component != comp.Name || x.Effect == "" || x.Back || slices.Contains(left, x.From) {
+			if b.Rollback || cmp.Or(x.Component, b.Component) != comp.Name || x.Effect == "" || x.Back || slices.Contains(left, x.From) {
 				continue
 			}
 			if k := u.Effects.Find(x.Effect); k >= 0 && u.Effects[k].Owed() {

@@ -18,11 +18,37 @@ import (
 // abort, or taken again after a crash) changes nothing.
 func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time) Upgrade {
 	u = u.clone()
+	u.finish(a, err, took, now)
+	return u
+}
+
+// Outcome is one action's end, as FinishedAll folds it.
+type Outcome struct {
+	Action Action
+	Err    error
+	Took   time.Duration
+}
+
+// FinishedAll folds outcomes that ended together into the record, in
+// order, as Finished folds each: one copy of the record (and of its
+// members map) for them all, where Finished one after the other made
+// one each (a batch of a thousand members whose starts return at once
+// made a thousand copies of a ten-thousand-member map).
+func FinishedAll(u Upgrade, outs []Outcome, now time.Time) Upgrade {
+	u = u.clone()
+	for _, o := range outs {
+		u.finish(o.Action, o.Err, o.Took, now)
+	}
+	return u
+}
+
+// finish folds one outcome into u, a clone of its own.
+func (u *Upgrade) finish(a Action, err error, took time.Duration, now time.Time) {
 	u.Updated = now
 	switch {
 	case a.Kind == ActStage:
 		if !u.awaits(a) {
-			return u
+			return
 		}
 		u.Stage.Acting = 0
 		u.Bound.Stages += took
@@ -41,41 +67,41 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 	case a.Kind == ActUndo:
 		i := u.Effects.ByID(a.Effect)
 		if i < 0 || u.Effects[i].Acting != a.Seq {
-			return u
+			return
 		}
 		e := &u.journal()[i]
 		e.Acting = 0
 		if err != nil {
 			e.Error = err.Error()
-			return u
+			return
 		}
 		u.Bound.Hooks += took
 		u.Effects.Close(e.Key)
 	case a.Step != "":
-		finishedBatchStep(&u, a, err, took, now)
+		finishedBatchStep(u, a, err, took, now)
 	case (a.Kind == ActHooks || a.Kind == ActPrune) && a.Member == "":
 		h := u.Hook
 		if h == nil || h.Acting != a.Seq {
-			return u
+			return
 		}
 		h.Acting = 0
 		if err != nil {
 			h.Detail = fmt.Sprintf("try %d: %v", h.Tries, err)
-			return u
+			return
 		}
 		h.Done, h.Detail = true, ""
 		u.Bound.Hooks += took
 	default:
 		if m := u.Members[a.Member]; m == nil || m.Acting != a.Seq {
-			return u
+			return
 		}
-		m := u.own(a.Member)
+		m := u.ownOnce(a.Member)
 		m.Acting = 0
 		if errors.Is(err, context.Canceled) {
 			// Cancelled by an abort: no failure of the member's, and no
 			// retry to count against the move that follows.
 			m.Detail = Describe(a) + ": cancelled"
-			return u
+			return
 		}
 		if err != nil {
 			m.Retries++
@@ -83,18 +109,18 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 			if errors.Is(err, ErrRefused) && asked(m.Step, a) {
 				m.Refused = fmt.Sprintf("%s: %v", Describe(a), err)
 			}
-			return u
+			return
 		}
 		if !asked(m.Step, a) {
 			// Done, but for a step the member has left (a rollback took
 			// it from there): it completes no other step.
-			return u
+			return
 		}
 		m.Acted = true
 		m.Busy += took
 		switch a.Kind {
 		case ActStart:
-			m.StartDone = now
+			m.StartDone, m.StartTook = now, took
 			if m.Started.IsZero() {
 				m.Started = now.Add(-took)
 			}
@@ -103,14 +129,13 @@ func Finished(u Upgrade, a Action, err error, took time.Duration, now time.Time)
 				m.Detail = "" // a failed try is history; a broken soak stays news
 			}
 		case ActStop:
-			m.Stopped = now.Add(-took)
+			m.Stopped, m.StopTook = now.Add(-took), took
 		case ActRestore:
 			b := m.Backup
 			b.Restored = now
 			m.Backup = b
 		}
 	}
-	return u
 }
 
 // Describe says what an action does, for events and errors.

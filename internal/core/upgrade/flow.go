@@ -39,6 +39,27 @@ func StageState(st plan.Stage) State {
 	return State{}
 }
 
+// Shown is the state of u as the operator sees it: the state its flow's
+// stage names (StarlingX's upgrading-controllers for the stages of
+// controller-1 and controller-0, activating), the machine's own
+// otherwise. The record keeps the machine's, which names the stage.
+func Shown(u *Upgrade) string {
+	flow := u.Plan.Stages()
+	if i := flowAt(flow, u.State); i >= 0 && flow[i].State != "" {
+		return flow[i].State
+	}
+	return u.State.String()
+}
+
+// ShownWith is Shown followed by the machine's state in parentheses
+// when they differ: "upgrading-controllers (upgrading-controller-0)".
+func ShownWith(u *Upgrade) string {
+	if sh := Shown(u); sh != u.State.String() {
+		return sh + " (" + u.State.String() + ")"
+	}
+	return u.State.String()
+}
+
 // flowAt is the index in flow of the stage state st belongs to, or -1
 // (before the first: upgrade-started, preflight).
 func flowAt(flow []plan.Stage, st State) int {
@@ -81,7 +102,10 @@ func (s *stepper) enter(flow []plan.Stage, i int) {
 	// The boundary stays the last batch's end (or the last stage's):
 	// the gate checked after it, which let the stage before end, lets
 	// this one begin.
-	if st.PointOfNoReturn && st.Kind != config.StageFinalize && u.Finalized.IsZero() {
+	// A hosts stage's is its first host's lock (lock: StarlingX's
+	// abort is possible until the second controller is locked, after the
+	// swact before it).
+	if st.PointOfNoReturn && st.Kind != config.StageFinalize && st.Kind != config.StageHosts && u.Finalized.IsZero() {
 		u.Finalized = s.now
 		u.NoReturn = StageState(st)
 	}

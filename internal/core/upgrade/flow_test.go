@@ -73,3 +73,31 @@ func TestRegisteredStageStatesAreTheirOwn(t *testing.T) {
 		t.Fatal("no stage kind registered (the action is)")
 	}
 }
+
+// TestShownStates: a stage's state: is what the operator sees while it
+// runs (several stages may show one: StarlingX's upgrading-controllers
+// for controller-1's and controller-0's), the machine's own word beside
+// it; a stage without one, and every state outside the flow, shows the
+// machine's.
+func TestShownStates(t *testing.T) {
+	flow := []plan.Stage{{Kind: "hosts", Name: "controller-1", State: "upgrading-controllers"}, {Kind: "hosts", Name: "controller-0", State: "upgrading-controllers"},
+		{Kind: "hosts", Name: "storage"}, {Kind: "action", Name: "activate", State: "activating"}}
+	for _, tc := range []struct {
+		st         State
+		shown, wit string
+	}{
+		{StatePreflight, "preflight", "preflight"},
+		{Upgrading("controller-1"), "upgrading-controllers", "upgrading-controllers (upgrading-controller-1)"},
+		{Upgraded("controller-1"), "upgrading-controllers", "upgrading-controllers (upgraded-controller-1)"},
+		{Upgrading("controller-0"), "upgrading-controllers", "upgrading-controllers (upgrading-controller-0)"},
+		{Upgrading("storage"), "upgrading-storage", "upgrading-storage"},
+		{Acting("activate"), "activating", "activating (action-activate)"},
+		{StateRollingBack, "rolling-back", "rolling-back"},
+		{StateCompleted, "completed", "completed"},
+	} {
+		u := &Upgrade{State: tc.st, Plan: plan.Plan{Flow: flow}}
+		if got, with := Shown(u), ShownWith(u); got != tc.shown || with != tc.wit {
+			t.Errorf("%s shown %q, %q; want %q, %q", tc.st, got, with, tc.shown, tc.wit)
+		}
+	}
+}

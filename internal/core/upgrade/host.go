@@ -337,7 +337,7 @@ func (s *stepper) formHostBatch(ph plan.Phase, pending []string) {
 	u := &s.u
 	gd := s.hostsGateDeadline(ph)
 	const next = "locking the next host"
-	if s.pausing(ph.Component, next) || !s.mayForm(ph.Component, next, gd) {
+	if s.pausing(ph.Component, next) || s.outsideWindow(ph.Component, next) || !s.mayForm(ph.Component, next, gd) {
 		return
 	}
 	size := ph.Hosts.MaxUnavailable
@@ -370,12 +370,41 @@ func (s *stepper) formHostBatch(ph plan.Phase, pending []string) {
 	if u.RollingBack() {
 		why = "the rollback returns the host batches in reverse"
 	}
+	if u.RollingBack() && s.roleBackFirst(ph, chosen) {
+		return
+	}
 	b := Batch{Phase: u.Phase, Component: ph.Component, Rollback: u.RollingBack(), Number: len(u.PhaseBatches(u.Phase)) + 1,
 		Size: size, Why: why, Began: s.now, Waited: !u.WaitSince.IsZero()}
 	u.WaitSince = time.Time{}
 	s.addHosts(ph, &b, chosen)
 	u.Batches = append(u.Batches, b)
 	s.runHostBatch(ph, &u.Batches[len(u.Batches)-1])
+}
+
+// roleBackFirst reports whether the rollback's next hosts wait for a
+// role a switchover handed away to come back first (its undo made, the
+// member that held it seen holding it again): a host whose member
+// holds the role now is not locked under it, unless that member is the
+// one the role goes back to.
+func (s *stepper) roleBackFirst(ph plan.Phase, hosts []string) bool {
+	for _, name := range ph.Hosts.Components {
+		comp := s.c.Component(name)
+		if comp == nil {
+			continue
+		}
+		var left []string
+		for _, h := range hosts {
+			for _, n := range s.membersOn(ph, h) {
+				if m := s.u.Members[n]; m != nil && m.Component == name && s.stillToRollBack(n) {
+					left = append(left, n)
+				}
+			}
+		}
+		if len(left) > 0 && s.handBackFirst(comp, left) {
+			return true
+		}
+	}
+	return false
 }
 
 // chooseHosts asks the host predicates about the hosts still to move
@@ -459,6 +488,9 @@ func (s *stepper) growHostBatch(ph plan.Phase, b *Batch) {
 	if room < 1 || u.RollingBack() || u.Pausing || s.failed || u.State == StatePaused {
 		return
 	}
+	if open, _ := s.c.Policy.MaintenanceWindows().At(s.now); !open {
+		return // no host more once the window closed: the batch's own finish
+	}
 	var pending []string
 	for _, h := range s.pendingHosts(ph) {
 		if !slices.Contains(b.Hosts, h) {
@@ -529,7 +561,9 @@ func (s *stepper) moveHost(ph plan.Phase, b *Batch, hm *HostMove) {
 		switch hm.Step {
 		case HostLocking:
 			if !hm.Acted {
-				s.lock(ph, hm)
+				if s.switchOverFirst(ph, b, hm) {
+					s.lock(ph, hm)
+				}
 				return
 			}
 			s.setHostStep(hm, s.afterLock(hm))
@@ -563,6 +597,60 @@ func (s *stepper) moveHost(ph plan.Phase, b *Batch, hm *HostMove) {
 			return
 		}
 	}
+}
+
+// switchOverFirst runs, before host hm is first locked going forward,
+// the extra steps of each component of the stage whose role a member
+// on hm holds (active-standby's switchover, to a member already on the
+// target): the step a phase runs before the holder's batch, journaled
+// with its undo, complete once an upgraded member holds the role and
+// the gate is green (StarlingX's swact before the active controller's
+// lock). It reports whether the lock may be made; the lock's deadline
+// counts from the steps' end.
+func (s *stepper) switchOverFirst(ph plan.Phase, b *Batch, hm *HostMove) bool {
+	if s.u.RollingBack() || b.Rollback || hm.Tries > 0 || hm.Acting != 0 {
+		return true
+	}
+	for _, name := range ph.Hosts.Components {
+		comp := s.c.Component(name)
+		if comp == nil || comp.Role == nil {
+			continue
+		}
+		adds := strategy.Adds(string(cmp.Or(comp.Strategy.Type, config.DefaultStrategy)))
+		mine := func(bs BatchStep) bool { return bs.Component == name && bs.Host == hm.Name }
+		if len(adds) == 0 {
+			continue
+		}
+		if !slices.ContainsFunc(b.Before, mine) {
+			if !s.holdsRoleOn(comp, hm.Name) {
+				continue
+			}
+			for _, st := range batchSteps(adds) {
+				st.Component, st.Host = name, hm.Name
+				b.Before = append(b.Before, st)
+			}
+		}
+		if !s.runBatchSteps(comp, b) {
+			return false
+		}
+		for _, bs := range b.Before {
+			if mine(bs) && bs.Ended.After(hm.Since) {
+				hm.Since = bs.Ended
+			}
+		}
+	}
+	return true
+}
+
+// holdsRoleOn reports whether a member of comp on host h holds its
+// role, as observed now.
+func (s *stepper) holdsRoleOn(comp *config.Component, h string) bool {
+	for _, m := range comp.Members {
+		if o := s.obs.Members[m.Name]; m.Host == h && o.Role && !o.Unknown {
+			return true
+		}
+	}
+	return false
 }
 
 // lock makes host hm's lock calls, its effect journaled first with the
@@ -605,6 +693,14 @@ func (s *stepper) lock(ph plan.Phase, hm *HostMove) {
 		what, undo = callsText(calls.Lock, data), callsText(calls.Unlock, data)
 	case calls.Commands != nil && calls.Commands.Lock != nil && calls.Commands.Unlock != nil:
 		what, undo = s.hostCommandText(hm.Name, calls.Commands.Lock), s.hostCommandText(hm.Name, calls.Commands.Unlock)
+	}
+	if !u.RollingBack() && u.Finalized.IsZero() {
+		// A hosts stage marked as the point of no return passes it with
+		// its first lock, in the record written before the lock call.
+		flow := u.Plan.Stages()
+		if i := flowAt(flow, u.State); i >= 0 && flow[i].Kind == config.StageHosts && flow[i].PointOfNoReturn {
+			u.Finalized, u.NoReturn, u.NoReturnHost = s.now, StageState(flow[i]), hm.Name
+		}
 	}
 	u.Effects.Open(effect.Effect{Key: lockKey(hm.Name), Scope: effect.Host(hm.Name), What: "host " + hm.Name + " locked: " + what,
 		UndoWhat: undo, Undo: effect.Undo{Unlock: hm.Name}}, &u.EffectSeq, s.now)
@@ -933,7 +1029,7 @@ func (s *stepper) hostCommandText(h string, cmd *config.HostCommand) string {
 	if err != nil {
 		return err.Error()
 	}
-	return strings.Join(argv, " ") + " (run on " + on + ")"
+	return strings.Join(argv, " ") + " (run on " + cmp.Or(on, cmd.RunOn.String()) + ")"
 }
 
 // resumeHosts gives each host held in its turn its step anew after a

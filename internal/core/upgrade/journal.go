@@ -310,7 +310,10 @@ func (s *stepper) pauseOnUndo(e *effect.Effect, d time.Duration) {
 // abandon marks the effects the operator gave up on.
 func (s *stepper) abandon() {
 	u := &s.u
-	for _, o := range u.Overrides {
+	if len(u.Overrides) == 0 {
+		return
+	}
+	for _, o := range u.ActiveOverrides(s.now) {
 		if o.Effect == "" {
 			continue
 		}

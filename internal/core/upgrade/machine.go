@@ -91,6 +91,9 @@ func Step(c *config.Cluster, u Upgrade, obs Observation, now time.Time) Decision
 	if s.u.State.Terminal() && s.u.Ended.IsZero() {
 		s.u.Ended = now
 	}
+	if s.u.State.Terminal() {
+		s.u.Held = nil
+	}
 	s.u.Updated = now
 	var probe []string
 	for c := range s.probe {
@@ -331,6 +334,9 @@ func NoAbort(u *Upgrade) string {
 		return fmt.Sprintf("upgrade %s has ended (%s)", u.ID, orState(u.Ending, u.State))
 	case u.RollingBack():
 		return fmt.Sprintf("upgrade %s is already rolling back", u.ID)
+	case !u.Finalized.IsZero() && u.NoReturnHost != "":
+		return fmt.Sprintf("upgrade %s passed its point of no return, host %s's lock in stage %s at %s: members of %s could not read what %s may now write, so there is no going back (a failure pauses; fix it and 'ferry upgrade resume')",
+			u.ID, u.NoReturnHost, u.NoReturn, u.Finalized.UTC().Format(time.RFC3339), u.From, u.To)
 	case !u.Finalized.IsZero() && !u.NoReturn.IsZero():
 		return fmt.Sprintf("upgrade %s passed its point of no return, stage %s, which began at %s: members of %s could not read what %s may now write, so there is no going back (a failure pauses; fix it and 'ferry upgrade resume')",
 			u.ID, u.NoReturn, u.Finalized.UTC().Format(time.RFC3339), u.From, u.To)
@@ -830,6 +836,10 @@ func (u Upgrade) clone() Upgrade {
 		o := *u.Outage
 		c.Outage = &o
 	}
+	if u.Held != nil {
+		h := *u.Held
+		c.Held = &h
+	}
 	return c
 }
 
@@ -870,6 +880,15 @@ func (u *Upgrade) own(n string) *Member {
 	u.Members[n] = &c
 	u.changed = append(u.changed, n)
 	return &c
+}
+
+// ownOnce is own for a record that may own member n already (an
+// outcome folded with others, FinishedAll): the copy it has then.
+func (u *Upgrade) ownOnce(n string) *Member {
+	if u.from != nil && u.Members[n] != u.from[n] {
+		return u.Members[n]
+	}
+	return u.own(n)
 }
 
 // names lists member names, the first few of them when there are many.

@@ -126,7 +126,7 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		left = append(left, n)
 	}
 	const next = "starting the next batch"
-	if len(left) == 0 || s.pausing(comp.Name, next) || s.handBackFirst(comp, left) || !s.mayForm(comp.Name, next, comp.GateDeadline.D()) {
+	if len(left) == 0 || s.pausing(comp.Name, next) || s.outsideWindow(comp.Name, next) || s.handBackFirst(comp, left) || !s.mayForm(comp.Name, next, comp.GateDeadline.D()) {
 		return
 	}
 
@@ -507,7 +507,7 @@ func (s *stepper) view(comp *config.Component, ph plan.Phase, stopping bool) *st
 	// Every member, kept from step to step (admission.go): shared,
 	// never changed by the predicates or the strategies.
 	a := s.admission(ph)
-	v.Members = a.members
+	v.Members, v.Index = a.members, a.index
 	if v.AskSystem {
 		v.Members = slices.Clone(v.Members)
 		for i := range v.Members {
@@ -546,10 +546,22 @@ func (s *stepper) admissionMember(v *strategy.View, name string) strategy.Member
 // overridden reports whether the operator switched predicate off for
 // member (or for every member).
 func (s *stepper) overridden(predicate, member string) bool {
-	for _, o := range s.u.Overrides {
-		if o.Predicate == predicate && (o.Member == "" || o.Member == member) {
-			return true
+	if len(s.u.Overrides) == 0 {
+		return false
+	}
+	for _, o := range s.u.ActiveOverrides(s.now) {
+		if o.Predicate != predicate || o.Member != "" && o.Member != member {
+			continue
 		}
+		if o.Component != "" {
+			if m := s.u.Members[member]; m == nil || m.Component != o.Component {
+				continue // a host's name, or another component's member
+			}
+		}
+		if o.Phase > 0 && (o.Phase != s.u.Phase+1 || o.PhaseRollback != s.u.RollingBack()) {
+			continue
+		}
+		return true
 	}
 	return false
 }

@@ -29,9 +29,9 @@ func Same(a, b Upgrade) bool {
 		a.Reason == b.Reason && samePlan(a.Rollback, b.Rollback) && a.Intent == b.Intent && a.IntentSeen == b.IntentSeen &&
 		slices.Equal(a.Overrides, b.Overrides) && a.Pausing == b.Pausing && a.ResumeTo == b.ResumeTo &&
 		a.Resumed.Equal(b.Resumed) && a.Ending == b.Ending && a.Final == b.Final && a.Pin == b.Pin &&
-		a.Finalized.Equal(b.Finalized) && a.NoReturn == b.NoReturn && a.Stage == b.Stage &&
+		a.Finalized.Equal(b.Finalized) && a.NoReturn == b.NoReturn && a.NoReturnHost == b.NoReturnHost && a.Stage == b.Stage &&
 		a.Description == b.Description && sameEffects(a.Effects, b.Effects) && a.EffectSeq == b.EffectSeq &&
-		a.ActionSeq == b.ActionSeq && samePtr(a.Outage, b.Outage) && a.Bound == b.Bound &&
+		a.ActionSeq == b.ActionSeq && samePtr(a.Outage, b.Outage) && samePtr(a.Held, b.Held) && a.Bound == b.Bound &&
 		a.Created.Equal(b.Created) && a.Ended.Equal(b.Ended)
 }
 

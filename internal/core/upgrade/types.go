@@ -2,6 +2,7 @@ package upgrade
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -122,6 +123,9 @@ type Upgrade struct {
 	// whose beginning set Finalized (zero when that was finalize): an
 	// abort is refused naming it.
 	NoReturn State `json:"no_return,omitzero"`
+	// NoReturnHost is the host whose lock passed it, when that stage is
+	// a hosts stage (its first lock, not its beginning).
+	NoReturnHost string `json:"no_return_host,omitempty"`
 	// Stage is the progress of the current migration stage.
 	Stage Stage `json:"stage,omitzero"`
 	// Description is the SHA-256 of the cluster description the upgrade
@@ -137,6 +141,9 @@ type Upgrade struct {
 	// Outage is set while the substrate does not answer: nothing is
 	// admitted and no deadline runs until it does.
 	Outage *Outage `json:"outage,omitempty"`
+	// Held is set while the upgrade holds outside its policy's
+	// maintenance windows: when the next one opens.
+	Held *Held `json:"held,omitempty"`
 	// Alive is when an engine last stepped the record (saved at least
 	// every few seconds): from it to the watch of the next engine (or
 	// of the same one back from a stall), ferry could not check, and no
@@ -206,6 +213,10 @@ type Member struct {
 	// its stop began (its time down runs from there).
 	StartDone time.Time `json:"start_done,omitzero"`
 	Stopped   time.Time `json:"stopped,omitzero"`
+	// StopTook and StartTook are how long its last stop and start
+	// actions took: what the next plan's estimate takes them to need.
+	StopTook  time.Duration `json:"stop_took,omitempty"`
+	StartTook time.Duration `json:"start_took,omitempty"`
 	// Busy is the time its move needed so far, waits left out: its
 	// actions, becoming healthy, its soak (the lower bound's part).
 	Busy time.Duration `json:"busy,omitempty"`
@@ -357,10 +368,43 @@ type Override struct {
 	// Member limits it to one member ("" for every member).
 	Member string `json:"member,omitempty"`
 	// Effect is the ID of an effect whose undo the operator gave up on.
-	Effect string    `json:"effect,omitempty"`
+	Effect string `json:"effect,omitempty"`
+	// Component limits it to the members of one component; Phase to one
+	// phase of the active plan (its number, from 1; PhaseRollback: of
+	// the rollback's plan). Zero: every component, every phase.
+	Component     string `json:"component,omitempty"`
+	Phase         int    `json:"phase,omitempty"`
+	PhaseRollback bool   `json:"phase_rollback,omitempty"`
+	// Until is when it expires (zero: it lasts the upgrade).
+	Until time.Time `json:"until,omitzero"`
+	// Revoke: this entry withdraws the earlier overrides with the same
+	// predicate (or effect), member, component and phase. The list only
+	// grows: the engine's saves keep the operator's entries by count.
+	Revoke bool      `json:"revoke,omitempty"`
 	By     string    `json:"by"`
 	At     time.Time `json:"at"`
 	Reason string    `json:"reason,omitempty"`
+}
+
+// sameScope reports whether o and x switch off the same thing for the
+// same members.
+func (o Override) sameScope(x Override) bool {
+	return o.Predicate == x.Predicate && o.Effect == x.Effect && o.Member == x.Member && o.Component == x.Component &&
+		o.Phase == x.Phase && o.PhaseRollback == x.PhaseRollback
+}
+
+// ActiveOverrides are the overrides in force at now: each not revoked
+// by a later entry, nor expired.
+func (u *Upgrade) ActiveOverrides(now time.Time) []Override {
+	var out []Override
+	for _, o := range u.Overrides {
+		if o.Revoke {
+			out = slices.DeleteFunc(out, o.sameScope)
+			continue
+		}
+		out = append(out, o)
+	}
+	return slices.DeleteFunc(out, func(o Override) bool { return !o.Until.IsZero() && !now.Before(o.Until) })
 }
 
 // RollingBack reports whether the upgrade is returning members to
@@ -658,6 +702,22 @@ func (u *Upgrade) Pace(end time.Time) Pace {
 // the upgrade's members) or one effect whose undo is owed, never all
 // of them, and only while the upgrade runs.
 func CheckOverride(u *Upgrade, o Override, known func(predicate string) bool, predicates string) string {
+	if o.Revoke {
+		for _, x := range u.ActiveOverrides(o.At) {
+			if x.sameScope(o) {
+				return ""
+			}
+		}
+		return "no override in force matches " + o.String() + " ('ferry upgrade status' lists them)"
+	}
+	switch {
+	case o.Component != "" && !slices.ContainsFunc(slices.Collect(maps.Values(u.Members)), func(m *Member) bool { return m.Component == o.Component }):
+		return fmt.Sprintf("component %q has no member in upgrade %s", o.Component, u.ID)
+	case o.Phase < 0 || o.Phase > len(u.Active().Phases):
+		return fmt.Sprintf("phase %d is not one of the %d of the active plan", o.Phase, len(u.Active().Phases))
+	case !o.Until.IsZero() && !o.Until.After(o.At):
+		return "it would expire before it begins"
+	}
 	switch {
 	case u.State.Terminal():
 		return fmt.Sprintf("upgrade %s has ended (%s): nothing to override", u.ID, u.State)
@@ -681,8 +741,9 @@ func CheckOverride(u *Upgrade, o Override, known func(predicate string) bool, pr
 			return fmt.Sprintf("the undo of %s is already abandoned", o.Effect)
 		}
 	}
-	for _, x := range u.Overrides {
-		if x.Predicate == o.Predicate && x.Effect == o.Effect && (x.Member == "" || x.Member == o.Member) {
+	for _, x := range u.ActiveOverrides(o.At) {
+		if x.Predicate == o.Predicate && x.Effect == o.Effect && (x.Member == "" || x.Member == o.Member) &&
+			(x.Component == "" || x.Component == o.Component) && (x.Phase == 0 || x.Phase == o.Phase && x.PhaseRollback == o.PhaseRollback) && x.Until.IsZero() {
 			return "already overridden"
 		}
 	}
@@ -695,10 +756,26 @@ func (o Override) String() string {
 	if o.Effect != "" {
 		what = "the undo of effect " + o.Effect
 	}
-	if o.Member != "" {
+	switch {
+	case o.Member != "":
 		what += " for member " + o.Member
-	} else if o.Predicate != "" {
+	case o.Component != "":
+		what += " for component " + o.Component
+	case o.Predicate != "":
 		what += " for every member"
+	}
+	if o.Phase > 0 {
+		plan := "plan"
+		if o.PhaseRollback {
+			plan = "rollback"
+		}
+		what += fmt.Sprintf(" in phase %d of the %s", o.Phase, plan)
+	}
+	if !o.Until.IsZero() {
+		what += " until " + o.Until.UTC().Format(time.RFC3339)
+	}
+	if o.Revoke {
+		what = "revoked: " + what
 	}
 	return what
 }

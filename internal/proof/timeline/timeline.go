@@ -49,11 +49,10 @@ func Windows(u upgrade.Upgrade, evs []store.Event, end time.Time) []Window {
 			out = append(out, *open)
 			open = nil
 		}
+		// A state the flow names (activating) is none of the machine's
+		// words: a window all the same.
 		st, err := upgrade.ParseState(to)
-		if err != nil {
-			continue
-		}
-		if !st.Terminal() && st != upgrade.StateStarted && st != upgrade.StatePreflight {
+		if err != nil || !st.Terminal() && st != upgrade.StateStarted && st != upgrade.StatePreflight {
 			open = &Window{Name: to, Kind: KindState, From: ev.Time}
 		}
 	}

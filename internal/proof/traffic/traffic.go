@@ -163,6 +163,14 @@ func Start(ctx context.Context, cfg Config) (*Recorder, <-chan struct{}) {
 	return rec, StartWith(ctx, cfg, rec)
 }
 
+// Control is a control's requests: 50 a second from one client, GET
+// path on target, something on the machine the upgrade does not touch,
+// whose latency says how busy the machine is (impact.JudgeWithControl).
+func Control(target, path string, seed uint64) Config {
+	return Config{Targets: []string{target}, Concurrency: 1, Rate: 50, Seed: seed,
+		Requests: []config.TrafficRequest{{Name: "control", Method: http.MethodGet, Path: path, Share: 1}}}
+}
+
 // StartWith is Start with a recorder of the caller's (OnSample set).
 func StartWith(ctx context.Context, cfg Config, rec *Recorder) <-chan struct{} {
 	done := make(chan struct{})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+	"github.com/ferry-upgrade/ferry/internal/substrate/driver"
 	"github.com/ferry-upgrade/ferry/internal/trust/checksum"
 	"github.com/ferry-upgrade/ferry/internal/trust/safefile"
 )
@@ -20,7 +21,9 @@ import (
 // The backup steps of a member whose component describes a backup
 // (upgrade.ActBackup, ActRestore, ActPrune): the description's exec
 // calls, made by ferry on its own machine, and ferry's own checksum of
-// the backup's files there. A backup that does not verify is
+// the backup's files there; or, on a substrate that keeps backups on
+// the member's host (backup-on-host: ssh), both on that host through
+// the driver (hostBackups). A backup that does not verify is
 // upgrade.ErrRefused: its move fails at once, nothing installed.
 
 // Backups is where the backup steps' files are. ferry reads them (their
@@ -113,6 +116,85 @@ func (FileBackups) Prune(ctx context.Context, dir string, keep int) ([]string, e
 	return removed, errors.Join(errs...)
 }
 
+// hostBackups are the backup files of a member on its host, through
+// the driver, for the calls made with ctx.
+type hostBackups struct {
+	ctx  context.Context
+	d    driver.HostBackups
+	host string
+}
+
+func (h hostBackups) Empty(dir string) error { return h.d.BackupEmpty(h.ctx, h.host, dir) }
+
+func (h hostBackups) Sums(ctx context.Context, dir string, skip ...string) ([]checksum.Sum, error) {
+	text, err := h.d.BackupSums(ctx, h.host, dir, skip)
+	if err != nil {
+		return nil, err
+	}
+	return checksum.ParseSums(text, "the sums of "+dir+" on host "+h.host)
+}
+
+func (h hostBackups) ReadFile(path string) ([]byte, error) {
+	return h.d.BackupRead(h.ctx, h.host, path, maxSumsFile)
+}
+
+func (h hostBackups) Prune(ctx context.Context, dir string, keep int) ([]string, error) {
+	return h.d.BackupPrune(ctx, h.host, dir, keep)
+}
+
+// backupCall makes one of a backup's calls with data; ok and what it
+// answered.
+type backupCall func(ctx context.Context, c config.Call, data config.TemplateData) (ok bool, detail string)
+
+// backupsOf is where member n's backup files are, and how its backup's
+// calls are made: on the member's host through the driver when it
+// keeps backups there (driver.HostBackups: capability backup-on-host),
+// on ferry's machine otherwise.
+func (e *Engine) backupsOf(ctx context.Context, n string) (Backups, backupCall) {
+	local := func(ctx context.Context, c config.Call, data config.TemplateData) (bool, string) {
+		r := e.prober.Do(ctx, c, data)
+		return r.OK, r.Detail
+	}
+	hb, ok := e.cfg.Driver.(driver.HostBackups)
+	info, known := e.members[n]
+	if !ok || !known || info.member.Host == "" {
+		return e.cfg.Backups, local
+	}
+	host := info.member.Host
+	return hostBackups{ctx: ctx, d: hb, host: host}, func(ctx context.Context, c config.Call, data config.TemplateData) (bool, string) {
+		argv := make([]string, len(c.Exec))
+		for i, a := range c.Exec {
+			var err error
+			if argv[i], err = config.Render(a, data); err != nil {
+				return false, fmt.Sprintf("exec[%d]: %v", i, err)
+			}
+		}
+		if len(argv) == 0 {
+			return false, "not an exec call: a backup on the member's host runs a command there"
+		}
+		out, err := hb.BackupRun(ctx, host, argv, c.Timeout.D())
+		if err != nil {
+			return false, err.Error()
+		}
+		return true, fmt.Sprintf("%s ran on host %s%s", argv[0], host, tail(out))
+	}
+}
+
+// tail is the last line of a command's output, as a suffix ("" for none).
+func tail(out string) string {
+	out = strings.TrimSpace(out)
+	if i := strings.LastIndexByte(out, '\n'); i >= 0 {
+		out = out[i+1:]
+	}
+	if out == "" {
+		return ""
+	}
+	if len(out) > 200 {
+		out = out[:200] + "..."
+	}
+	return ": " + out
+}
+
 // backupTimeout bounds a backup action: its calls, and the checksums
 // (read twice) of what they wrote.
 func backupTimeout(b *config.Backup, a upgrade.Action) time.Duration {
@@ -154,13 +236,18 @@ func (e *Engine) backup(ctx context.Context, a upgrade.Action) (detail, sums str
 	if err != nil {
 		return "", "", err
 	}
-	fs := e.cfg.Backups
+	fs, call := e.backupsOf(ctx, a.Member)
 	// Anew: a try lost with ferry's process may have left half of one.
 	if err := fs.Empty(a.Backup); err != nil {
 		return "", "", err
 	}
-	if r := e.prober.Do(ctx, *b.Command, data); !r.OK {
-		return "", "", fmt.Errorf("backup command: %s", r.Detail)
+	ok, ran := call(ctx, *b.Command, data)
+	if !ok {
+		return "", "", fmt.Errorf("backup command: %s", ran)
+	}
+	where := ""
+	if _, onHost := fs.(hostBackups); onHost {
+		where = " (its command: " + ran + ")"
 	}
 	var skip []string
 	if b.Sums != "" {
@@ -186,11 +273,11 @@ func (e *Engine) backup(ctx context.Context, a upgrade.Action) (detail, sums str
 			return "", "", fmt.Errorf("%w: checksum: %s (%s)", upgrade.ErrRefused, d, b.Sums)
 		}
 	}
-	if r := e.prober.Do(ctx, *b.Check, data); !r.OK {
+	if ok, detail := call(ctx, *b.Check, data); !ok {
 		if ctx.Err() != nil {
-			return "", "", fmt.Errorf("restore check: %s", r.Detail)
+			return "", "", fmt.Errorf("restore check: %s", detail)
 		}
-		return "", "", fmt.Errorf("%w: restore check: %s", upgrade.ErrRefused, r.Detail)
+		return "", "", fmt.Errorf("%w: restore check: %s", upgrade.ErrRefused, detail)
 	}
 	again, err := fs.Sums(ctx, a.Backup, skip...)
 	if err != nil {
@@ -199,7 +286,7 @@ func (e *Engine) backup(ctx context.Context, a upgrade.Action) (detail, sums str
 	if d := checksum.Compare(again, got); d != "" {
 		return "", "", fmt.Errorf("%w: the backup changed during its restore check: %s", upgrade.ErrRefused, d)
 	}
-	return fmt.Sprintf("%s in %s, checksummed, restore check passed", files(len(got)), a.Backup), checksum.FormatSums(got), nil
+	return fmt.Sprintf("%s in %s, checksummed, restore check passed%s", files(len(got)), a.Backup, where), checksum.FormatSums(got), nil
 }
 
 // restore checks member a.Member's backup against the sums recorded
@@ -217,15 +304,16 @@ func (e *Engine) restore(ctx context.Context, a upgrade.Action) (string, error) 
 	if b.Sums != "" {
 		skip = append(skip, filepath.ToSlash(b.Sums))
 	}
-	got, err := e.cfg.Backups.Sums(ctx, a.Backup, skip...)
+	fs, call := e.backupsOf(ctx, a.Member)
+	got, err := fs.Sums(ctx, a.Backup, skip...)
 	if err != nil {
 		return "", fmt.Errorf("%w: checksum of the backup: %w", upgrade.ErrRefused, err)
 	}
 	if d := checksum.Compare(got, want); d != "" {
 		return "", fmt.Errorf("%w: the backup changed since it was verified: %s; not restored", upgrade.ErrRefused, d)
 	}
-	if r := e.prober.Do(ctx, *b.Restore, data); !r.OK {
-		return "", fmt.Errorf("restore command: %s", r.Detail)
+	if ok, detail := call(ctx, *b.Restore, data); !ok {
+		return "", fmt.Errorf("restore command: %s", detail)
 	}
 	return fmt.Sprintf("%s checked, restored from %s", files(len(got)), a.Backup), nil
 }
@@ -241,7 +329,8 @@ func (e *Engine) pruneBackups(ctx context.Context, a upgrade.Action) (string, er
 	var removed []string
 	var errs []error
 	for _, m := range comp.Members {
-		gone, err := e.cfg.Backups.Prune(ctx, filepath.Dir(comp.Backup.BackupPath(m.Name, "x")), comp.Backup.Keep)
+		fs, _ := e.backupsOf(ctx, m.Name)
+		gone, err := fs.Prune(ctx, filepath.Dir(comp.Backup.BackupPath(m.Name, "x")), comp.Backup.Keep)
 		removed = append(removed, gone...)
 		if err != nil {
 			errs = append(errs, err)

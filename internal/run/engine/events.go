@@ -18,7 +18,9 @@ import (
 func changes(a, b upgrade.Upgrade) []store.Event {
 	var evs []store.Event
 	if a.State != b.State {
-		msg := fmt.Sprintf("state %s → %s", a.State, b.State)
+		// As the operator names them where the flow does (StarlingX's
+		// upgrading-controllers), the machine's word beside.
+		msg := fmt.Sprintf("state %s → %s", upgrade.ShownWith(&a), upgrade.ShownWith(&b))
 		if b.Reason != "" && (b.State == upgrade.StateFailed || b.State == upgrade.StateRollingBack || b.State == upgrade.StatePaused) {
 			msg += ": " + b.Reason
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/core/config"
@@ -50,7 +51,7 @@ func (e *Engine) lockHost(ctx context.Context, name, version, pin string, lock b
 	if !ok {
 		return "", fmt.Errorf("host %s has no %s calls, and the %s driver cannot %s a host (capability lock-host)", h.Name, what, e.c.Substrate, what)
 	}
-	cmd, err := e.hostCommand(name, what, version, "")
+	cmd, err := e.hostCommand(ctx, name, what, version, "")
 	if err != nil {
 		return "", err
 	}
@@ -63,7 +64,7 @@ func (e *Engine) lockHost(ctx context.Context, name, version, pin string, lock b
 // hostCommand renders host name's command kind for a move to version
 // (key names a run of a long one); a host without that command gets
 // one with no argv, for a driver that knows how by itself.
-func (e *Engine) hostCommand(name, kind, version, key string) (driver.HostCommand, error) {
+func (e *Engine) hostCommand(ctx context.Context, name, kind, version, key string) (driver.HostCommand, error) {
 	hc := e.c.HostCommandOf(name, kind)
 	if hc == nil {
 		return driver.HostCommand{Host: name}, nil
@@ -71,6 +72,11 @@ func (e *Engine) hostCommand(name, kind, version, key string) (driver.HostComman
 	argv, on, err := e.c.RenderHostCommand(name, hc, version)
 	if err != nil {
 		return driver.HostCommand{}, err
+	}
+	if comp := hc.RunOn.Active; comp != "" {
+		if on, err = e.roleHolderHost(ctx, comp); err != nil {
+			return driver.HostCommand{}, fmt.Errorf("host %s's %s command (run_on: {active: %s}): %w", name, kind, comp, err)
+		}
 	}
 	return driver.HostCommand{Host: name, On: on, Argv: argv, Sudo: hc.Sudo, Timeout: hc.Timeout.D(), Key: key}, nil
 }
@@ -90,7 +96,7 @@ func (e *Engine) reinstallHost(ctx context.Context, id, name, version string, mi
 	if e.c.HostCommandOf(name, kind) == nil {
 		return fmt.Errorf("host %s has no %s command", name, kind)
 	}
-	cmd, err := e.hostCommand(name, kind, version, id+"-"+version)
+	cmd, err := e.hostCommand(ctx, name, kind, version, id+"-"+version)
 	if err != nil {
 		return err
 	}
@@ -213,4 +219,29 @@ func (e *Engine) requireHostLocks() error {
 		}
 	}
 	return nil
+}
+
+// roleHolderHost is the host of the member of component comp that
+// holds its role now, each member's role check asked as the command is
+// about to run (a swact moves it: StarlingX's commands run on the
+// active controller), not the observer's last verdict.
+func (e *Engine) roleHolderHost(ctx context.Context, comp string) (string, error) {
+	c := e.c.Component(comp)
+	if c == nil || c.Role == nil || c.Role.Check == nil {
+		return "", fmt.Errorf("component %s has no role check", comp)
+	}
+	var said []string
+	for i := range c.Members {
+		m := &c.Members[i]
+		info, ok := e.members[m.Name]
+		if !ok {
+			continue
+		}
+		res := e.prober.Do(ctx, c.Role.Check.Call, info.data)
+		if res.OK {
+			return m.Host, nil
+		}
+		said = append(said, m.Name+": "+res.Detail)
+	}
+	return "", fmt.Errorf("no member of %s holds its role %s now (%s)", comp, c.Role.Name, strings.Join(said, "; "))
 }

@@ -280,7 +280,7 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 			return l.u, ctx.Err()
 		case <-l.ob.changed:
 		case o := <-l.outcomes:
-			if err := l.finished(o); err != nil {
+			if err := l.finishedAll(l.queued(o)); err != nil {
 				return l.u, err
 			}
 		case r := <-l.journal:
@@ -342,6 +342,60 @@ func actionRecord(u upgrade.Upgrade, a upgrade.Action) upgrade.Upgrade {
 	return r
 }
 
+// maxFolded bounds the outcomes folded into one write.
+const maxFolded = 4096
+
+// queued is outcome o and those that ended beside it, waiting already:
+// folded together (finishedAll), a batch of a thousand members whose
+// starts return at once is one write and one step, not a thousand.
+func (l *loop) queued(o outcome) []outcome {
+	out := []outcome{o}
+	for len(out) < maxFolded {
+		select {
+		case x := <-l.outcomes:
+			out = append(out, x)
+		default:
+			return out
+		}
+	}
+	return out
+}
+
+// finishedAll folds the outcomes into the record and saves it once: a
+// backup's each on its own (its verification is its own fold).
+func (l *loop) finishedAll(os []outcome) error {
+	var rest []upgrade.Outcome
+	var restOf []outcome
+	for _, o := range os {
+		if o.a.Kind == upgrade.ActBackup || len(os) == 1 {
+			if err := l.finished(o); err != nil {
+				return err
+			}
+			continue
+		}
+		rest = append(rest, upgrade.Outcome{Action: o.a, Err: o.err, Took: o.took})
+		restOf = append(restOf, o)
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	now := l.e.now()
+	before := l.u
+	l.u = upgrade.FinishedAll(l.u, rest, now)
+	var evs []store.Event
+	for _, o := range restOf {
+		delete(l.inflight, o.a.Seq)
+		if errors.Is(o.err, driver.ErrNotTrusted) {
+			l.ob.refuse(o.err)
+		}
+		evs = append(evs, l.actionEvent(o))
+	}
+	evs = append(evs, changes(before, l.u)...)
+	l.ob.setMoving(l.u, upgrade.Touched(before, l.u))
+	l.saved = now
+	return l.save(now, l.u, evs)
+}
+
 // finished folds an action's outcome into the record and saves it.
 func (l *loop) finished(o outcome) error {
 	e := l.e
@@ -356,6 +410,15 @@ func (l *loop) finished(o outcome) error {
 	if errors.Is(o.err, driver.ErrNotTrusted) {
 		l.ob.refuse(o.err) // the upgrade stops on it: no retry as an outage
 	}
+	evs := append([]store.Event{l.actionEvent(o)}, changes(before, l.u)...)
+	l.ob.setMoving(l.u, upgrade.Touched(before, l.u))
+	l.saved = now
+	return l.save(now, l.u, evs)
+}
+
+// actionEvent is the event of an action's outcome.
+func (l *loop) actionEvent(o outcome) store.Event {
+	e := l.e
 	ev := store.Event{Kind: "action", Member: o.a.Member, Component: e.componentOf(o.a),
 		DurationMS: float64(o.took.Microseconds()) / 1000}
 	what := upgrade.Describe(o.a)
@@ -373,10 +436,7 @@ func (l *loop) finished(o outcome) error {
 			ev.Message += ": " + o.detail
 		}
 	}
-	evs := append([]store.Event{ev}, changes(before, l.u)...)
-	l.ob.setMoving(l.u, upgrade.Touched(before, l.u))
-	l.saved = now
-	return l.save(now, l.u, evs)
+	return ev
 }
 
 // drain waits for the actions in flight (cancelled by then) and folds

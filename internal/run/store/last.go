@@ -36,6 +36,22 @@ func (s *Store) LastFinalized() (u upgrade.Upgrade, ok bool, err error) {
 	return u, ok, err
 }
 
+// LastCompleted returns the upgrade that completed last: its members'
+// moves are what the next plan's estimate takes each step to need. ok
+// is false when no upgrade here ever completed.
+func (s *Store) LastCompleted() (u upgrade.Upgrade, ok bool, err error) {
+	err = s.view(func(tx *bolt.Tx) error {
+		u, ok, err = latest(tx, func(c upgrade.Upgrade) time.Time {
+			if c.State != upgrade.StateCompleted {
+				return time.Time{}
+			}
+			return c.Ended
+		})
+		return err
+	})
+	return u, ok, err
+}
+
 // latest is the stored upgrade whose time at (Created, Finalized) is
 // the latest; upgrades where it is zero do not count.
 func latest(tx *bolt.Tx, at func(upgrade.Upgrade) time.Time) (u upgrade.Upgrade, ok bool, err error) {

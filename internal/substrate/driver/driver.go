@@ -205,6 +205,30 @@ type HostReinstaller interface {
 	MigrateHost(ctx context.Context, c HostCommand) error
 }
 
+// HostBackups is a driver that keeps a member's backup on the member's
+// own host and runs the backup's commands there (capability
+// backup-on-host: over SSH a member's data is on its host, not on
+// ferry's machine; StarlingX's simplex backs up and restores on the
+// controller itself). dir and path are absolute on host.
+type HostBackups interface {
+	// BackupRun runs argv on host within timeout and returns its
+	// output; an exit status other than 0 is an error with its output.
+	BackupRun(ctx context.Context, host string, argv []string, timeout time.Duration) (string, error)
+	// BackupEmpty makes dir an empty directory (its parents made).
+	BackupEmpty(ctx context.Context, host, dir string) error
+	// BackupSums are sha256sum's lines ("SUM  PATH") of every regular
+	// file under dir, paths relative to it, in path order, skip left
+	// out; anything but files and directories is refused.
+	BackupSums(ctx context.Context, host, dir string, skip []string) (string, error)
+	// BackupRead reads the regular file at path (a backup's sums file),
+	// up to limit bytes.
+	BackupRead(ctx context.Context, host, path string, limit int64) ([]byte, error)
+	// BackupPrune keeps the newest keep directories in dir (by
+	// modification time), removes the others and returns them; a dir
+	// that does not exist has none.
+	BackupPrune(ctx context.Context, host, dir string, keep int) ([]string, error)
+}
+
 // ErrNotTrusted wraps errors that mean the substrate presented an
 // identity ferry does not trust (an SSH host key that is unknown or
 // changed): a refusal, never retried as an outage; the upgrade stops

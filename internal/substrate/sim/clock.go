@@ -23,6 +23,12 @@ type Clock struct {
 	timers timerHeap
 	seq    uint64
 	ops    atomic.Uint64 // every operation, so that a settle sees activity between two looks
+	// together fires every timer due at one instant at once, the sim's
+	// own with the engine's (an estimate's: members with the same
+	// durations end their moves together, and the engine folds their
+	// outcomes in one step). The order the engine then sees them in is
+	// the scheduler's: a run is no longer replayed exactly.
+	together bool
 }
 
 var _ engine.Clock = (*Clock)(nil)
@@ -174,8 +180,8 @@ func (c *Clock) next() ([]*timer, bool) {
 		c.now = first.when
 	}
 	out := []*timer{first}
-	if first.kind == kindEngine {
-		for len(c.timers) > 0 && c.timers[0].kind == kindEngine && !c.timers[0].when.After(first.when) {
+	if first.kind == kindEngine || c.together {
+		for len(c.timers) > 0 && (c.together || c.timers[0].kind == kindEngine) && !c.timers[0].when.After(first.when) {
 			out = append(out, heap.Pop(&c.timers).(*timer))
 		}
 	}

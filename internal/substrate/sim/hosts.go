@@ -45,15 +45,16 @@ func newHosts(c *config.Cluster, to string) hosts {
 	}
 	for _, st := range r.HostsStages() {
 		for _, comp := range st.Components {
-			h.together[comp] = map[string]bool{}
+			if h.together[comp] == nil {
+				h.together[comp] = map[string]bool{} // a component spanning stages: moves with any of theirs
+			}
 			for _, other := range st.Components {
 				h.together[comp][other] = true
 			}
-			if cc := c.Component(comp); cc != nil {
-				for _, m := range cc.Members {
-					h.limit[m.Host], h.perDomain[m.Host] = max(1, st.MaxUnavailable), st.MaxUnavailablePerDomain
-				}
-			}
+		}
+		limit := st.MaxUnavailable.Hosts(len(c.StageHosts(st)))
+		for _, hn := range c.StageHosts(st) {
+			h.limit[hn], h.perDomain[hn] = limit, st.MaxUnavailablePerDomain
 		}
 	}
 	for _, hc := range c.Hosts {

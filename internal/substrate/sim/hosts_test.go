@@ -114,7 +114,7 @@ func TestHostsByDomain(t *testing.T) {
 	r := c.Release("2.0.0")
 	i := slices.IndexFunc(r.Flow, func(st config.FlowStage) bool { return st.Stage == config.StageHosts })
 	st := &r.Flow[i]
-	st.Strategy, st.MaxUnavailable, st.MaxUnavailablePerDomain = strategy.ByDomain, 2, 2
+	st.Strategy, st.MaxUnavailable, st.MaxUnavailablePerDomain = strategy.ByDomain, config.HostBudget{Count: 2}, 2
 	res, err := Run(context.Background(), Config{Cluster: c, To: "2.0.0", Seed: 1, Faults: &Faults{}})
 	if err != nil {
 		t.Fatal(err)

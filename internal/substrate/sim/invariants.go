@@ -100,6 +100,11 @@ func (w *World) checkDown(m *member, why string) {
 			inDomain++
 		}
 	}
+	note(&w.most.Component, m.comp, down)
+	note(&w.most.Host, m.host, onHost)
+	if m.domain != "" {
+		note(&w.most.Domain, m.comp+"/"+m.domain, inDomain)
+	}
 	what := fmt.Sprintf("%s taken down (%s)", m.name, why)
 	w.inv.check(InvMaxUnavailable, down <= max(s.MaxUnavailable, 1), now, "%s: %d of %s down, max_unavailable %d", what, down, m.comp, max(s.MaxUnavailable, 1))
 	if s.MaxUnavailablePerHost > 0 {

@@ -62,6 +62,9 @@ type Config struct {
 	// 10,000-member upgrade makes hundreds of megabytes of them, which
 	// the simulation would carry, and collect, to its end).
 	NoEvents bool
+	// together: the clock fires every timer due at one instant at once
+	// (Clock.together): an estimate's, not replayed exactly.
+	together bool
 }
 
 // Request is an operator's request at a virtual time.
@@ -120,6 +123,9 @@ type Result struct {
 	// store at each TakeOver request.
 	Revision  store.Revision `json:"revision"`
 	TakenOver []Claim        `json:"taken_over,omitempty"`
+	// MostDown is the most members down at once, per component, host
+	// and domain.
+	MostDown MostDown `json:"most_down"`
 }
 
 // Broken lists every invariant breach.
@@ -144,13 +150,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	from := cfg.From
 	if from == "" {
-		for _, r := range cfg.Cluster.Releases {
-			if r.Version != cfg.To && plan.Allowed(cfg.Cluster, r.Version, cfg.To) {
-				from = r.Version
-				break
-			}
-		}
-		if from == "" {
+		if from = plan.FirstFrom(cfg.Cluster, cfg.To); from == "" {
 			return res, fmt.Errorf("sim: no release of the catalog may be upgraded to %s", cfg.To)
 		}
 	}
@@ -169,6 +169,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		limit = 72 * time.Hour
 	}
 	clock := NewClock()
+	clock.together = cfg.together
 	w := newWorld(clock, c, cfg.Seed, timing, faults, from, !cfg.MemberChecks)
 	w.hosts = newHosts(c, cfg.To)
 	res.Members = len(w.order)
@@ -237,6 +238,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	w.checkEnd(u)
 	res.Invariants = w.inv.List()
 	res.Roles = w.roles()
+	w.mu.Lock()
+	res.MostDown = w.most
+	w.mu.Unlock()
 	evMu.Lock()
 	res.Timeline = timeline
 	evMu.Unlock()
@@ -360,7 +364,7 @@ func rewrite(orig *config.Cluster, memberChecks bool, tick time.Duration) *confi
 			comp.Role = &r
 		}
 		h := comp.Hooks
-		comp.Hooks = config.Hooks{PreStop: calls(callHook, h.PreStop), PostStart: calls(callHook, h.PostStart),
+		comp.Hooks = config.Hooks{PreStop: memberHooks(callDrain, h.PreStop, sim), PostStart: memberHooks(callRejoin, h.PostStart, sim),
 			PrePhase: calls(callHook, h.PrePhase), PostPhase: calls(callHook, h.PostPhase), Switchover: calls(callSwitch, h.Switchover)}
 		if comp.Version != nil {
 			v := sim(callVer, *comp.Version)
@@ -396,6 +400,20 @@ func rewrite(orig *config.Cluster, memberChecks bool, tick time.Duration) *confi
 	}
 	c.Policy.Tick = config.Duration(tick)
 	return &c
+}
+
+// memberHooks are a member's hook list in the sim: the first call
+// timed as the list was measured (kind), the others answered at once.
+func memberHooks(kind string, cs []config.Call, sim func(string, config.Call) config.Call) []config.Call {
+	out := make([]config.Call, len(cs))
+	for i, cl := range cs {
+		k := callHook
+		if i == 0 {
+			k = kind
+		}
+		out[i] = sim(k, cl)
+	}
+	return out
 }
 
 // needsRole reports whether a step comp's strategy may add is about

@@ -30,7 +30,41 @@ type Timing struct {
 	// Elect is how long a component's role (its leader) takes to move
 	// once its holder went down: a switchover.
 	Elect Span
+	// Moves, when set for a component, are its members' measured
+	// durations (an estimate's: Measure), in place of the spans above.
+	Moves map[string]Moves
 }
+
+// Moves are how long one component's members took in an upgrade,
+// step by step (the median over its members): their pre_stop hooks
+// (Drain), stop, start, from the start's return to healthy (Ready),
+// and their post_start hooks (Rejoin).
+type Moves struct {
+	Drain  time.Duration `json:"drain"`
+	Stop   time.Duration `json:"stop"`
+	Start  time.Duration `json:"start"`
+	Ready  time.Duration `json:"ready"`
+	Rejoin time.Duration `json:"rejoin"`
+	// Gate is how long a cluster gate's check took, on average, to pass
+	// at a batch's end (the record's Bound.Gates over its batches).
+	Gate time.Duration `json:"gate,omitempty"`
+	// Members is how many members' moves were measured.
+	Members int `json:"members"`
+}
+
+// span is comp's measured duration of a step (pick) where there is
+// one, else the span given.
+func (t Timing) span(comp string, pick func(Moves) time.Duration, or Span) Span {
+	if mv, ok := t.Moves[comp]; ok {
+		d := pick(mv)
+		return Span{d, d}
+	}
+	return or
+}
+
+func stopOf(m Moves) time.Duration  { return m.Stop }
+func startOf(m Moves) time.Duration { return m.Start }
+func readyOf(m Moves) time.Duration { return m.Ready }
 
 // DefaultTiming is a cluster of small services on a fast network.
 var DefaultTiming = Timing{
@@ -101,6 +135,31 @@ type World struct {
 	moving  map[string]bool   // components whose role is moving (a switchover)
 	inv     *Invariants
 	hosts   hosts // hosts.go
+	// most is the most members down at once, as ferry took each down.
+	most MostDown
+}
+
+// MostDown is the most members down at once while the upgrade ran (as
+// ferry took each down, counting those down for any reason): per
+// component, per host (of every component) and per failure domain (of
+// one component: "api/zone-a").
+type MostDown struct {
+	Component map[string]int `json:"component"`
+	Host      map[string]int `json:"host,omitempty"`
+	Domain    map[string]int `json:"domain,omitempty"`
+}
+
+// note keeps n as the most for key if it is.
+func note(m *map[string]int, key string, n int) {
+	if key == "" {
+		return
+	}
+	if *m == nil {
+		*m = map[string]int{}
+	}
+	if n > (*m)[key] {
+		(*m)[key] = n
+	}
 }
 
 func newWorld(clock *Clock, c *config.Cluster, seed uint64, timing Timing, faults Faults, from string, statusIsHealth bool) *World {
@@ -209,7 +268,7 @@ func (w *World) Start(ctx context.Context, dm driver.Member, a driver.Artifact) 
 		w.takeDown(m, "swap to "+a.Version)
 	}
 	w.mu.Unlock()
-	if wasUp && !w.clock.sleep(ctx, w.draw(w.timing.Stop, "stop:"+attempt), "stop:"+m.name) {
+	if wasUp && !w.clock.sleep(ctx, w.draw(w.timing.span(m.comp, stopOf, w.timing.Stop), "stop:"+attempt), "stop:"+m.name) {
 		return ctx.Err()
 	}
 	w.mu.Lock()
@@ -217,7 +276,7 @@ func (w *World) Start(ctx context.Context, dm driver.Member, a driver.Artifact) 
 		m.up, m.detail = false, "stopped for "+a.Version
 	}
 	w.mu.Unlock()
-	if !w.clock.sleep(ctx, w.draw(w.timing.Start, "start:"+attempt), "start:"+m.name) {
+	if !w.clock.sleep(ctx, w.draw(w.timing.span(m.comp, startOf, w.timing.Start), "start:"+attempt), "start:"+m.name) {
 		return ctx.Err()
 	}
 	now := w.clock.Now()
@@ -234,7 +293,7 @@ func (w *World) Start(ctx context.Context, dm driver.Member, a driver.Artifact) 
 	case w.faults.NeverReady[m.name] == a.Version:
 		m.detail = "sim: " + a.Version + " never becomes healthy here"
 	default:
-		w.clock.afterFunc(w.draw(w.timing.Ready, "ready:"+attempt), kindSim, "ready:"+m.name, func() {
+		w.clock.afterFunc(w.draw(w.timing.span(m.comp, readyOf, w.timing.Ready), "ready:"+attempt), kindSim, "ready:"+m.name, func() {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			if m.gen == gen && m.up {
@@ -276,7 +335,7 @@ func (w *World) Stop(ctx context.Context, dm driver.Member) error {
 	attempt := fmt.Sprintf("%s#%d", m.name, m.starts)
 	w.takeDown(m, "stop")
 	w.mu.Unlock()
-	if !w.clock.sleep(ctx, w.draw(w.timing.Stop, "stop:"+attempt), "stop:"+m.name) {
+	if !w.clock.sleep(ctx, w.draw(w.timing.span(m.comp, stopOf, w.timing.Stop), "stop:"+attempt), "stop:"+m.name) {
 		return ctx.Err()
 	}
 	w.mu.Lock()
@@ -385,6 +444,11 @@ const (
 	callGate   = "sim:gate"
 	callRole   = "sim:role"
 	callHook   = "sim:hook"
+	// callDrain and callRejoin are a member's pre_stop and post_start
+	// hooks: hooks, timed as measured (Timing.Moves), all of a
+	// component's list taking the time measured for it (the first call).
+	callDrain  = "sim:drain"
+	callRejoin = "sim:rejoin"
 	callSwitch = "sim:switchover"
 	callStage  = "sim:stage"
 	callVer    = "sim:version"
@@ -407,6 +471,16 @@ func (w *World) Do(ctx context.Context, call config.Call, d config.TemplateData)
 		who = d.Host
 	}
 	wait := w.draw(w.timing.Call, kind+":"+who+"@"+w.clock.Now().String())
+	if mv, ok := w.timing.Moves[d.Component]; ok {
+		switch {
+		case kind == callDrain:
+			wait = mv.Drain
+		case kind == callRejoin:
+			wait = mv.Rejoin
+		case kind == callGate && mv.Gate > 0:
+			wait = mv.Gate
+		}
+	}
 	if kind == callMember {
 		if slow, ok := w.faults.SlowProbe[who]; ok {
 			wait = slow

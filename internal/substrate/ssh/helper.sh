@@ -380,5 +380,41 @@ bg) # DIR HOST KEY MODE -- ARGV: a host's long command (its reinstall) in a
 	detach "$md" command "$@"
 	echo running
 	;;
+bempty) # BACKUPDIR: a backup's directory made empty (its parents made), mode 0700
+	case $1 in /?*) ;; *) die "bad backup directory $1" ;; esac
+	rm -rf -- "$1" && mkdir -p -- "$1" && chmod 700 -- "$1" || die "cannot make $1 empty"
+	;;
+bsums) # BACKUPDIR [SKIP]: sha256sum's lines of every regular file under it,
+	# paths relative to it, in path order, SKIP left out; anything but a
+	# file or a directory is refused
+	need sha256sum coreutils
+	cd -- "$1" || die "cannot enter $1"
+	odd=$(find . ! -type f ! -type d -print | head -n 1)
+	[ -z "$odd" ] || die "${odd#./} in $1 is neither a file nor a directory"
+	find . -type f -print | LC_ALL=C sort | while IFS= read -r f; do
+		f=${f#./}
+		[ "$f" = "${2:-}" ] && continue
+		s=$(sha256sum -- "$f") || exit 70
+		printf '%s  %s\n' "${s%% *}" "$f"
+	done || die "cannot checksum the files of $1"
+	;;
+bread) # PATH: a regular file's content
+	[ -f "$1" ] && [ ! -L "$1" ] || die "$1 is not a regular file"
+	cat -- "$1" || die "cannot read $1"
+	;;
+bprune) # DIR KEEP: the newest KEEP directories in DIR kept (by modification
+	# time), the others removed and each printed
+	case $2 in '' | *[!0-9]*) die "bad keep" ;; esac
+	[ -d "$1" ] || exit 0
+	cd -- "$1" || die "cannot enter $1"
+	n=0
+	for d in $(ls -1t); do
+		[ -d "$d" ] && [ ! -L "$d" ] || continue
+		n=$((n + 1))
+		[ "$n" -le "$2" ] && continue
+		rm -rf -- "$d" || die "cannot remove $1/$d"
+		printf '%s/%s\n' "$1" "$d"
+	done
+	;;
 *) die "unknown operation ${op:-(none)}" ;;
 esac

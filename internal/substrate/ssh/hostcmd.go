@@ -62,20 +62,26 @@ func (d *Driver) MigrateHost(ctx context.Context, c driver.HostCommand) error {
 // runHost runs command c (what: its kind, for errors) on c.On (or the
 // host itself) and waits for its exit status.
 func (d *Driver) runHost(ctx context.Context, what string, c driver.HostCommand) error {
+	_, err := d.runHostOut(ctx, what, c)
+	return err
+}
+
+// runHostOut is runHost, with the command's output.
+func (d *Driver) runHostOut(ctx context.Context, what string, c driver.HostCommand) (string, error) {
 	on := cmp.Or(c.On, c.Host)
 	if len(c.Argv) == 0 {
-		return fmt.Errorf("ssh driver: host %s has no %s command (hosts[].commands)", c.Host, what)
+		return "", fmt.Errorf("ssh driver: host %s has no %s command (hosts[].commands)", c.Host, what)
 	}
 	cn, err := d.hostConn(on)
 	if err != nil {
-		return fmt.Errorf("ssh driver: %s of host %s: %w", what, c.Host, err)
+		return "", fmt.Errorf("ssh driver: %s of host %s: %w", what, c.Host, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(c.Timeout, defaultHostCommandTimeout))
 	defer cancel()
 	key := newKey()
 	line, err := helper(c.Sudo, "host", append([]string{cn.h.Dir, c.Host, key, "--"}, c.Argv...)...)
 	if err != nil {
-		return fmt.Errorf("ssh driver: %s of host %s: %w", what, c.Host, err)
+		return "", fmt.Errorf("ssh driver: %s of host %s: %w", what, c.Host, err)
 	}
 	r, err := cn.run(ctx, line, nil)
 	if err != nil {
@@ -86,12 +92,12 @@ func (d *Driver) runHost(ctx context.Context, what string, c driver.HostCommand)
 				err = fmt.Errorf("%w; and it may still run there: %w", err, kerr)
 			}
 		}
-		return fmt.Errorf("ssh driver: %s of host %s (run on %s): %w", what, c.Host, on, err)
+		return "", fmt.Errorf("ssh driver: %s of host %s (run on %s): %w", what, c.Host, on, err)
 	}
 	if r.code != 0 {
-		return fmt.Errorf("ssh driver: %w", cn.failure(what+" of host "+c.Host, r))
+		return "", fmt.Errorf("ssh driver: %w", cn.failure(what+" of host "+c.Host, r))
 	}
-	return nil
+	return string(r.stdout), nil
 }
 
 // hostKill stops host command key of c, which its caller gave up on, on

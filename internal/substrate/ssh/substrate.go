@@ -22,7 +22,7 @@ const Name = "ssh"
 // run a host's own commands (hosts[].commands): its lock and unlock,
 // its reinstall and data migration. It does not find members at run
 // time or journal changes of its own.
-var Capabilities = substrate.Can(substrate.StartStop, substrate.ClusterUp, substrate.Adopt, substrate.Output, substrate.LockHost, substrate.ReinstallHost)
+var Capabilities = substrate.Can(substrate.StartStop, substrate.ClusterUp, substrate.Adopt, substrate.Output, substrate.LockHost, substrate.ReinstallHost, substrate.BackupOnHost)
 
 func init() {
 	substrate.Register(substrate.Substrate{

@@ -118,3 +118,59 @@ releases:
 }
 
 func substrateOptions() substrate.Options { return substrate.Options{} }
+
+// TestRunOnForms: a host command's run_on is a host's name, or the
+// host of a component's role holder ({active: coord}, found as the
+// command runs: RenderHostCommand leaves it to the caller); a host
+// unknown, a component without a role check, or both at once are
+// refused at their line.
+func TestRunOnForms(t *testing.T) {
+	desc := func(lock, unlock string) string {
+		return `cluster: t
+substrate: ssh
+hosts:
+  - {name: c0, ssh: {address: "10.0.0.1:22", known_hosts: /dev/null}}
+  - {name: c1, ssh: {address: "10.0.0.2:22", known_hosts: /dev/null}}
+host_defaults:
+  commands:
+    lock: {argv: [system, host-lock, "{{.Host}}"], run_on: ` + lock + `}
+    unlock: {argv: [system, host-unlock, "{{.Host}}"], run_on: ` + unlock + `}
+components:
+  - name: coord
+    order: 1
+    strategy: {type: active-standby}
+    members: [{name: coord-0, host: c0, address: "10.0.0.1:8301"}, {name: coord-1, host: c1, address: "10.0.0.2:8301"}]
+    role: {name: active, check: {http: "http://{{.Address}}/role"}}
+    hooks: {switchover: [{http: "http://{{.Any}}/handover?to={{.To}}", method: POST}]}
+  - name: kv
+    order: 2
+    strategy: {type: canary}
+    members: [{name: kv-0, host: c0, address: "10.0.0.1:8101"}]
+releases:
+  - version: 1.0.0
+    artifacts: {"*": {path: bin/kv, sha256: 3f6c1e4b8a0d2f9c7e5b1a3d8f0e2c4b6a8d0f1e3c5b7a9d2f4e6c8b0a1d3f5e}}
+`
+	}
+	c, err := config.Parse([]byte(desc("{active: coord}", "c0")), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, unlock := c.HostCommandOf("c1", config.HostLock), c.HostCommandOf("c1", config.HostUnlock)
+	if _, on, err := c.RenderHostCommand("c1", lock, "2.0.0"); err != nil || on != "" || lock.RunOn.Active != "coord" {
+		t.Errorf("run_on: {active: coord} renders on %q (%v), %+v; want \"\" (found as it runs)", on, err, lock.RunOn)
+	}
+	if _, on, err := c.RenderHostCommand("c1", unlock, "2.0.0"); err != nil || on != "c0" {
+		t.Errorf("run_on: c0 renders on %q (%v), want c0", on, err)
+	}
+	for _, tc := range []struct{ lock, unlock, want string }{
+		{"{active: kv}", "c9", `t.yaml:8: host_defaults.commands.lock.run_on.active: component kv has no role check: nothing would say which of its members' hosts to run on
+t.yaml:9: host_defaults.commands.unlock.run_on: "c9" is not a host of the description (known: c0, c1)`},
+		{"{active: nope}", "{host: c0, active: coord}", `t.yaml:8: host_defaults.commands.lock.run_on.active: no component "nope" (known: coord, kv)
+t.yaml:9: host_defaults.commands.unlock.run_on: names a host (c0) and a role's holder (active: coord): one of the two`},
+	} {
+		_, err := config.Parse([]byte(desc(tc.lock, tc.unlock)), "t.yaml")
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("run_on %s / %s: %v\nwant:\n%s", tc.lock, tc.unlock, err, tc.want)
+		}
+	}
+}

@@ -130,6 +130,7 @@ func demoCmd(g *globals) *cobra.Command {
 	f.Uint64Var(&burnSeed, "burn-seed", 0, "seed of the burner's bursts (0: from the clock; printed)")
 	f.DurationVar(&o.Baseline, "baseline", demo.DefaultBaseline, "traffic before the first member is touched: the verdict's reference, cut into 1s chunks to measure the machine's noise (at least 4s)")
 	f.BoolVar(&clusterOnly, "cluster-only", false, "start the sample cluster and keep it running (until Ctrl-C) to try ferry's commands by hand")
+	f.BoolVar(&o.Bare, "bare", false, "with --cluster-only: start the agent and the load balancer only, no member, for 'ferry rehearse'")
 	f.StringVar(&o.Dir, "dir", "", "work directory (default: a new temporary directory)")
 	f.BoolVar(&o.Keep, "keep", false, "keep the work directory")
 	f.StringVar(&o.Artifacts, "artifacts", "", "directory with sample-1.0.0 and sample-2.0.0 (default: build them)")

@@ -17,6 +17,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
 	"github.com/ferry-upgrade/ferry/internal/run/selfupgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
+	"github.com/ferry-upgrade/ferry/internal/substrate/sim"
 )
 
 func (g *globals) table() *tabwriter.Writer {
@@ -84,6 +85,7 @@ rollback needs) present with the right sha256. Exit code 1 if any check fails.`,
 
 func planCmd(g *globals) *cobra.Command {
 	var to string
+	var noEstimate bool
 	cmd := &cobra.Command{
 		Use:   "plan --to VERSION",
 		Short: "print the ordered plan (phases and batches) to reach a version",
@@ -96,7 +98,7 @@ func planCmd(g *globals) *cobra.Command {
 			if to == "" {
 				return errors.New("--to VERSION is required")
 			}
-			e, _, err := g.viewEngine(c)
+			e, st, err := g.viewEngine(c)
 			if err != nil {
 				return err
 			}
@@ -104,14 +106,34 @@ func planCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			var est *sim.Estimate
+			var estErr error
+			if !noEstimate {
+				est, estErr = estimate(cmd.Context(), c, st, p)
+			}
 			if g.json() {
-				return g.printJSON(p)
+				out := struct {
+					plan.Plan
+					Estimate      *sim.Estimate `json:"estimate,omitempty"`
+					EstimateError string        `json:"estimate_error,omitempty"`
+				}{Plan: p, Estimate: est}
+				if estErr != nil {
+					out.EstimateError = estErr.Error()
+				}
+				return g.printJSON(out)
 			}
 			printPlan(g, p, c)
+			switch {
+			case estErr != nil:
+				fmt.Fprintf(g.stdout, "\nno estimate: %v\n", estErr)
+			case est != nil:
+				printEstimate(g, est)
+			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&to, "to", "", "target release version")
+	cmd.Flags().BoolVar(&noEstimate, "no-estimate", false, "print the plan alone, without simulating it for the estimate")
 	return cmd
 }
 
@@ -193,11 +215,16 @@ func flowLine(p plan.Plan, c *config.Cluster) string {
 	}
 	for _, st := range p.Flow {
 		n := upgrade.StageState(st).String()
+		if st.State != "" && st.State != n {
+			n += " [" + st.State + "]" // shown as the flow names it
+		}
+		if st.PointOfNoReturn && st.Kind == config.StageHosts {
+			n += " (point of no return: its first lock)"
+		} else if st.PointOfNoReturn || (!marked && st.Kind == config.StageFinalize) {
+			n += " (point of no return)"
+		}
 		if st.Kind == config.StageFinalize && c.Policy.Finalize == "manual" {
 			n = upgrade.StateAwaitingFinalize.String() + " → " + n
-		}
-		if st.PointOfNoReturn || (!marked && st.Kind == config.StageFinalize) {
-			n += " (point of no return)"
 		}
 		names = append(names, n)
 	}

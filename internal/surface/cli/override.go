@@ -16,7 +16,9 @@ import (
 )
 
 func overrideCmd(g *globals) *cobra.Command {
-	var member, effectID, reason string
+	var member, effectID, reason, component string
+	var thisPhase, revoke bool
+	var lasts time.Duration
 	cmd := &cobra.Command{
 		Use:   "override [PREDICATE]",
 		Short: "switch off one admission predicate (or give up one effect's undo) for the current upgrade",
@@ -25,14 +27,22 @@ func overrideCmd(g *globals) *cobra.Command {
 keeps failing. Refusals name their predicate in 'ferry upgrade status' and the
 events ("quorum refused kv-3 (...)"). Every override is recorded with who and
 when, in the record and the events. There is no way to switch off all safety at
-once: one predicate per override.
+once: one predicate per override. --component and --phase limit it to one
+component's members or to the phase in progress; --for 30m makes it expire;
+--revoke withdraws one in force (the same predicate or effect, and scope).
 
 Predicates: ` + strings.Join(strategy.PredicateNames(), ", "),
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o := upgrade.Override{Member: member, Effect: effectID, Reason: reason, By: whoAmI(), At: time.Now()}
+			o := upgrade.Override{Member: member, Effect: effectID, Reason: reason, Component: component, Revoke: revoke, By: whoAmI(), At: time.Now()}
 			if len(args) == 1 {
 				o.Predicate = args[0]
+			}
+			if lasts < 0 || lasts > 0 && revoke {
+				return errors.New("--for is a positive duration (30m), and a revoke does not expire")
+			}
+			if lasts > 0 {
+				o.Until = o.At.Add(lasts)
 			}
 			if g.remote() {
 				c, err := g.client()
@@ -42,16 +52,23 @@ Predicates: ` + strings.Join(strategy.PredicateNames(), ", "),
 				var res struct {
 					Upgrade upgrade.Upgrade `json:"upgrade"`
 				}
-				body := map[string]string{"predicate": o.Predicate, "member": o.Member, "effect": o.Effect, "reason": o.Reason, "by": o.By}
+				body := map[string]any{"predicate": o.Predicate, "member": o.Member, "effect": o.Effect, "reason": o.Reason, "by": o.By,
+					"component": o.Component, "this_phase": thisPhase, "revoke": o.Revoke}
+				if lasts > 0 {
+					body["for"] = lasts.String()
+				}
 				if err := c.Do(cmd.Context(), http.MethodPost, "/v1/upgrade/overrides", body, &res); err != nil {
 					return remoteErr(err)
 				}
-				fmt.Fprintf(g.stdout, "override recorded for upgrade %s: %s switched off by %s\n", res.Upgrade.ID, o, o.By)
+				fmt.Fprintf(g.stdout, "override recorded for upgrade %s: %s, by %s\n", res.Upgrade.ID, o, o.By)
 				return nil
 			}
 			st, cur, err := g.currentLocked("override")
 			if err != nil {
 				return err
+			}
+			if thisPhase {
+				o.Phase, o.PhaseRollback = cur.Phase+1, cur.RollingBack()
 			}
 			u, err := st.Override(cur.ID, o, func(u upgrade.Upgrade) error {
 				if why := upgrade.CheckOverride(&u, o, strategy.Known, strings.Join(strategy.PredicateNames(), ", ")); why != "" {
@@ -62,13 +79,17 @@ Predicates: ` + strings.Join(strategy.PredicateNames(), ", "),
 			if err != nil {
 				return &exitError{code: 3, err: err}
 			}
-			fmt.Fprintf(g.stdout, "override recorded for upgrade %s: %s switched off by %s; the ferry process driving it applies it at its next step\n", u.ID, o, o.By)
+			fmt.Fprintf(g.stdout, "override recorded for upgrade %s: %s, by %s; the ferry process driving it applies it at its next step\n", u.ID, o, o.By)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&member, "member", "", "only for this member")
 	cmd.Flags().StringVar(&effectID, "effect", "", "give up on the undo of this effect (its ID, as 'ferry upgrade status' lists it)")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, for the record")
+	cmd.Flags().StringVar(&component, "component", "", "only for the members of this component")
+	cmd.Flags().BoolVar(&thisPhase, "phase", false, "only for the phase in progress")
+	cmd.Flags().DurationVar(&lasts, "for", 0, "expire after this long (30m); without it, it lasts the upgrade")
+	cmd.Flags().BoolVar(&revoke, "revoke", false, "withdraw the override in force with the same predicate (or --effect) and scope")
 	return cmd
 }
 

@@ -77,7 +77,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 	root.AddCommand(
 		validateCmd(g), planCmd(g), healthCmd(g), releasesCmd(g), upgradeCmd(g), versionsCmd(g), membersCmd(g), eventsCmd(g),
-		agentCmd(g), demoCmd(g), versionCmd(g), selfUpgradeCmd(g), simulateCmd(g), serverCmd(g), trafficCmd(g), controllerCmd(g), clusterCmd(g), bundleCmd(g),
+		agentCmd(g), demoCmd(g), versionCmd(g), selfUpgradeCmd(g), simulateCmd(g), serverCmd(g), trafficCmd(g), controllerCmd(g), clusterCmd(g), bundleCmd(g), rehearseCmd(g),
 	)
 	ctx, done := onSignal(stderr)
 	defer done()

@@ -48,9 +48,7 @@ replays the run exactly. Exit code 1 when an invariant broke.`,
 				}
 			}
 			if !cmd.Flags().Changed("seed") {
-				var b [8]byte
-				_, _ = rand.Read(b[:])
-				seed = binary.LittleEndian.Uint64(b[:]) >> 1
+				seed = randomSeed()
 			}
 			began := time.Now()
 			res, err := sim.Run(cmd.Context(), sim.Config{Cluster: c, From: from, To: to, Seed: seed, MemberChecks: memberChecks, NoEvents: true})
@@ -79,6 +77,14 @@ replays the run exactly. Exit code 1 when an invariant broke.`,
 	cmd.Flags().IntVar(&perComponent, "members-per-component", 0, "give every component K members, copies of its own spread over copies of their hosts (budgets grow with them)")
 	cmd.Flags().BoolVar(&memberChecks, "member-checks", false, "keep the member and role checks, answered by the simulated members at their intervals (slow for large clusters)")
 	return cmd
+}
+
+// randomSeed is a seed for a run given none, printed by the run so
+// that --seed replays it (63 bits: it prints the same everywhere).
+func randomSeed() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint64(b[:]) >> 1
 }
 
 // maxLine bounds a timeline line (a batch of a thousand members).

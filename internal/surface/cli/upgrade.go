@@ -262,7 +262,7 @@ func printLive(g *globals, start time.Time, ev store.Event) {
 }
 
 func printStatus(g *globals, u upgrade.Upgrade) {
-	fmt.Fprintf(g.stdout, "upgrade:  %s\nstate:    %s\nrelease:  %s → %s\n", u.ID, u.State, u.From, u.To)
+	fmt.Fprintf(g.stdout, "upgrade:  %s\nstate:    %s\nrelease:  %s → %s\n", u.ID, upgrade.ShownWith(&u), u.From, u.To)
 	if u.Final != "" {
 		fmt.Fprintf(g.stdout, "path:     one step towards %s\n", u.Final)
 	}
@@ -316,6 +316,9 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 	if u.Reason != "" {
 		fmt.Fprintf(g.stdout, "reason:   %s\n", u.Reason)
 	}
+	if u.Held != nil {
+		fmt.Fprintf(g.stdout, "held:     outside the maintenance windows (%s) since %s: resumes by itself at %s\n", u.Held.Windows, u.Held.Since.Format(time.RFC3339), u.Held.Until.Format(time.RFC3339))
+	}
 	if u.Outage != nil {
 		fmt.Fprintf(g.stdout, "OUTAGE:   the substrate does not answer since %s: %s\n", u.Outage.Since.Local().Format(time.TimeOnly), u.Outage.Detail)
 	}
@@ -330,7 +333,21 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 		if o.Member != "" {
 			what += " for " + o.Member
 		}
-		fmt.Fprintf(g.stdout, "override: %s switched off by %s at %s\n", what, o.By, o.At.Local().Format(time.TimeOnly))
+		if o.Component != "" {
+			what += " for component " + o.Component
+		}
+		if o.Phase > 0 {
+			what += fmt.Sprintf(" in phase %d", o.Phase)
+		}
+		verb := "switched off"
+		if o.Revoke {
+			verb = "revoked"
+		}
+		until := ""
+		if !o.Until.IsZero() {
+			until = ", until " + o.Until.Local().Format(time.TimeOnly)
+		}
+		fmt.Fprintf(g.stdout, "override: %s %s by %s at %s%s\n", what, verb, o.By, o.At.Local().Format(time.TimeOnly), until)
 	}
 	printEffects(g, u)
 	// The pace of a completed upgrade only: one rolled back ran a part

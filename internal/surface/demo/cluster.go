@@ -119,7 +119,11 @@ type ClusterOptions struct {
 	// backup fail to verify: DIR/faults/backup-corrupt (the tar changed
 	// after its sums were written), DIR/faults/restore-check-fails.
 	Simplex bool
-	Logger  *slog.Logger
+	// Bare writes the description and starts the agents and the load
+	// balancer, no member: for `ferry rehearse`, which brings the
+	// members up itself and stops them at its end.
+	Bare   bool
+	Logger *slog.Logger
 }
 
 // kvMore, kvHooks and kvBackup are kv's parts of the description that
@@ -467,6 +471,9 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 	}
 	if err := cl.Driver.Start(ctx, lb, art); err != nil {
 		return nil, fmt.Errorf("demo: start lb: %w", err)
+	}
+	if o.Bare {
+		return cl, nil
 	}
 	if _, err := eng.Up(ctx, o.Start, nil); err != nil {
 		return nil, fmt.Errorf("demo: cluster up: %w", err)

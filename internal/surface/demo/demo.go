@@ -26,7 +26,6 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/proof"
 
-	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/proof/cpuburn"
 	"github.com/ferry-upgrade/ferry/internal/proof/impact"
@@ -85,7 +84,11 @@ type Options struct {
 	Burn *cpuburn.Config
 	// OnEvent, if set, sees every event of the upgrade as it happens.
 	OnEvent func(store.Event)
-	Logger  *slog.Logger
+	// Bare, with Serve (--cluster-only --bare), starts the agent and
+	// the load balancer only: the members are for `ferry rehearse` to
+	// bring up, on a copy it stops at its end.
+	Bare   bool
+	Logger *slog.Logger
 }
 
 // DefaultBaseline is the demo's baseline: ten of the verdict's 1 s
@@ -372,12 +375,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
-// controlTraffic is the control's requests: 50 a second from one
-// client to the load balancer's list of backends, as a description's
-// traffic.control would say.
+// controlTraffic is the control's requests: to the load balancer's
+// list of backends.
 func controlTraffic(lbAdmin string, seed uint64) traffic.Config {
-	return *proof.ControlConfig(&config.Traffic{Seed: seed, Timeout: config.Duration(5 * time.Second),
-		Control: &config.TrafficControl{URL: lbAdmin + "/admin/backends", Rate: 50}})
+	return traffic.Control(lbAdmin, "/admin/backends", seed)
 }
 
 // failures prints the first few failed requests, if any.
@@ -478,11 +479,19 @@ func Serve(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	cl, err := StartCluster(ctx, ClusterOptions{Dir: dir, Self: o.Self, Start: o.From, Logger: o.Logger, Releases: o.releases(bins)})
+	cl, err := StartCluster(ctx, ClusterOptions{Dir: dir, Self: o.Self, Start: o.From, Logger: o.Logger, Releases: o.releases(bins), Bare: o.Bare})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	if o.Bare {
+		say("the sample cluster's agent and load balancer run, no member (clients: %s); rehearse its upgrade, from another terminal:", cl.LB)
+		say("  ferry -f %s rehearse --to %s [--seed N] [--report rehearsal.json]", cl.File, o.To)
+		say("between two rehearsals, remove the members' data (%s): each copy starts from what is there", filepath.Join(dir, "data"))
+		say("Ctrl-C stops them.")
+		<-ctx.Done()
+		return nil
+	}
 	say("the sample cluster runs at %s (kv×3, api×4, lb); clients: %s", o.From, cl.LB)
 	say("try, from another terminal:")
 	say("  export FERRY_FILE=%s FERRY_DATA_DIR=%s", cl.File, cl.DataDir)

@@ -471,6 +471,13 @@ type OverrideRequest struct {
 	Reason    string `json:"reason"`
 	// By names the operator; the server adds where the request came from.
 	By string `json:"by"`
+	// Component and ThisPhase limit it to one component's members or
+	// to the phase in progress; For makes it expire ("30m"); Revoke
+	// withdraws the override in force with the same scope.
+	Component string `json:"component"`
+	ThisPhase bool   `json:"this_phase"`
+	For       string `json:"for"`
+	Revoke    bool   `json:"revoke"`
 }
 
 func (s *Server) postOverride(w http.ResponseWriter, r *http.Request) error {
@@ -486,10 +493,20 @@ func (s *Server) postOverride(w http.ResponseWriter, r *http.Request) error {
 		by = "an API client"
 	}
 	o := upgrade.Override{Predicate: req.Predicate, Member: req.Member, Effect: req.Effect, Reason: req.Reason,
-		By: by + " (from " + r.RemoteAddr + ")", At: time.Now()}
+		Component: req.Component, Revoke: req.Revoke, By: by + " (from " + r.RemoteAddr + ")", At: time.Now()}
+	if req.For != "" {
+		d, err := time.ParseDuration(req.For)
+		if err != nil || d <= 0 || req.Revoke {
+			return errf(http.StatusUnprocessableEntity, CodeInvalidOverride, "override refused: for: %q is not a positive duration (30m), or given with revoke", req.For)
+		}
+		o.Until = o.At.Add(d)
+	}
 	cur, err := s.currentLocked("override")
 	if err != nil {
 		return err
+	}
+	if req.ThisPhase {
+		o.Phase, o.PhaseRollback = cur.Phase+1, cur.RollingBack()
 	}
 	u, err := s.cfg.Store.Override(cur.ID, o, func(u upgrade.Upgrade) error {
 		if why := upgrade.CheckOverride(&u, o, strategy.Known, strings.Join(strategy.PredicateNames(), ", ")); why != "" {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+	"github.com/ferry-upgrade/ferry/internal/run/store"
 	"github.com/ferry-upgrade/ferry/internal/surface/demo"
 )
 
@@ -88,12 +89,7 @@ func TestIronicFlow(t *testing.T) {
 		expectAllOn(t, cl, "2.0.0")
 		expectPins(t, cl, "2.0.0", "2.0.0")
 
-		var states []string
-		for _, ev := range eventsOf(t, cl, u.ID) {
-			if _, to, ok := strings.Cut(ev.Message, " → "); ok && ev.Kind == "state" {
-				states = append(states, strings.SplitN(to, ":", 2)[0])
-			}
-		}
+		states := statesIn(eventsOf(t, cl, u.ID))
 		wantStates := []string{"expanding", "upgrading-kv", "upgraded-kv", "upgrading-api", "upgraded-api",
 			"rolling-out-kv", "rolled-out-kv", "rolling-out-api", "rolled-out-api", "migrating", "finalizing", "contracting", "completed"}
 		if i := indexOf(states, "expanding"); i < 0 || !slices.Equal(states[i:], wantStates) {
@@ -134,3 +130,15 @@ func expectPins(t *testing.T, cl *demo.Cluster, version, pin string) {
 }
 
 func indexOf(ss []string, s string) int { return slices.Index(ss, s) }
+
+// statesIn is the states the upgrade went through, in order, from its
+// state events ("A → B: why" gives B).
+func statesIn(evs []store.Event) []string {
+	var states []string
+	for _, ev := range evs {
+		if _, to, ok := strings.Cut(ev.Message, " → "); ok && ev.Kind == "state" {
+			states = append(states, strings.SplitN(to, ":", 2)[0])
+		}
+	}
+	return states
+}

@@ -59,12 +59,7 @@ func TestGlanceZeroImpactGate(t *testing.T) {
 	mu.Lock()
 	evs := slices.Clone(events)
 	mu.Unlock()
-	var states []string
-	for _, ev := range evs {
-		if _, to, ok := strings.Cut(ev.Message, " → "); ok && ev.Kind == "state" {
-			states = append(states, strings.SplitN(to, ":", 2)[0])
-		}
-	}
+	states := statesIn(evs)
 	want := []string{"expanding", "upgrading-kv", "upgraded-kv", "migrating", "upgrading-api", "upgraded-api", "finalizing", "contracting", "completed"}
 	if i := indexOf(states, "expanding"); i < 0 || !slices.Equal(states[i:], want) {
 		t.Errorf("the states in the events: %v\nwant (from expanding): %v", states, want)

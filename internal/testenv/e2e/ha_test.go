@@ -47,13 +47,13 @@ const haTTL = 5 * time.Second
 // writer at a time: its revisions 1, 2, 3... each saved once, the
 // fence's term never going back (the continued server wrote nothing).
 //
-// FERRY_HA_KILLS sets how many kills (default 6: CI; 'make faults'
+// FERRY_HA_KILLS sets how many kills (default 20, the count for CI; 'make faults'
 // runs 100), FERRY_HA_SEED the seed (default: the time, printed).
 func TestHAServersSurviveLeaderKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: starts a real cluster and a real etcd")
 	}
-	kills := envInt(t, "FERRY_HA_KILLS", 6)
+	kills := envInt(t, "FERRY_HA_KILLS", 20)
 	seed := envSeed(t, "FERRY_HA_SEED")
 	t.Logf("seed %d (FERRY_HA_SEED=%d reproduces the kill moments), %d kills, leases of %s", seed, seed, kills, haTTL)
 	rng := rand.New(rand.NewPCG(seed, 2))

@@ -36,6 +36,7 @@ type stxCluster struct {
 	state, script string
 	sig           string
 	goodSig       []byte
+	ip            map[string]string // each host's address
 }
 
 // startStarlingX makes seven namespace hosts, fills in
@@ -61,14 +62,16 @@ func startStarlingX(t *testing.T, handover time.Duration) *stxCluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := &stxCluster{state: filepath.Join(dir, "state"), script: filepath.Join(root, "hostcmd.sh"), sig: filepath.Join(dir, "sample-2.0.0.sig")}
+	st := &stxCluster{state: filepath.Join(dir, "state"), script: filepath.Join(root, "hostcmd.sh"), sig: filepath.Join(dir, "sample-2.0.0.sig"), ip: map[string]string{}}
 	vars := map[string]string{"HOSTCMD": st.script, "STATE": st.state, "KEY": filepath.Join(dir, "signing.pub"), "SIG2": st.sig,
 		"HANDOVERDELAY": handover.String()}
 	var hosts, backends []string
 	for i, name := range stxHosts {
 		h := env.Hosts[i]
-		hosts = append(hosts, "  - "+strings.Replace(h.YAML(), "name: "+h.Name+",", "name: "+name+",", 1))
+		personality, _, _ := strings.Cut(name, "-") // controller, storage, worker
+		hosts = append(hosts, "  - "+strings.Replace(h.YAML(), "name: "+h.Name+",", "name: "+name+", labels: {personality: "+personality+"},", 1))
 		vars[strings.ToUpper(strings.ReplaceAll(name, "-", ""))] = h.IP
+		st.ip[name] = h.IP
 		if w, ok := strings.CutPrefix(name, "worker-"); ok {
 			backends = append(backends, fmt.Sprintf("api-%s=%s:8201@%s", w, h.IP, name))
 		}
@@ -244,14 +247,15 @@ func (ls *lockSets) end() []string {
 	return out
 }
 
-// stateOrder lists the upgrade's states in the order its events say it
-// entered them.
+// stateOrder lists the upgrade's states, as shown (StarlingX's words
+// where the flow names them), in the order its events say it entered
+// them, each once in a row.
 func stateOrder(t *testing.T, st *stxCluster, id string) []string {
 	t.Helper()
-	re := regexp.MustCompile(`^state \S+ → (\S+)`)
+	re := regexp.MustCompile(`^state .+ → ([^\s:]+)`)
 	var out []string
 	for _, ev := range eventsOf(t, st.Cluster, id) {
-		if m := re.FindStringSubmatch(ev.Message); ev.Kind == "state" && m != nil {
+		if m := re.FindStringSubmatch(ev.Message); ev.Kind == "state" && m != nil && (len(out) == 0 || out[len(out)-1] != m[1]) {
 			out = append(out, m[1])
 		}
 	}
@@ -279,19 +283,22 @@ func hostSteps(t *testing.T, st *stxCluster, id string) (map[string][]string, []
 // hosts. A load whose signature does not verify is refused before
 // anything moves (no member restarted, no host command run, no upgrade
 // recorded). With the good signature, 'ferry upgrade start' runs
-// StarlingX's flow under client traffic through the balancer:
-// upgrade-started (configuration changes refused from then on),
-// upgrading-controllers (controller-1 locked, reinstalled, migrated,
-// its coord moved, unlocked; controller-0's lock swacts the role to
-// controller-1 first), upgrading-hosts (the point of no return: an
-// abort there is refused naming the stage; storage hosts one at a
-// time, no worker locked with a storage host), action-activating,
-// action-swact (the role back to controller-0), action-completing (the
-// 1.0.0 data removed), completed: every state in that order in the
-// events, 0 failed requests across the swact (from controller-0's lock
-// until 2 s after coord-1 holds the role) and in all, every
-// acknowledged write read back, every host on 2.0.0, nothing locked,
-// configuration changes allowed again.
+// StarlingX's flow under client traffic through the balancer, its
+// states shown in StarlingX's words: upgrade-started (configuration
+// changes refused from then on), upgrading-controllers (the stage of
+// controller-1: locked, reinstalled, migrated, its coord moved,
+// unlocked; then the stage of controller-0: the swact of coord's role
+// to coord-1 by ferry's switchover, journaled, then controller-0's
+// lock, run on controller-1 where the role went, which passes the
+// point of no return: an abort from then on is refused naming that
+// lock), upgrading-hosts (the storage hosts, 50%: one at a time; the
+// workers two at a time), activating, activation-complete (the role
+// back to controller-0), completing (the 1.0.0 data removed),
+// completed: every state in that order in the events, 0 failed
+// requests across the swact (from the switchover until 2 s after
+// coord-1 holds the role) and in all, every acknowledged write read
+// back, every host on 2.0.0, nothing locked, configuration changes
+// allowed again.
 func TestStarlingXPlatformFlow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: starts a real cluster on namespace hosts")
@@ -333,7 +340,7 @@ func TestStarlingXPlatformFlow(t *testing.T) {
 		bg.alive(t)
 		var ok bool
 		u, ok = status(t, st.Cluster)
-		return ok && u.State.String() == "upgrading-controllers"
+		return ok && upgrade.Shown(&u) == "upgrading-controllers"
 	})
 	refusedChange := st.configChange()
 	t.Logf("a configuration change during upgrading-controllers: %v", refusedChange)
@@ -344,12 +351,12 @@ func TestStarlingXPlatformFlow(t *testing.T) {
 		bg.alive(t)
 		var ok bool
 		u, ok = status(t, st.Cluster)
-		return ok && u.State.String() == "upgrading-hosts"
+		return ok && upgrade.Shown(&u) == "upgrading-hosts"
 	})
 	out, code = ferry(t, st.Cluster, "upgrade", "abort")
 	t.Logf("ferry upgrade abort in upgrading-hosts: exit %d\n%s", code, out)
-	if code == 0 || !strings.Contains(out, "point of no return, stage upgrading-hosts") {
-		t.Errorf("the abort past the point of no return: exit %d, want a refusal naming stage upgrading-hosts", code)
+	if code == 0 || !strings.Contains(out, "point of no return, host controller-0's lock") || u.NoReturnHost != "controller-0" {
+		t.Errorf("the abort past the point of no return: exit %d (passed at %q), want a refusal naming controller-0's lock", code, u.NoReturnHost)
 	}
 	code, out = bg.wait(t)
 	took := time.Since(began)
@@ -364,7 +371,7 @@ func TestStarlingXPlatformFlow(t *testing.T) {
 
 	states := stateOrder(t, st, u.ID)
 	t.Logf("states: %s", strings.Join(states, " → "))
-	want := []string{"preflight", "upgrading-controllers", "upgrading-hosts", "action-activating", "action-swact", "action-completing", "completed"}
+	want := []string{"preflight", "upgrading-controllers", "upgrading-hosts", "activating", "activation-complete", "completing", "completed"}
 	if got := slices.DeleteFunc(slices.Clone(states), func(s string) bool { return !slices.Contains(want, s) }); !slices.Equal(got, want) {
 		t.Errorf("states in the events: %v, want %v in that order", states, want)
 	}
@@ -393,8 +400,12 @@ func TestStarlingXPlatformFlow(t *testing.T) {
 
 	ran := readFile(t, filepath.Join(st.state, "commands.log"))
 	t.Logf("the hosts' commands:\n%s", ran)
-	if !strings.Contains(ran, "swact controller-0 -> controller-1") {
-		t.Error("no swact from controller-0 to controller-1 in the commands' log")
+	// Each lock and unlock ran on the active controller: controller-1's
+	// on controller-0, controller-0's on controller-1 after the swact.
+	for h, on := range map[string]string{"controller-1": "controller-0", "controller-0": "controller-1", "storage-0": "controller-1"} {
+		if line := "lock " + h + " - on " + st.ip[on]; !strings.Contains(ran, line) {
+			t.Errorf("no %q in the commands' log: %s's lock not run on %s", line, h, on)
+		}
 	}
 	if a := coordActive(t, st.Cluster); a != "coord-0" {
 		t.Errorf("the active coordinator after the upgrade: %q, want coord-0 (swacted back to controller-0 by action-swact)", a)
@@ -404,8 +415,8 @@ func TestStarlingXPlatformFlow(t *testing.T) {
 	var from, to time.Time
 	for _, ev := range eventsOf(t, st.Cluster, u.ID) {
 		switch {
-		case ev.Message == "host controller-0: pending → locking" && from.IsZero():
-			from = ev.Time
+		case strings.Contains(ev.Message, "the role active switched over from coord-0 to coord-1") && from.IsZero():
+			from = ev.Time // the switchover journaled, before its call
 		case ev.Kind == "role" && ev.Message == "coord-1 holds the role active" && to.IsZero():
 			to = ev.Time.Add(2 * time.Second)
 		}
@@ -419,7 +430,7 @@ func TestStarlingXPlatformFlow(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("across the swact (%s from controller-0's lock): %d requests, %d failed", to.Sub(from).Round(time.Millisecond), around, failedAround)
+	t.Logf("across the swact (%s from the switchover): %d requests, %d failed", to.Sub(from).Round(time.Millisecond), around, failedAround)
 	if from.IsZero() || to.IsZero() || around == 0 || failedAround > 0 {
 		t.Errorf("across the swact (%s to %s): %d requests, %d failed; want some, none failed", from, to, around, failedAround)
 	}
@@ -432,13 +443,15 @@ func TestStarlingXPlatformFlow(t *testing.T) {
 
 // TestStarlingXAbortBeforeNoReturn: examples/starlingx on seven
 // namespace hosts, each swact 3 s long, aborted once controller-1 is
-// upgraded and controller-0 is locking (its lock command waiting for
-// the swact; before the point of no return, which is controller-0
-// upgraded): the lock's undo waits for the lock (hostcmd.sh serializes
-// them), and every host returns to load 1.0.0 (each
-// reinstalled host reinstalled with 1.0.0 again, StarlingX's
-// aborting-reinstall), every member on 1.0.0, nothing locked,
-// configuration changes allowed again, 0 failed requests.
+// upgraded and controller-0's turn has begun with the swact (ferry's
+// switchover of coord's role to coord-1, journaled; before the point of
+// no return, which is controller-0's lock): the abort is let through,
+// the switchover's undo hands the role back to coord-0 before
+// controller-1 is locked again for coord-1's return, and every host
+// returns to load 1.0.0 (each reinstalled host reinstalled with 1.0.0
+// again, StarlingX's aborting-reinstall), every member on 1.0.0,
+// nothing locked, configuration changes allowed again, 0 failed
+// requests.
 func TestStarlingXAbortBeforeNoReturn(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: starts a real cluster on namespace hosts")
@@ -449,14 +462,14 @@ func TestStarlingXAbortBeforeNoReturn(t *testing.T) {
 	stop := clientTraffic(st.Cluster, seed)
 	bg := startFerry(t, st.Cluster, "upgrade", "start", "--to", "2.0.0", "-q")
 	var u upgrade.Upgrade
-	waitFor(t, 3*time.Minute, "controller-0 locking", func() bool {
+	waitFor(t, 3*time.Minute, "controller-0's swact", func() bool {
 		bg.alive(t)
 		var ok bool
 		u, ok = status(t, st.Cluster)
 		h := u.Hosts["controller-0"]
 		return ok && h != nil && h.Step != upgrade.HostPending
 	})
-	t.Logf("aborting with controller-0 %s", u.Hosts["controller-0"].Step)
+	t.Logf("aborting with controller-0 %s (passed the point of no return at %q)", u.Hosts["controller-0"].Step, u.NoReturnHost)
 	out, code := ferry(t, st.Cluster, "upgrade", "abort")
 	if code != 0 {
 		t.Fatalf("ferry upgrade abort: exit %d\n%s", code, out)
@@ -470,8 +483,8 @@ func TestStarlingXAbortBeforeNoReturn(t *testing.T) {
 	ran := readFile(t, filepath.Join(st.state, "commands.log"))
 	t.Logf("the hosts' commands:\n%s", ran)
 	// Each host reinstalled with 2.0.0 is reinstalled with 1.0.0 again;
-	// the role is swacted back to controller-0 as controller-1 is
-	// locked for its return.
+	// the swact's undo hands the role back to controller-0 before
+	// controller-1 is locked for its return.
 	for _, h := range []string{"controller-0", "controller-1"} {
 		if strings.Contains(ran, "reinstall "+h+" 2.0.0") && !strings.Contains(ran, "reinstall "+h+" 1.0.0") {
 			t.Errorf("%s was reinstalled with 2.0.0, never with 1.0.0 again", h)
@@ -479,6 +492,23 @@ func TestStarlingXAbortBeforeNoReturn(t *testing.T) {
 	}
 	if a := coordActive(t, st.Cluster); a != "coord-0" {
 		t.Errorf("the active coordinator after the abort: %q, want coord-0 (controller-0's, as before)", a)
+	}
+	var swact string
+	var undone, relock time.Time
+	opened := regexp.MustCompile(`^effect (e\d+) opened \(upgrade\): coord: the role active switched over from coord-0 to coord-1`)
+	for _, ev := range eventsOf(t, st.Cluster, u.ID) {
+		switch m := opened.FindStringSubmatch(ev.Message); {
+		case m != nil:
+			swact = m[1]
+		case swact != "" && strings.HasPrefix(ev.Message, "effect "+swact+" undone"):
+			undone = ev.Time
+		case !undone.IsZero() && ev.Message == "host controller-1: pending → locking":
+			relock = ev.Time
+		}
+	}
+	t.Logf("the swact %s undone at %s, controller-1 locked again at %s", swact, undone.Format(time.StampMilli), relock.Format(time.StampMilli))
+	if swact == "" || undone.IsZero() || relock.IsZero() {
+		t.Errorf("want the swact journaled (%q), undone (%s), then controller-1 locked again (%s)", swact, undone, relock)
 	}
 }
 

@@ -23,7 +23,9 @@ var (
 	version = "dev"
 	// fault makes a kv or api build misbehave on purpose, so that ferry
 	// can be shown to detect a bad release and roll it back. One of
-	// exit-at-start, never-ready, crash-after, slow; empty is healthy.
+	// exit-at-start, never-ready, crash-after, slow, needs-new-kv (an
+	// api that fails its requests while the kv leader runs an older
+	// major release: a mixed-version incompatibility); empty is healthy.
 	fault = ""
 )
 
@@ -32,6 +34,7 @@ const (
 	faultNeverReady  = "never-ready"
 	faultCrashAfter  = "crash-after"
 	faultSlow        = "slow"
+	faultNeedsNewKV  = "needs-new-kv"
 
 	crashDelay   = 4 * time.Second
 	slowLatency  = 200 * time.Millisecond
@@ -136,13 +139,13 @@ func parseMember(fs *flag.FlagSet, args []string, stdout io.Writer, log *slog.Lo
 // done is true when the process should exit with code.
 func checkFault(log *slog.Logger) (done bool, code int) {
 	switch fault {
-	case "", faultNeverReady, faultCrashAfter, faultSlow:
+	case "", faultNeverReady, faultCrashAfter, faultSlow, faultNeedsNewKV:
 		return false, 0
 	case faultExitAtStart:
 		log.Error("fault build: exiting at start")
 		return true, 1
 	default:
-		log.Error("unknown fault in this build", "want", "exit-at-start|never-ready|crash-after|slow")
+		log.Error("unknown fault in this build", "want", "exit-at-start|never-ready|crash-after|slow|needs-new-kv")
 		return true, 1
 	}
 }
@@ -194,6 +197,9 @@ func setupAPI(args []string, stdout, stderr io.Writer, log *slog.Logger) (member
 		NeverReady: fault == faultNeverReady, ReadyDelay: *readyDelay}
 	if fault == faultSlow {
 		cfg.ExtraLatency = slowLatency
+	}
+	if fault == faultNeedsNewKV {
+		cfg.NeedsKVMajor = api.MajorOf(version)
 	}
 	srv, err := api.New(cfg)
 	if err != nil {
