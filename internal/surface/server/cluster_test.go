@@ -19,8 +19,9 @@ import (
 )
 
 // clusterServer builds a server over a running sample cluster, as
-// 'ferry server' would; it is closed at the end of the test.
-func clusterServer(t *testing.T, cl *demo.Cluster) *Server {
+// 'ferry server' would, its configuration changed by opts; it is
+// closed at the end of the test.
+func clusterServer(t *testing.T, cl *demo.Cluster, opts ...func(*Config)) *Server {
 	t.Helper()
 	st, err := store.Open(cl.DataDir)
 	if err != nil {
@@ -30,7 +31,11 @@ func clusterServer(t *testing.T, cl *demo.Cluster) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Cluster: cl.Config, Driver: cl.Driver, Store: st, Token: tok})
+	cfg := Config{Cluster: cl.Config, Driver: cl.Driver, Store: st, Token: tok}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

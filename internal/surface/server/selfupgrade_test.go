@@ -11,7 +11,6 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/run/buildinfo"
 	"github.com/ferry-upgrade/ferry/internal/run/selfupgrade"
-	"github.com/ferry-upgrade/ferry/internal/run/store"
 	"github.com/ferry-upgrade/ferry/internal/surface/demo"
 	"github.com/ferry-upgrade/ferry/internal/testenv/ferrybuild"
 	"github.com/ferry-upgrade/ferry/internal/trust/checksum"
@@ -49,18 +48,8 @@ func TestSelfUpgradeThroughTheAPI(t *testing.T) {
 	if same.SHA256, err = checksum.File(same.Path); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(cl.DataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, _, err := LoadOrCreateToken(filepath.Join(cl.DataDir, TokenFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Config{Cluster: cl.Config, Driver: cl.Driver, Store: st, Token: tok, DataDir: t.TempDir(), ArtifactRoots: []string{binDir}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dataDir := t.TempDir()
+	s := clusterServer(t, cl, func(c *Config) { c.DataDir, c.ArtifactRoots = dataDir, []string{binDir} })
 	c := serve(t, s)
 	before := memberPIDs(t, cl)
 
