@@ -32,7 +32,7 @@ func (d *Driver) getDeployment(ctx context.Context, w driver.Workload) (*appsv1.
 
 // discoverDeployment lists the replica slots <name>.1 .. <name>.<n>.
 func (d *Driver) discoverDeployment(ctx context.Context, w driver.Workload) ([]driver.Member, error) {
-	dep, err := d.getDeployment(ctx, w)
+	dep, err := cachedWorkload[appsv1.Deployment](ctx, d, w)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func templateVersion(dep *appsv1.Deployment, container string) string {
 }
 
 func (d *Driver) observeDeployment(ctx context.Context, w driver.Workload, ms []driver.Member) ([]driver.Status, error) {
-	dep, err := d.getDeployment(ctx, w)
+	dep, err := cachedWorkload[appsv1.Deployment](ctx, d, w)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func (d *Driver) observeDeployment(ctx context.Context, w driver.Workload, ms []
 	if err != nil {
 		return nil, err
 	}
-	ps, err := d.listPods(ctx, w, dep.Spec.Selector)
+	ps, err := d.cachedPods(ctx, w, dep.Spec.Selector, "")
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +184,7 @@ func (d *Driver) startDeployment(ctx context.Context, w driver.Workload, m drive
 	}
 	if !isRollingOneByOne(dep.Spec.Strategy) {
 		if err := recordStrategy(ctx, kindDeployment, dep.Namespace, dep.Name, dep.Spec.Strategy, string(dep.Spec.Strategy.Type),
-			string(appsv1.RollingUpdateDeploymentStrategyType)); err != nil {
+			string(appsv1.RollingUpdateDeploymentStrategyType), "maxSurge 1, maxUnavailable 0: the rollout is gated one pod at a time"); err != nil {
 			return err
 		}
 		spec["strategy"] = rollingPatch

@@ -65,26 +65,12 @@ func nodeStatus(n *corev1.Node) driver.Status {
 	return st
 }
 
-func (d *Driver) listNodes(ctx context.Context, w driver.Workload) ([]corev1.Node, error) {
-	sel, err := labels.Parse(w.Selector)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes driver: %s: bad node selector: %w", workloadString(w), err)
-	}
-	l, err := d.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-	if err != nil {
-		return nil, apiError(ctx, err, "listing the nodes of %s", workloadString(w))
-	}
-	ns := l.Items
-	sort.Slice(ns, func(i, j int) bool { return ns[i].Name < ns[j].Name })
-	return ns, nil
-}
-
 // discoverNodePool lists the nodes of the selector by name.
 func (d *Driver) discoverNodePool(ctx context.Context, w driver.Workload) ([]driver.Member, error) {
 	if w.Selector == "" {
 		return nil, fmt.Errorf("kubernetes driver: a NodePool needs a node selector (all nodes: say so with a label they share)")
 	}
-	ns, err := d.listNodes(ctx, w)
+	ns, err := d.cachedNodes(ctx, w)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +89,7 @@ func (d *Driver) discoverNodePool(ctx context.Context, w driver.Workload) ([]dri
 }
 
 func (d *Driver) observeNodePool(ctx context.Context, w driver.Workload, ms []driver.Member) ([]driver.Status, error) {
-	ns, err := d.listNodes(ctx, w)
+	ns, err := d.cachedNodes(ctx, w)
 	if err != nil {
 		return nil, err
 	}

@@ -114,7 +114,8 @@ func (d *Driver) startStatefulSet(ctx context.Context, w driver.Workload, m driv
 	if !onDelete || !templateCurrent(s.Spec.Template, container, version, ref) {
 		spec := map[string]any{"template": templatePatch(container, version, ref), "updateStrategy": onDeletePatch}
 		if !onDelete {
-			if err := recordStrategy(ctx, kindStatefulSet, s.Namespace, s.Name, s.Spec.UpdateStrategy, string(s.Spec.UpdateStrategy.Type), "OnDelete"); err != nil {
+			if err := recordStrategy(ctx, kindStatefulSet, s.Namespace, s.Name, s.Spec.UpdateStrategy, string(s.Spec.UpdateStrategy.Type), "OnDelete",
+				"ferry picks the order of the pods"); err != nil {
 				return err
 			}
 			d.log.Info("set the update strategy to OnDelete, so that ferry picks the order of the pods",

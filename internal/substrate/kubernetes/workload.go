@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -224,25 +223,15 @@ func waitingReason(p *corev1.Pod) string {
 	return strings.Join(rs, "; ")
 }
 
-// listPods lists the pods of sel in ns, sorted by name.
+// listPods lists the pods of sel in w's namespace, sorted by name,
+// from the API server: for a Deployment's gate, which must not act on
+// a cache behind its own patch (observations read cachedPods).
 func (d *Driver) listPods(ctx context.Context, w driver.Workload, sel *metav1.LabelSelector) ([]corev1.Pod, error) {
-	return d.listPodsOn(ctx, w, sel, "")
-}
-
-// listPodsOn is listPods of one node ("": every node), filtered by the
-// API server.
-func (d *Driver) listPodsOn(ctx context.Context, w driver.Workload, sel *metav1.LabelSelector, node string) ([]corev1.Pod, error) {
-	s, err := metav1.LabelSelectorAsSelector(sel)
+	s, err := podSelector(w, sel)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes driver: %s: bad pod selector: %w", workloadString(w), err)
+		return nil, err
 	}
-	if s.Empty() {
-		return nil, fmt.Errorf("kubernetes driver: %s: empty pod selector", workloadString(w))
-	}
-	opts := metav1.ListOptions{LabelSelector: s.String()}
-	if node != "" {
-		opts.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
-	}
+	opts := metav1.ListOptions{LabelSelector: s}
 	l, err := d.client.CoreV1().Pods(w.Namespace).List(ctx, opts)
 	if err != nil {
 		return nil, apiError(ctx, err, "listing the pods of %s", workloadString(w))
@@ -250,6 +239,19 @@ func (d *Driver) listPodsOn(ctx context.Context, w driver.Workload, sel *metav1.
 	ps := l.Items
 	sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
 	return ps, nil
+}
+
+// podSelector is a workload's pod selector as a string; an empty one
+// (every pod of the namespace) is refused.
+func podSelector(w driver.Workload, sel *metav1.LabelSelector) (string, error) {
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return "", fmt.Errorf("kubernetes driver: %s: bad pod selector: %w", workloadString(w), err)
+	}
+	if s.Empty() {
+		return "", fmt.Errorf("kubernetes driver: %s: empty pod selector", workloadString(w))
+	}
+	return s.String(), nil
 }
 
 // ownedBy keeps the pods whose controller is uid.

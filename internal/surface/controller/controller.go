@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -258,6 +259,10 @@ func (r *Reconciler) drive(ctx context.Context, key types.NamespacedName) error 
 	d, err := r.NewDriver(r.Rest)
 	if err != nil {
 		return err
+	}
+	if c, ok := d.(io.Closer); ok {
+		// The Kubernetes driver's informers live as long as this reconcile.
+		defer c.Close()
 	}
 	if err := engine.Discover(ctx, c, d); err != nil {
 		return refuse("DiscoveryFailed", err)
