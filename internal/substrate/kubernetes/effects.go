@@ -133,6 +133,10 @@ func (d *Driver) restoreStrategy(ctx context.Context, u undo) error {
 		s, err = d.client.AppsV1().StatefulSets(u.Namespace).Get(ctx, u.Name, metav1.GetOptions{})
 		if err == nil {
 			current = string(s.Spec.UpdateStrategy.Type)
+			if u.Set == setPartition && (current == setOnDelete || current == string(appsv1.RollingUpdateStatefulSetStrategyType)) {
+				// ferry's partition, or the OnDelete it fell back to.
+				current = setPartition
+			}
 		}
 	case kindDaemonSet:
 		var s *appsv1.DaemonSet
