@@ -461,6 +461,37 @@ func TestUpgradeResource(t *testing.T) {
 			t.Errorf("%s after the upgrade: %q (%v), want %q as it was", c.what, got, err, c.want)
 		}
 	}
+	// Every event went to Kubernetes Events on the Upgrade too (the
+	// status keeps the last MaxEvents and says where the rest are),
+	// the StatefulSet's partition among them.
+	var evs corev1.EventList
+	err = env.WaitUntil(time.Minute, "the Upgrade's Kubernetes Events", func() (bool, string, error) {
+		out, err := env.Kubectl("get", "events", "-n", "ferry-system", "-o", "json",
+			"--field-selector", "involvedObject.kind=Upgrade,involvedObject.name=storage-2")
+		if err != nil {
+			return false, "", err
+		}
+		evs = corev1.EventList{}
+		if err := json.Unmarshal([]byte(out), &evs); err != nil {
+			return false, "", err
+		}
+		return len(evs.Items) > controller.MaxEvents, fmt.Sprintf("%d events", len(evs.Items)), nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	partition := false
+	for _, e := range evs.Items {
+		partition = partition || strings.Contains(e.Message, "StatefulSet storage/mon: update strategy RollingUpdate → RollingUpdate partition")
+	}
+	t.Logf("%d Kubernetes Events on the Upgrade (status keeps %d, last seq %d); status.eventsHistory: %s",
+		len(evs.Items), len(after.Status.Events), after.Status.LastSeq, after.Status.EventsHistory)
+	if !partition {
+		t.Errorf("no event says the mon StatefulSet was rolled with a partition")
+	}
+	if !strings.Contains(after.Status.EventsHistory, "kubectl get events -n ferry-system") {
+		t.Errorf("status.eventsHistory %q does not say where the rest of the events are", after.Status.EventsHistory)
+	}
 	if len(after.Status.Record) > 0 {
 		var rec struct {
 			Effects []json.RawMessage `json:"effects"`
