@@ -28,11 +28,10 @@ func (d *Driver) daemonPods(ctx context.Context, w driver.Workload, s *appsv1.Da
 	if err != nil {
 		return nil, err
 	}
-	ps = ownedBy(ps, s.UID)
 	byNode := map[string][]*corev1.Pod{}
-	for i := range ps {
-		if n := ps[i].Spec.NodeName; n != "" {
-			byNode[n] = append(byNode[n], &ps[i])
+	for _, p := range ownedBy(ps, s.UID) {
+		if n := p.Spec.NodeName; n != "" {
+			byNode[n] = append(byNode[n], p)
 		}
 	}
 	return byNode, nil

@@ -57,7 +57,7 @@ func slotOf(dep *appsv1.Deployment, m driver.Member) (int, error) {
 // slotPods orders the Deployment's live pods the way slots are filled:
 // Ready pods of the template's version, other Ready pods, then the pods
 // not Ready (template's version first); by name within each.
-func slotPods(ps []corev1.Pod, container, target string) []*corev1.Pod {
+func slotPods(ps []*corev1.Pod, container, target string) []*corev1.Pod {
 	rank := func(p *corev1.Pod) int {
 		r := 0
 		if !podReady(p) {
@@ -69,9 +69,9 @@ func slotPods(ps []corev1.Pod, container, target string) []*corev1.Pod {
 		return r
 	}
 	var out []*corev1.Pod
-	for i := range ps {
-		if ps[i].DeletionTimestamp == nil {
-			out = append(out, &ps[i])
+	for _, p := range ps {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return rank(out[i]) < rank(out[j]) })
@@ -137,7 +137,7 @@ func isRollingOneByOne(s appsv1.DeploymentStrategy) bool {
 
 // deploymentMember is what Start and Stop of slot member m start from:
 // the Deployment, its container, m's slot number and the pods.
-func (d *Driver) deploymentMember(ctx context.Context, w driver.Workload, m driver.Member) (*appsv1.Deployment, string, int, []corev1.Pod, error) {
+func (d *Driver) deploymentMember(ctx context.Context, w driver.Workload, m driver.Member) (*appsv1.Deployment, string, int, []*corev1.Pod, error) {
 	dep, err := d.getDeployment(ctx, w)
 	if err != nil {
 		return nil, "", 0, nil, err
@@ -298,7 +298,7 @@ func (d *Driver) gate(ctx context.Context, w driver.Workload, dep *appsv1.Deploy
 			sleep(ctx, d.poll)
 			continue
 		}
-		pods := podsByName(l.Items)
+		pods := podsByName(pointers(l.Items))
 		done := reached(pods)
 		if !done {
 			wi, err := api.Watch(ctx, metav1.ListOptions{LabelSelector: sel.String(), ResourceVersion: l.ResourceVersion})

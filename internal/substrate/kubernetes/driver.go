@@ -60,7 +60,10 @@ type Config struct {
 
 // Driver drives Kubernetes workloads and nodes.
 type Driver struct {
-	client      kubernetes.Interface
+	client kubernetes.Interface
+	// watchClient serves the informers: no overall timeout, which would
+	// cut every watch after it and make the informer list again.
+	watchClient kubernetes.Interface
 	watches     *informers
 	requests    *RequestCounter
 	log         *slog.Logger
@@ -154,14 +157,21 @@ func NewForConfig(rc *rest.Config, opts ...Option) (*Driver, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes driver: %w", err)
 	}
+	wc := rest.CopyConfig(rc)
+	wc.Timeout = 0 // a watch ends when the reflector's timeoutSeconds says
+	watch, err := kubernetes.NewForConfig(wc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes driver: %w", err)
+	}
 	d := newDriver(c, opts...)
-	d.requests = requests
+	d.watchClient, d.requests = watch, requests
 	return d, nil
 }
 
 func newDriver(c kubernetes.Interface, opts ...Option) *Driver {
 	d := &Driver{
 		client:      c,
+		watchClient: c,
 		requests:    &RequestCounter{},
 		poll:        500 * time.Millisecond,
 		evictRetry:  2 * time.Second,

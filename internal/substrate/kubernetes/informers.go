@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"sort"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
@@ -129,6 +131,28 @@ func stripManagedFields(o any) (any, error) {
 	return o, nil
 }
 
+// awaitCache waits until cond (a read of the caches) holds: after a
+// write whose effect the next observation must see. The caches follow
+// a watch, so this is milliseconds; past the sync timeout the cache is
+// said to be behind (driver.ErrUnreachable).
+func (d *Driver) awaitCache(ctx context.Context, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(d.cacheSync)
+	for {
+		ok, err := cond()
+		if err != nil || ok {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: kubernetes driver: the cache does not show %s after %s", driver.ErrUnreachable, what, d.cacheSync)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kubernetes driver: waiting for the cache to show %s: %w", what, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // The kinds the driver watches besides the workloads.
 const (
 	watchPods = "Pod"
@@ -154,7 +178,7 @@ func exampleOf(kind string) runtime.Object {
 type clientLister struct{ d *Driver }
 
 func (c clientLister) list(ctx context.Context, kind, ns string, o metav1.ListOptions) (runtime.Object, error) {
-	cs := c.d.client
+	cs := c.d.watchClient
 	switch kind {
 	case kindStatefulSet:
 		return cs.AppsV1().StatefulSets(ns).List(ctx, o)
@@ -169,7 +193,7 @@ func (c clientLister) list(ctx context.Context, kind, ns string, o metav1.ListOp
 }
 
 func (c clientLister) watch(ctx context.Context, kind, ns string, o metav1.ListOptions) (watch.Interface, error) {
-	cs := c.d.client
+	cs := c.d.watchClient
 	switch kind {
 	case kindStatefulSet:
 		return cs.AppsV1().StatefulSets(ns).Watch(ctx, o)
@@ -225,9 +249,8 @@ func cachedWorkload[T any, P interface {
 
 // cachedPods is the pods of sel in w's namespace (of node alone unless
 // node is ""), from the informer of that selector, sorted by name. The
-// pods are shallow copies: their maps and slices are the cache's, read
-// only.
-func (d *Driver) cachedPods(ctx context.Context, w driver.Workload, sel *metav1.LabelSelector, node string) ([]corev1.Pod, error) {
+// pods are the cache's own: read only.
+func (d *Driver) cachedPods(ctx context.Context, w driver.Workload, sel *metav1.LabelSelector, node string) ([]*corev1.Pod, error) {
 	s, err := podSelector(w, sel)
 	if err != nil {
 		return nil, err
@@ -237,10 +260,10 @@ func (d *Driver) cachedPods(ctx context.Context, w driver.Workload, sel *metav1.
 		return nil, err
 	}
 	objs := st.List()
-	ps := make([]corev1.Pod, 0, len(objs))
+	ps := make([]*corev1.Pod, 0, len(objs))
 	for _, o := range objs {
 		if p, ok := o.(*corev1.Pod); ok && (node == "" || p.Spec.NodeName == node) {
-			ps = append(ps, *p)
+			ps = append(ps, p)
 		}
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
@@ -292,11 +315,7 @@ func (c *RequestCounter) Total() int64 {
 func (c *RequestCounter) ByMethod() map[string]int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]int64, len(c.n))
-	for k, v := range c.n {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(c.n)
 }
 
 func (c *RequestCounter) add(method string) {
@@ -326,3 +345,9 @@ func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	t.c.add(m)
 	return t.rt.RoundTrip(r)
 }
+
+// WrappedRoundTripper lets client-go reach the transport beneath (to
+// cancel a request, for one).
+func (t countingTransport) WrappedRoundTripper() http.RoundTripper { return t.rt }
+
+var _ utilnet.RoundTripperWrapper = countingTransport{}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -158,6 +159,15 @@ func (d *Driver) startNode(ctx context.Context, w driver.Workload, m driver.Memb
 		d.log.Info("node upgraded", "node", m.Name, "version", a.Version)
 	}
 	if err := d.cordon(ctx, n, false); err != nil {
+		return err
+	}
+	// The engine observes the node next, from the cache: it must see
+	// the uncordon just made.
+	if err := d.awaitCache(ctx, "node "+n.Name+" uncordoned", func() (bool, error) {
+		ns, err := d.cachedNodes(ctx, w)
+		i := slices.IndexFunc(ns, func(c corev1.Node) bool { return c.Name == n.Name })
+		return err == nil && i >= 0 && !ns[i].Spec.Unschedulable, err
+	}); err != nil {
 		return err
 	}
 	// Uncordoned by its own step: the journal's undo is not owed.

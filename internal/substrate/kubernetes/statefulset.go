@@ -46,12 +46,9 @@ func (d *Driver) discoverStatefulSet(ctx context.Context, w driver.Workload) ([]
 		return nil, err
 	}
 	byName := podsByName(ownedBy(ps, s.UID))
-	start := 0
-	if s.Spec.Ordinals != nil {
-		start = int(s.Spec.Ordinals.Start)
-	}
+	start, end := ordinals(s)
 	var ms []driver.Member
-	for i := start + replicas(s.Spec.Replicas) - 1; i >= start; i-- {
+	for i := end - 1; i >= start; i-- {
 		m := driver.Member{Name: s.Name + "-" + strconv.Itoa(i)}
 		if p, ok := byName[m.Name]; ok {
 			m.Host, m.Address = p.Spec.NodeName, p.Status.PodIP
@@ -61,10 +58,18 @@ func (d *Driver) discoverStatefulSet(ctx context.Context, w driver.Workload) ([]
 	return ms, nil
 }
 
-func podsByName(ps []corev1.Pod) map[string]*corev1.Pod {
+// ordinals is the range [start, end) of a StatefulSet's ordinals.
+func ordinals(s *appsv1.StatefulSet) (start, end int) {
+	if s.Spec.Ordinals != nil {
+		start = int(s.Spec.Ordinals.Start)
+	}
+	return start, start + replicas(s.Spec.Replicas)
+}
+
+func podsByName(ps []*corev1.Pod) map[string]*corev1.Pod {
 	m := make(map[string]*corev1.Pod, len(ps))
-	for i := range ps {
-		m[ps[i].Name] = &ps[i]
+	for _, p := range ps {
+		m[p.Name] = p
 	}
 	return m
 }
@@ -144,17 +149,14 @@ func (d *Driver) descendingFrom(ctx context.Context, w driver.Workload, s *appsv
 		return false, err
 	}
 	byName := podsByName(ownedBy(ps, s.UID))
-	start := 0
-	if s.Spec.Ordinals != nil {
-		start = int(s.Spec.Ordinals.Start)
-	}
+	_, end := ordinals(s)
 	d.mu.Lock()
 	var starting map[int]int
 	if r := d.rollouts[statefulSetKey(s)]; r != nil {
 		starting = r.slots
 	}
 	defer d.mu.Unlock()
-	for i := ord + 1; i < start+replicas(s.Spec.Replicas); i++ {
+	for i := ord + 1; i < end; i++ {
 		p, ok := byName[s.Name+"-"+strconv.Itoa(i)]
 		if starting[i] == 0 && (!ok || podVersion(p.ObjectMeta, p.Spec, container) != version) {
 			return false, nil

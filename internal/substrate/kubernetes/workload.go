@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"slices"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -226,7 +227,7 @@ func waitingReason(p *corev1.Pod) string {
 // listPods lists the pods of sel in w's namespace, sorted by name,
 // from the API server: for a Deployment's gate, which must not act on
 // a cache behind its own patch (observations read cachedPods).
-func (d *Driver) listPods(ctx context.Context, w driver.Workload, sel *metav1.LabelSelector) ([]corev1.Pod, error) {
+func (d *Driver) listPods(ctx context.Context, w driver.Workload, sel *metav1.LabelSelector) ([]*corev1.Pod, error) {
 	s, err := podSelector(w, sel)
 	if err != nil {
 		return nil, err
@@ -236,7 +237,7 @@ func (d *Driver) listPods(ctx context.Context, w driver.Workload, sel *metav1.La
 	if err != nil {
 		return nil, apiError(ctx, err, "listing the pods of %s", workloadString(w))
 	}
-	ps := l.Items
+	ps := pointers(l.Items)
 	sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
 	return ps, nil
 }
@@ -254,17 +255,23 @@ func podSelector(w driver.Workload, sel *metav1.LabelSelector) (string, error) {
 	return s.String(), nil
 }
 
-// ownedBy keeps the pods whose controller is uid.
-// It filters in place: pods are large, and a DaemonSet has thousands.
-func ownedBy(ps []corev1.Pod, uid types.UID) []corev1.Pod {
-	out := ps[:0]
-	for i := range ps {
-		if ref := metav1.GetControllerOf(&ps[i]); ref != nil && ref.UID == uid {
-			out = append(out, ps[i])
-		}
+// ownedBy keeps the pods whose controller is uid (filtering ps in
+// place).
+func ownedBy(ps []*corev1.Pod, uid types.UID) []*corev1.Pod {
+	return slices.DeleteFunc(ps, func(p *corev1.Pod) bool {
+		ref := metav1.GetControllerOf(p)
+		return ref == nil || ref.UID != uid
+	})
+}
+
+// pointers is the pods of a list, by pointer: pods are large, and a
+// DaemonSet has thousands.
+func pointers(items []corev1.Pod) []*corev1.Pod {
+	ps := make([]*corev1.Pod, len(items))
+	for i := range items {
+		ps[i] = &items[i]
 	}
-	clear(ps[len(out):])
-	return out
+	return ps
 }
 
 // deletePod deletes a pod (that very one: UID precondition), gracefully.

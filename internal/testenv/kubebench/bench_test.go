@@ -239,9 +239,9 @@ policy: {tick: 200ms}
 		var profiled uint64
 		for {
 			runtime.ReadMemStats(&ms)
-			if path := os.Getenv("FERRY_BENCH_HEAPPROFILE"); path != "" && ms.HeapInuse > profiled*3/2 && ms.HeapInuse > 256<<20 {
+			if path := os.Getenv("FERRY_BENCH_HEAPPROFILE"); path != "" && ms.HeapInuse > profiled*3/2 && ms.HeapInuse > 64<<20 {
 				// A heap profile each time the heap grows by half past
-				// 256 MiB: where ferry's memory goes at its peak.
+				// 64 MiB: where ferry's memory goes at its peak.
 				profiled = ms.HeapInuse
 				if f, err := os.Create(path); err == nil {
 					_ = pprof.WriteHeapProfile(f)
@@ -259,6 +259,19 @@ policy: {tick: 200ms}
 		}
 	}()
 	defer func() { close(stop); <-sampled }()
+	if path := os.Getenv("FERRY_BENCH_CPUPROFILE"); path != "" {
+		// Where ferry's CPU goes while it upgrades (one file per run:
+		// the target version in its name).
+		f, err := os.Create(path + "." + to)
+		if err != nil {
+			return ferryRun{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return ferryRun{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if _, err := e.Begin(ctx, to); err != nil {
 		return ferryRun{peak: peak}, err
 	}
