@@ -31,7 +31,12 @@ const (
 // (create, patch: what deploy/controller.yaml grants) through cfg, and
 // the function that stops it.
 func newEventRecorder(cfg *rest.Config, scheme *runtime.Scheme) (krecord.EventRecorder, func(), error) {
-	cs, err := k8sclient.NewForConfig(rest.AddUserAgent(cfg, eventSource))
+	ec := rest.AddUserAgent(cfg, eventSource)
+	// client-go's default 5 requests/s is below an upgrade's pace
+	// (hundreds of events a minute): the recorder's queue would grow,
+	// and a controller killed would lose it.
+	ec.QPS, ec.Burst = eventQPS*2, eventQPS*4
+	cs, err := k8sclient.NewForConfig(ec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("controller: events: %w", err)
 	}
