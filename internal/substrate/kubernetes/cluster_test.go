@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -102,6 +103,7 @@ subjects: [{kind: ServiceAccount, name: ferry, namespace: ferry-system}]
 		fn   func(*testing.T, *cluster)
 	}{
 		{"StatefulSet", testStatefulSet},
+		{"StatefulSetPartition", testStatefulSetPartition},
 		{"Digest", testDigest},
 		{"DaemonSet", testDaemonSet},
 		{"Deployment", testDeployment},
@@ -145,7 +147,7 @@ func testStatefulSet(t *testing.T, c *cluster) {
 	w := &driver.Workload{Kind: kindStatefulSet, Namespace: "sts", Selector: "tier=mon", Container: "mon"}
 	c.waitVersions(t, w, 3, map[string]string{"mon-0": "1.0.0", "mon-1": "1.0.0", "mon-2": "1.0.0"})
 	ms := c.discover(t, "mon", w)
-	if got := memberNames(ms); got != "mon-0 mon-1 mon-2" {
+	if got := memberNames(ms); got != "mon-2 mon-1 mon-0" {
 		t.Fatalf("Discover: %s", got)
 	}
 	for _, m := range ms {
@@ -186,10 +188,67 @@ func testStatefulSet(t *testing.T, c *cluster) {
 	}
 
 	// Stop: the pod comes back, from the template (now 2.0.0).
-	must(t, c.drv.Stop(ctx, ms[2]))
+	must(t, c.drv.Stop(ctx, ms[0]))
 	c.waitVersions(t, w, 3, map[string]string{"mon-0": "1.0.0", "mon-1": "2.0.0", "mon-2": "2.0.0"})
 	if again := c.podUIDs(t, "sts", "app=mon"); again["mon-2"] == after["mon-2"] {
 		t.Errorf("Stop did not replace mon-2")
+	}
+}
+
+// testStatefulSetPartition: a RollingUpdate StatefulSet moved highest
+// ordinal first is rolled by a partition: Kubernetes replaces each pod
+// ferry starts, and a pod below the partition deleted by hand between
+// two Starts (an upgrade paused there) comes back on the old image;
+// the journal says which way it was rolled.
+func testStatefulSetPartition(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	must(t, c.env.Apply(fmt.Sprintf(statefulSet, "part", "kv", 3)))
+	w := &driver.Workload{Kind: kindStatefulSet, Namespace: "part", Name: "kv", Container: "kv"}
+	c.waitVersions(t, w, 3, map[string]string{"kv-0": "1.0.0", "kv-1": "1.0.0", "kv-2": "1.0.0"})
+	ms := c.discover(t, "kv", w)
+	if got := memberNames(ms); got != "kv-2 kv-1 kv-0" {
+		t.Fatalf("Discover: %s, want the highest ordinal first", got)
+	}
+	j := &effects{}
+	jctx := driver.WithJournal(ctx, j)
+	a := driver.Artifact{Version: "2.0.0", Image: "registry.local/kv:2.0.0", SHA256: sumA}
+
+	must(t, c.drv.Start(jctx, ms[0], a))
+	c.waitVersions(t, w, 3, map[string]string{"kv-0": "1.0.0", "kv-1": "1.0.0", "kv-2": "2.0.0"})
+	s, err := c.admin.AppsV1().StatefulSets("part").Get(ctx, "kv", metav1.GetOptions{})
+	must(t, err)
+	if r := s.Spec.UpdateStrategy.RollingUpdate; s.Spec.UpdateStrategy.Type != "RollingUpdate" || r == nil || r.Partition == nil || *r.Partition != 2 {
+		t.Fatalf("update strategy %+v, want RollingUpdate with partition 2", s.Spec.UpdateStrategy)
+	}
+
+	// Paused here: kv-0, below the partition, deleted by hand.
+	before := c.podUIDs(t, "part", "app=kv")
+	must(t, c.admin.CoreV1().Pods("part").Delete(ctx, "kv-0", metav1.DeleteOptions{}))
+	must(t, c.env.WaitUntil(time.Minute, "kv-0 recreated", func() (bool, string, error) {
+		now := c.podUIDs(t, "part", "app=kv")
+		return now["kv-0"] != "" && now["kv-0"] != before["kv-0"], fmt.Sprint(now), nil
+	}))
+	c.waitVersions(t, w, 3, map[string]string{"kv-0": "1.0.0", "kv-1": "1.0.0", "kv-2": "2.0.0"})
+	p, err := c.admin.CoreV1().Pods("part").Get(ctx, "kv-0", metav1.GetOptions{})
+	must(t, err)
+	if img := p.Spec.Containers[1].Image; img != "registry.local/kv:1.0.0" {
+		t.Errorf("kv-0 recreated below the partition runs %s, want the old registry.local/kv:1.0.0", img)
+	}
+
+	must(t, c.drv.Start(jctx, ms[1], a))
+	c.waitVersions(t, w, 3, map[string]string{"kv-0": "1.0.0", "kv-1": "2.0.0", "kv-2": "2.0.0"})
+	must(t, c.drv.Start(jctx, ms[2], a))
+	c.waitVersions(t, w, 3, map[string]string{"kv-0": "2.0.0", "kv-1": "2.0.0", "kv-2": "2.0.0"})
+	got := j.whats()
+	if len(got) != 1 || !strings.Contains(got[0], "RollingUpdate → "+setPartition) {
+		t.Errorf("journal: %q, want one change to %q", got, setPartition)
+	}
+	// The end of the phase: the strategy as it was (no partition).
+	must(t, j.undoAll(ctx, c.drv))
+	s, err = c.admin.AppsV1().StatefulSets("part").Get(ctx, "kv", metav1.GetOptions{})
+	must(t, err)
+	if r := s.Spec.UpdateStrategy.RollingUpdate; s.Spec.UpdateStrategy.Type != "RollingUpdate" || (r != nil && r.Partition != nil && *r.Partition != 0) {
+		t.Errorf("after the undo: update strategy %+v, want RollingUpdate without a partition", s.Spec.UpdateStrategy)
 	}
 }
 
@@ -657,4 +716,53 @@ func (l *logSink) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
+}
+
+// effects is a journal (driver.Journal) in memory, as the engine keeps
+// one in the upgrade's record: recording a key again is a no-op.
+type effects struct {
+	mu   sync.Mutex
+	list []driver.Effect
+}
+
+func (j *effects) Record(_ context.Context, e driver.Effect) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, x := range j.list {
+		if x.Key == e.Key {
+			return nil
+		}
+	}
+	j.list = append(j.list, e)
+	return nil
+}
+
+func (j *effects) Done(_ context.Context, key string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.list = slices.DeleteFunc(j.list, func(e driver.Effect) bool { return e.Key == key })
+	return nil
+}
+
+func (j *effects) whats() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []string
+	for _, e := range j.list {
+		out = append(out, e.What)
+	}
+	return out
+}
+
+// undoAll undoes the effects, the last first.
+func (j *effects) undoAll(ctx context.Context, d *Driver) error {
+	j.mu.Lock()
+	list := slices.Clone(j.list)
+	j.mu.Unlock()
+	for i := len(list) - 1; i >= 0; i-- {
+		if err := d.Undo(ctx, list[i].Key, list[i].Undo); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -12,30 +12,26 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/substrate/driver"
 )
 
+// getDaemonSet is the DaemonSet w names, from the driver's cache: a
+// DaemonSet's members are a thousand nodes, and each Start must not
+// cost a request to read what the watch already brought. A cache a
+// little behind the driver's own patch makes it patch again, the same.
 func (d *Driver) getDaemonSet(ctx context.Context, w driver.Workload) (*appsv1.DaemonSet, error) {
-	api := d.client.AppsV1().DaemonSets(w.Namespace)
-	return getWorkload(ctx, w, api.Get, func(ctx context.Context, o metav1.ListOptions) ([]appsv1.DaemonSet, error) {
-		l, err := api.List(ctx, o)
-		if err != nil {
-			return nil, err
-		}
-		return l.Items, nil
-	})
+	return cachedWorkload[appsv1.DaemonSet](ctx, d, w)
 }
 
 // daemonPods groups a DaemonSet's pods by node: of every node, or of
 // node alone (one member's Start and Stop, which must not list a
 // thousand pods each).
 func (d *Driver) daemonPods(ctx context.Context, w driver.Workload, s *appsv1.DaemonSet, node string) (map[string][]*corev1.Pod, error) {
-	ps, err := d.listPodsOn(ctx, w, s.Spec.Selector, node)
+	ps, err := d.cachedPods(ctx, w, s.Spec.Selector, node)
 	if err != nil {
 		return nil, err
 	}
-	ps = ownedBy(ps, s.UID)
 	byNode := map[string][]*corev1.Pod{}
-	for i := range ps {
-		if n := ps[i].Spec.NodeName; n != "" {
-			byNode[n] = append(byNode[n], &ps[i])
+	for _, p := range ownedBy(ps, s.UID) {
+		if n := p.Spec.NodeName; n != "" {
+			byNode[n] = append(byNode[n], p)
 		}
 	}
 	return byNode, nil
@@ -124,7 +120,8 @@ func (d *Driver) startDaemonSet(ctx context.Context, w driver.Workload, m driver
 	if !onDelete || !templateCurrent(s.Spec.Template, container, version, ref) {
 		spec := map[string]any{"template": templatePatch(container, version, ref), "updateStrategy": onDeletePatch}
 		if !onDelete {
-			if err := recordStrategy(ctx, kindDaemonSet, s.Namespace, s.Name, s.Spec.UpdateStrategy, string(s.Spec.UpdateStrategy.Type), "OnDelete"); err != nil {
+			if err := recordStrategy(ctx, kindDaemonSet, s.Namespace, s.Name, s.Spec.UpdateStrategy, string(s.Spec.UpdateStrategy.Type), "OnDelete",
+				"ferry picks the order of the nodes"); err != nil {
 				return err
 			}
 			d.log.Info("set the update strategy to OnDelete, so that ferry picks the order of the nodes",
@@ -138,7 +135,7 @@ func (d *Driver) startDaemonSet(ctx context.Context, w driver.Workload, m driver
 		d.log.Info("set the pod template's image", "daemonset", s.Namespace+"/"+s.Name, "version", version, "image", ref)
 	}
 	if err := d.waitObserved(ctx, w, s.Generation, func(ctx context.Context) (int64, error) {
-		s, err := d.client.AppsV1().DaemonSets(s.Namespace).Get(ctx, s.Name, metav1.GetOptions{})
+		s, err := d.getDaemonSet(ctx, w)
 		if err != nil {
 			return 0, err
 		}

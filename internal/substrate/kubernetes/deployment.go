@@ -32,7 +32,7 @@ func (d *Driver) getDeployment(ctx context.Context, w driver.Workload) (*appsv1.
 
 // discoverDeployment lists the replica slots <name>.1 .. <name>.<n>.
 func (d *Driver) discoverDeployment(ctx context.Context, w driver.Workload) ([]driver.Member, error) {
-	dep, err := d.getDeployment(ctx, w)
+	dep, err := cachedWorkload[appsv1.Deployment](ctx, d, w)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func slotOf(dep *appsv1.Deployment, m driver.Member) (int, error) {
 // slotPods orders the Deployment's live pods the way slots are filled:
 // Ready pods of the template's version, other Ready pods, then the pods
 // not Ready (template's version first); by name within each.
-func slotPods(ps []corev1.Pod, container, target string) []*corev1.Pod {
+func slotPods(ps []*corev1.Pod, container, target string) []*corev1.Pod {
 	rank := func(p *corev1.Pod) int {
 		r := 0
 		if !podReady(p) {
@@ -69,9 +69,9 @@ func slotPods(ps []corev1.Pod, container, target string) []*corev1.Pod {
 		return r
 	}
 	var out []*corev1.Pod
-	for i := range ps {
-		if ps[i].DeletionTimestamp == nil {
-			out = append(out, &ps[i])
+	for _, p := range ps {
+		if p.DeletionTimestamp == nil {
+			out = append(out, p)
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return rank(out[i]) < rank(out[j]) })
@@ -84,7 +84,7 @@ func templateVersion(dep *appsv1.Deployment, container string) string {
 }
 
 func (d *Driver) observeDeployment(ctx context.Context, w driver.Workload, ms []driver.Member) ([]driver.Status, error) {
-	dep, err := d.getDeployment(ctx, w)
+	dep, err := cachedWorkload[appsv1.Deployment](ctx, d, w)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func (d *Driver) observeDeployment(ctx context.Context, w driver.Workload, ms []
 	if err != nil {
 		return nil, err
 	}
-	ps, err := d.listPods(ctx, w, dep.Spec.Selector)
+	ps, err := d.cachedPods(ctx, w, dep.Spec.Selector, "")
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func isRollingOneByOne(s appsv1.DeploymentStrategy) bool {
 
 // deploymentMember is what Start and Stop of slot member m start from:
 // the Deployment, its container, m's slot number and the pods.
-func (d *Driver) deploymentMember(ctx context.Context, w driver.Workload, m driver.Member) (*appsv1.Deployment, string, int, []corev1.Pod, error) {
+func (d *Driver) deploymentMember(ctx context.Context, w driver.Workload, m driver.Member) (*appsv1.Deployment, string, int, []*corev1.Pod, error) {
 	dep, err := d.getDeployment(ctx, w)
 	if err != nil {
 		return nil, "", 0, nil, err
@@ -184,7 +184,7 @@ func (d *Driver) startDeployment(ctx context.Context, w driver.Workload, m drive
 	}
 	if !isRollingOneByOne(dep.Spec.Strategy) {
 		if err := recordStrategy(ctx, kindDeployment, dep.Namespace, dep.Name, dep.Spec.Strategy, string(dep.Spec.Strategy.Type),
-			string(appsv1.RollingUpdateDeploymentStrategyType)); err != nil {
+			string(appsv1.RollingUpdateDeploymentStrategyType), "maxSurge 1, maxUnavailable 0: the rollout is gated one pod at a time"); err != nil {
 			return err
 		}
 		spec["strategy"] = rollingPatch
@@ -298,7 +298,7 @@ func (d *Driver) gate(ctx context.Context, w driver.Workload, dep *appsv1.Deploy
 			sleep(ctx, d.poll)
 			continue
 		}
-		pods := podsByName(l.Items)
+		pods := podsByName(pointers(l.Items))
 		done := reached(pods)
 		if !done {
 			wi, err := api.Watch(ctx, metav1.ListOptions{LabelSelector: sel.String(), ResourceVersion: l.ResourceVersion})

@@ -8,15 +8,24 @@
 //
 // A component names one workload (driver.Workload); its members are:
 //
-//   - StatefulSet: the pods name-0 .. name-(replicas-1). The driver
-//     sets the StatefulSet's update strategy to OnDelete, so that the
-//     controller never replaces a pod on its own and ferry can take the
-//     pods in any order: Start writes the new image into the pod
-//     template and deletes the one pod, which the controller recreates
-//     from the new template.
+//   - StatefulSet: the pods name-(replicas-1) .. name-0, highest
+//     ordinal first: the order of Kubernetes' own rolling update. While
+//     ferry takes them in that order (every higher ordinal runs the
+//     target or is being started), a RollingUpdate StatefulSet is moved
+//     by its partition: the first Start writes the new image into the
+//     pod template with the partition at its member's ordinal, each
+//     next one lowers it, and the controller replaces the pods from the
+//     partition up. A pod below the partition that is recreated (deleted
+//     by hand, evicted) while the upgrade is paused comes back on the
+//     old template. A Start out of that order, or an OnDelete
+//     StatefulSet, sets OnDelete instead (saying so in the journaled
+//     change): ferry can then take the pods in any order, Start deleting
+//     the one pod, which the controller recreates from the new template
+//     (and so does it for any pod recreated meanwhile).
 //   - DaemonSet: one member per node that runs a pod of it, named
 //     "<daemonset>.<node>" (member names are unique across components).
-//     Same OnDelete approach as a StatefulSet.
+//     OnDelete, as for a StatefulSet out of order: a DaemonSet has no
+//     partition.
 //   - Deployment: replica slots "<deployment>.1" .. "<deployment>.<n>".
 //     Kubernetes cannot replace one chosen pod of a Deployment, so Start
 //     of slot i gates the Deployment's own rollout: it lets the rollout
@@ -46,6 +55,22 @@
 //     runs the workload's Upgrade argv (no shell; FERRY_NODE and
 //     FERRY_VERSION in its environment), waits for the node to report
 //     the new kubelet version and be Ready, and uncordons it.
+//
+// # Observing
+//
+// Observe and Discover read shared informers' caches, not the API
+// server: one informer per kind, namespace and selector that the
+// description's workloads name (the workload, by its name or selector;
+// its pods, by the workload's pod selector; a node pool's nodes, by
+// its node selector), started at first use and stopped by Close. A
+// tick of the engine asks the API server nothing; the watches bring
+// the changes. The first read of a cache waits for it to sync (up to
+// WithCacheSyncTimeout); a cache not synced is driver.ErrUnreachable.
+// A DaemonSet's Start reads its pod from the cache too, so that a
+// thousand nodes cost a thousand deletes and little else. Writes
+// (patches, deletes, evictions) go to the API server, as do the reads
+// of a Deployment's gate and of a drain, which must not act on a cache
+// behind their own writes. Driver.Requests counts every request.
 //
 // # Effects
 //

@@ -60,11 +60,17 @@ type Config struct {
 
 // Driver drives Kubernetes workloads and nodes.
 type Driver struct {
-	client      kubernetes.Interface
+	client kubernetes.Interface
+	// watchClient serves the informers: no overall timeout, which would
+	// cut every watch after it and make the informer list again.
+	watchClient kubernetes.Interface
+	watches     *informers
+	requests    *RequestCounter
 	log         *slog.Logger
 	poll        time.Duration
 	evictRetry  time.Duration
 	syncTimeout time.Duration
+	cacheSync   time.Duration
 
 	mu       sync.Mutex
 	rollouts map[string]*rollout // Deployments with Starts in progress
@@ -84,6 +90,11 @@ func WithLogger(l *slog.Logger) Option { return func(d *Driver) { d.log = l } }
 // WithPollInterval sets how often the driver looks again while it
 // waits (a node's new version, a controller's sync). Default 500ms.
 func WithPollInterval(p time.Duration) Option { return func(d *Driver) { d.poll = p } }
+
+// WithCacheSyncTimeout bounds the first wait for an informer's cache
+// to sync (Observe's and Discover's first reads); past it, reads of a
+// cache not synced fail at once with driver.ErrUnreachable. Default 30s.
+func WithCacheSyncTimeout(t time.Duration) Option { return func(d *Driver) { d.cacheSync = t } }
 
 // WithEvictionRetry sets the pause between two tries of an eviction a
 // PodDisruptionBudget refused. Default 2s.
@@ -140,19 +151,32 @@ func NewForConfig(rc *rest.Config, opts ...Option) (*Driver, error) {
 		// priority and fairness still protects it.
 		rc.QPS, rc.Burst = 100, 200
 	}
+	requests := &RequestCounter{}
+	rc.Wrap(requests.wrap)
 	c, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes driver: %w", err)
 	}
-	return newDriver(c, opts...), nil
+	wc := rest.CopyConfig(rc)
+	wc.Timeout = 0 // a watch ends when the reflector's timeoutSeconds says
+	watch, err := kubernetes.NewForConfig(wc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes driver: %w", err)
+	}
+	d := newDriver(c, opts...)
+	d.watchClient, d.requests = watch, requests
+	return d, nil
 }
 
 func newDriver(c kubernetes.Interface, opts ...Option) *Driver {
 	d := &Driver{
 		client:      c,
+		watchClient: c,
+		requests:    &RequestCounter{},
 		poll:        500 * time.Millisecond,
 		evictRetry:  2 * time.Second,
 		syncTimeout: DefaultSyncTimeout,
+		cacheSync:   DefaultSyncTimeout,
 		rollouts:    map[string]*rollout{},
 	}
 	for _, o := range opts {
@@ -161,13 +185,19 @@ func newDriver(c kubernetes.Interface, opts ...Option) *Driver {
 	if d.log == nil {
 		d.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	d.watches = newInformers(d, d.cacheSync)
 	return d
 }
 
-// Close releases nothing any more: the driver keeps no background work
-// (a Deployment's gate is waited for within its Start). It stays for
-// the callers that close drivers.
-func (d *Driver) Close() error { return nil }
+// Close stops the driver's informers (its only background work: a
+// Deployment's gate is waited for within its Start).
+func (d *Driver) Close() error {
+	d.watches.close()
+	return nil
+}
+
+// Requests counts the requests the driver has sent to the API server.
+func (d *Driver) Requests() *RequestCounter { return d.requests }
 
 // Discover lists the members of w (see the package doc for each kind).
 func (d *Driver) Discover(ctx context.Context, component string, w driver.Workload) ([]driver.Member, error) {
@@ -227,8 +257,10 @@ func (d *Driver) domains(ctx context.Context, ms []driver.Member) error {
 	return nil
 }
 
-// Observe reports the members' statuses, asking the API server once
-// per workload.
+// Observe reports the members' statuses from the driver's informers'
+// caches: an observation asks the API server nothing once they are
+// synced (the first waits for that; a cache that does not sync is
+// driver.ErrUnreachable).
 func (d *Driver) Observe(ctx context.Context, members []driver.Member) ([]driver.Status, error) {
 	out := make([]driver.Status, len(members))
 	groups := map[string][]int{}

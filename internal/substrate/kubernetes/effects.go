@@ -54,15 +54,19 @@ func pauseKey(ns, name string) string {
 func cordonKey(node string) string { return "kubernetes/node/" + node + "/cordon" }
 
 // recordStrategy journals the change of a workload's update strategy
-// from was (as it is now) to set.
-func recordStrategy(ctx context.Context, kind, ns, name string, was any, wasType, set string) error {
+// from was (as it is now) to set, and why (said in the event; "" for
+// nothing more).
+func recordStrategy(ctx context.Context, kind, ns, name string, was any, wasType, set, why string) error {
 	b, err := json.Marshal(was)
 	if err != nil {
 		return err
 	}
 	u := mustJSON(undo{Op: undoStrategy, Kind: kind, Namespace: ns, Name: name, Strategy: b, Set: set})
-	return driver.JournalFrom(ctx).Record(ctx, driver.Effect{Key: strategyKey(kind, ns, name), Workload: true, Undo: u,
-		What: fmt.Sprintf("%s %s/%s: update strategy %s → %s", kind, ns, name, orNone(wasType), set)})
+	what := fmt.Sprintf("%s %s/%s: update strategy %s → %s", kind, ns, name, orNone(wasType), set)
+	if why != "" {
+		what += ": " + why
+	}
+	return driver.JournalFrom(ctx).Record(ctx, driver.Effect{Key: strategyKey(kind, ns, name), Workload: true, Undo: u, What: what})
 }
 
 func recordPause(ctx context.Context, ns, name string) error {
@@ -129,6 +133,10 @@ func (d *Driver) restoreStrategy(ctx context.Context, u undo) error {
 		s, err = d.client.AppsV1().StatefulSets(u.Namespace).Get(ctx, u.Name, metav1.GetOptions{})
 		if err == nil {
 			current = string(s.Spec.UpdateStrategy.Type)
+			if u.Set == setPartition && (current == setOnDelete || current == string(appsv1.RollingUpdateStatefulSetStrategyType)) {
+				// ferry's partition, or the OnDelete it fell back to.
+				current = setPartition
+			}
 		}
 	case kindDaemonSet:
 		var s *appsv1.DaemonSet

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -65,26 +66,12 @@ func nodeStatus(n *corev1.Node) driver.Status {
 	return st
 }
 
-func (d *Driver) listNodes(ctx context.Context, w driver.Workload) ([]corev1.Node, error) {
-	sel, err := labels.Parse(w.Selector)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes driver: %s: bad node selector: %w", workloadString(w), err)
-	}
-	l, err := d.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
-	if err != nil {
-		return nil, apiError(ctx, err, "listing the nodes of %s", workloadString(w))
-	}
-	ns := l.Items
-	sort.Slice(ns, func(i, j int) bool { return ns[i].Name < ns[j].Name })
-	return ns, nil
-}
-
 // discoverNodePool lists the nodes of the selector by name.
 func (d *Driver) discoverNodePool(ctx context.Context, w driver.Workload) ([]driver.Member, error) {
 	if w.Selector == "" {
 		return nil, fmt.Errorf("kubernetes driver: a NodePool needs a node selector (all nodes: say so with a label they share)")
 	}
-	ns, err := d.listNodes(ctx, w)
+	ns, err := d.cachedNodes(ctx, w)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +90,7 @@ func (d *Driver) discoverNodePool(ctx context.Context, w driver.Workload) ([]dri
 }
 
 func (d *Driver) observeNodePool(ctx context.Context, w driver.Workload, ms []driver.Member) ([]driver.Status, error) {
-	ns, err := d.listNodes(ctx, w)
+	ns, err := d.cachedNodes(ctx, w)
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +159,15 @@ func (d *Driver) startNode(ctx context.Context, w driver.Workload, m driver.Memb
 		d.log.Info("node upgraded", "node", m.Name, "version", a.Version)
 	}
 	if err := d.cordon(ctx, n, false); err != nil {
+		return err
+	}
+	// The engine observes the node next, from the cache: it must see
+	// the uncordon just made.
+	if err := d.awaitCache(ctx, "node "+n.Name+" uncordoned", func() (bool, error) {
+		ns, err := d.cachedNodes(ctx, w)
+		i := slices.IndexFunc(ns, func(c corev1.Node) bool { return c.Name == n.Name })
+		return err == nil && i >= 0 && !ns[i].Spec.Unschedulable, err
+	}); err != nil {
 		return err
 	}
 	// Uncordoned by its own step: the journal's undo is not owed.

@@ -112,17 +112,28 @@ func TestPodStatus(t *testing.T) {
 }
 
 // TestUnreachable: an API server that does not answer is
-// driver.ErrUnreachable, worth retrying.
+// driver.ErrUnreachable, worth retrying: the first Observe waits for
+// the cache up to the sync timeout, the next ones say so at once.
 func TestUnreachable(t *testing.T) {
-	d, err := NewForConfig(&rest.Config{Host: "https://127.0.0.1:1", Timeout: 2 * time.Second})
+	d, err := NewForConfig(&rest.Config{Host: "https://127.0.0.1:1", Timeout: 2 * time.Second}, WithCacheSyncTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
 	w := &driver.Workload{Kind: kindStatefulSet, Namespace: "default", Name: "mon"}
-	_, err = d.Observe(context.Background(), []driver.Member{{Name: "mon-0", Workload: w}})
-	if !errors.Is(err, driver.ErrUnreachable) {
-		t.Fatalf("Observe: %v; want driver.ErrUnreachable", err)
+	for i := range 2 {
+		began := time.Now()
+		_, err = d.Observe(context.Background(), []driver.Member{{Name: "mon-0", Workload: w}})
+		if !errors.Is(err, driver.ErrUnreachable) {
+			t.Fatalf("Observe %d: %v; want driver.ErrUnreachable", i, err)
+		}
+		if took := time.Since(began); i == 1 && took > 500*time.Millisecond {
+			t.Errorf("Observe %d took %s: a cache past its sync timeout must not hold each tick", i, took)
+		}
+		t.Logf("Observe %d: %v", i, err)
+	}
+	if n := d.Requests().Total(); n == 0 {
+		t.Errorf("no request counted: the informer's list went through the counter or not at all")
 	}
 }
 

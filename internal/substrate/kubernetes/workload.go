@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"slices"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -12,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -224,45 +224,54 @@ func waitingReason(p *corev1.Pod) string {
 	return strings.Join(rs, "; ")
 }
 
-// listPods lists the pods of sel in ns, sorted by name.
-func (d *Driver) listPods(ctx context.Context, w driver.Workload, sel *metav1.LabelSelector) ([]corev1.Pod, error) {
-	return d.listPodsOn(ctx, w, sel, "")
-}
-
-// listPodsOn is listPods of one node ("": every node), filtered by the
-// API server.
-func (d *Driver) listPodsOn(ctx context.Context, w driver.Workload, sel *metav1.LabelSelector, node string) ([]corev1.Pod, error) {
-	s, err := metav1.LabelSelectorAsSelector(sel)
+// listPods lists the pods of sel in w's namespace, sorted by name,
+// from the API server: for a Deployment's gate, which must not act on
+// a cache behind its own patch (observations read cachedPods).
+func (d *Driver) listPods(ctx context.Context, w driver.Workload, sel *metav1.LabelSelector) ([]*corev1.Pod, error) {
+	s, err := podSelector(w, sel)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes driver: %s: bad pod selector: %w", workloadString(w), err)
+		return nil, err
 	}
-	if s.Empty() {
-		return nil, fmt.Errorf("kubernetes driver: %s: empty pod selector", workloadString(w))
-	}
-	opts := metav1.ListOptions{LabelSelector: s.String()}
-	if node != "" {
-		opts.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", node).String()
-	}
+	opts := metav1.ListOptions{LabelSelector: s}
 	l, err := d.client.CoreV1().Pods(w.Namespace).List(ctx, opts)
 	if err != nil {
 		return nil, apiError(ctx, err, "listing the pods of %s", workloadString(w))
 	}
-	ps := l.Items
+	ps := pointers(l.Items)
 	sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
 	return ps, nil
 }
 
-// ownedBy keeps the pods whose controller is uid.
-// It filters in place: pods are large, and a DaemonSet has thousands.
-func ownedBy(ps []corev1.Pod, uid types.UID) []corev1.Pod {
-	out := ps[:0]
-	for i := range ps {
-		if ref := metav1.GetControllerOf(&ps[i]); ref != nil && ref.UID == uid {
-			out = append(out, ps[i])
-		}
+// podSelector is a workload's pod selector as a string; an empty one
+// (every pod of the namespace) is refused.
+func podSelector(w driver.Workload, sel *metav1.LabelSelector) (string, error) {
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return "", fmt.Errorf("kubernetes driver: %s: bad pod selector: %w", workloadString(w), err)
 	}
-	clear(ps[len(out):])
-	return out
+	if s.Empty() {
+		return "", fmt.Errorf("kubernetes driver: %s: empty pod selector", workloadString(w))
+	}
+	return s.String(), nil
+}
+
+// ownedBy keeps the pods whose controller is uid (filtering ps in
+// place).
+func ownedBy(ps []*corev1.Pod, uid types.UID) []*corev1.Pod {
+	return slices.DeleteFunc(ps, func(p *corev1.Pod) bool {
+		ref := metav1.GetControllerOf(p)
+		return ref == nil || ref.UID != uid
+	})
+}
+
+// pointers is the pods of a list, by pointer: pods are large, and a
+// DaemonSet has thousands.
+func pointers(items []corev1.Pod) []*corev1.Pod {
+	ps := make([]*corev1.Pod, len(items))
+	for i := range items {
+		ps[i] = &items[i]
+	}
+	return ps
 }
 
 // deletePod deletes a pod (that very one: UID precondition), gracefully.

@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
@@ -26,6 +27,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	krecord "k8s.io/client-go/tools/record"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -106,7 +108,13 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return fmt.Errorf("controller: manager: %w", err)
 	}
-	r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Rest: cfg, NewDriver: o.NewDriver, Logger: o.Logger, lease: lease}
+	events, stopEvents, err := newEventRecorder(cfg, scheme)
+	if err != nil {
+		return err
+	}
+	defer stopEvents()
+	r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Rest: cfg, NewDriver: o.NewDriver, Logger: o.Logger,
+		Events: events, lease: lease}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("upgrade").For(&Upgrade{}).Complete(r); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
@@ -150,6 +158,9 @@ type Reconciler struct {
 	Rest      *rest.Config
 	NewDriver func(*rest.Config) (driver.Driver, error)
 	Logger    *slog.Logger
+	// Events receives the upgrades' events as Kubernetes Events on
+	// their Upgrade (nil: none).
+	Events krecord.EventRecorder
 
 	lease *leaseHolder // the leader election's, when there is one
 
@@ -233,7 +244,7 @@ func (r *Reconciler) drive(ctx context.Context, key types.NamespacedName) error 
 	if rd == nil {
 		rd = r.Client
 	}
-	st := &statusStore{c: r.Client, r: rd, key: key, timeout: 15 * time.Second, lease: r.lease}
+	st := &statusStore{c: r.Client, r: rd, key: key, timeout: 15 * time.Second, lease: r.lease, events: r.Events}
 	var obj Upgrade
 	if err := r.Client.Get(ctx, key, &obj); err != nil {
 		return err
@@ -258,6 +269,10 @@ func (r *Reconciler) drive(ctx context.Context, key types.NamespacedName) error 
 	d, err := r.NewDriver(r.Rest)
 	if err != nil {
 		return err
+	}
+	if c, ok := d.(io.Closer); ok {
+		// The Kubernetes driver's informers live as long as this reconcile.
+		defer c.Close()
 	}
 	if err := engine.Discover(ctx, c, d); err != nil {
 		return refuse("DiscoveryFailed", err)

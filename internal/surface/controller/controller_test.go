@@ -461,6 +461,44 @@ func TestUpgradeResource(t *testing.T) {
 			t.Errorf("%s after the upgrade: %q (%v), want %q as it was", c.what, got, err, c.want)
 		}
 	}
+	// Every event went to Kubernetes Events on the Upgrade too (the
+	// status keeps the last MaxEvents and says where the rest are),
+	// the StatefulSet's partition among them.
+	var evs corev1.EventList
+	err = env.WaitUntil(time.Minute, "the Upgrade's Kubernetes Events", func() (bool, string, error) {
+		out, err := env.Kubectl("get", "events", "-n", "ferry-system", "-o", "json",
+			"--field-selector", "involvedObject.kind=Upgrade,involvedObject.name=storage-2")
+		if err != nil {
+			return false, "", err
+		}
+		evs = corev1.EventList{}
+		if err := json.Unmarshal([]byte(out), &evs); err != nil {
+			return false, "", err
+		}
+		return len(evs.Items) > controller.MaxEvents, fmt.Sprintf("%d events", len(evs.Items)), nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+	partition := false
+	counted := 0
+	for _, e := range evs.Items {
+		partition = partition || strings.Contains(e.Message, "StatefulSet storage/mon: update strategy RollingUpdate → RollingUpdate partition")
+		counted += int(max(e.Count, 1))
+	}
+	t.Logf("%d Kubernetes Events on the Upgrade, %d with their repeats (status keeps %d, last seq %d); status.eventsHistory: %s",
+		len(evs.Items), counted, len(after.Status.Events), after.Status.LastSeq, after.Status.EventsHistory)
+	if !partition {
+		t.Errorf("no event says the mon StatefulSet was rolled with a partition")
+	}
+	// The recorder sends asynchronously: only what was in flight when
+	// the first controller was SIGKILLed may be missing.
+	if missing := int(after.Status.LastSeq) - counted; missing > 10 {
+		t.Errorf("%d of %d events are not Kubernetes Events", missing, after.Status.LastSeq)
+	}
+	if !strings.Contains(after.Status.EventsHistory, "kubectl get events -n ferry-system") {
+		t.Errorf("status.eventsHistory %q does not say where the rest of the events are", after.Status.EventsHistory)
+	}
 	if len(after.Status.Record) > 0 {
 		var rec struct {
 			Effects []json.RawMessage `json:"effects"`

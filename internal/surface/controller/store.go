@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	krecord "k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,7 +23,8 @@ import (
 )
 
 // MaxEvents is how many of the latest events an Upgrade's status keeps;
-// the controller's log has them all.
+// Kubernetes Events (for as long as the API server keeps them) and the
+// controller's log have them all.
 const MaxEvents = 60
 
 // statusStore keeps the engine's record in an Upgrade's status: the
@@ -48,6 +50,9 @@ type statusStore struct {
 	// in it; without one (no leader election) a fence is the next term
 	// of the status' own.
 	lease *leaseHolder
+	// events, when set, receives each event saved as a Kubernetes Event
+	// on the Upgrade: the status keeps the last MaxEvents.
+	events krecord.EventRecorder
 }
 
 // leaseHolder names the leader election's Lease and who this replica
@@ -191,6 +196,7 @@ func (s *statusStore) CreateAt(u upgrade.Upgrade, f store.Fence) (store.Revision
 
 func (s *statusStore) SaveAt(u upgrade.Upgrade, at store.Revision, f store.Fence, evs []store.Event) (store.Revision, []store.Event, error) {
 	var out []store.Event
+	var saved *Upgrade
 	err := s.fenced(u.ID, f, func(obj *Upgrade) error {
 		if cur := store.Revision(obj.Status.Revision); cur != at {
 			return &store.ConflictError{Upgrade: u.ID, Read: at, Stored: cur}
@@ -199,12 +205,13 @@ func (s *statusStore) SaveAt(u upgrade.Upgrade, at store.Revision, f store.Fence
 		if err := setRecord(obj, u); err != nil {
 			return err
 		}
-		out = appendEvents(obj, evs)
+		out, saved = s.appendEvents(obj, evs), obj
 		return nil
 	})
 	if err != nil {
 		return 0, nil, err
 	}
+	emit(s.events, saved, out)
 	return at + 1, out, nil
 }
 
@@ -233,11 +240,16 @@ func (s *statusStore) fenced(id string, f store.Fence, change func(*Upgrade) err
 
 func (s *statusStore) Append(evs ...store.Event) ([]store.Event, error) {
 	var out []store.Event
+	var saved *Upgrade
 	err := s.write(func(obj *Upgrade) error {
-		out = appendEvents(obj, evs)
+		out, saved = s.appendEvents(obj, evs), obj
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	emit(s.events, saved, out)
+	return out, nil
 }
 
 // write applies change to the latest Upgrade and updates its status
@@ -265,7 +277,13 @@ func (s *statusStore) write(change func(*Upgrade) error) error {
 	})
 }
 
-func appendEvents(obj *Upgrade, evs []store.Event) []store.Event {
+// appendEvents numbers evs and keeps the last MaxEvents in the status
+// (which says where the rest are, when they go to Kubernetes Events
+// too).
+func (s *statusStore) appendEvents(obj *Upgrade, evs []store.Event) []store.Event {
+	if s.events != nil {
+		obj.Status.EventsHistory = eventsHistory(obj)
+	}
 	out := make([]store.Event, len(evs))
 	for i, ev := range evs {
 		obj.Status.LastSeq++

@@ -70,6 +70,9 @@ type UpgradeStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// Events are the last events (MaxEvents), newest last.
 	Events []Event `json:"events,omitempty"`
+	// EventsHistory says where the events are that Events does not
+	// keep: the Upgrade's Kubernetes Events, the controller's log.
+	EventsHistory string `json:"eventsHistory,omitempty"`
 	// LastSeq is the sequence number of the last event.
 	LastSeq uint64 `json:"lastSeq,omitempty"`
 	// Record is the engine's whole record (upgrade.Upgrade as JSON):

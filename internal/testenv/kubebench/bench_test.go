@@ -2,14 +2,21 @@
 // a thousand kwok nodes: a DaemonSet upgraded by ferry (canary batches
 // 1, 2, 4, ... capped at the same max unavailable) and the same
 // DaemonSet upgraded by its RollingUpdate strategy, timed in the same
-// run on the same control plane, with ferry's memory while it runs.
+// run on the same control plane, with ferry's memory while it runs and
+// the requests it sent the API server per node. Then ferry again, to a
+// third version, with a member check (an HTTP check per member, served
+// by the bench: kwok's pods run nothing) and a 1 s soak: that figure is
+// printed, not compared (Kubernetes' rollout has neither).
 //
 //	FERRY_KUBE=1 go test ./internal/testenv/kubebench/ -run '^$' -bench DaemonSet -benchtime 1x -timeout 30m
 package kubebench
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -36,9 +43,11 @@ import (
 const (
 	nodes          = 1000
 	maxUnavailable = 100 // 10 %, Kubernetes' own rollout and ferry's cap alike
-	sha1           = "1111111111111111111111111111111111111111111111111111111111111111"
-	sha2           = "2222222222222222222222222222222222222222222222222222222222222222"
 )
+
+// digest is the sha256 the bench's catalog gives an image version
+// (kwok pulls nothing: any 64 hex digits do, one per version).
+func digest(version string) string { return fmt.Sprintf("%x", sha256.Sum256([]byte(version))) }
 
 func daemonSet(name string) string {
 	return fmt.Sprintf(`apiVersion: apps/v1
@@ -94,9 +103,9 @@ func BenchmarkDaemonSet1000(b *testing.B) {
 		}
 		native := time.Since(began)
 
-		// ferry: canary 1, 2, 4, ... up to 100 at a time.
+		// ferry: canary 1, 2, 4, ... up to 100 at a time, gates off.
 		began = time.Now()
-		peak, err := ferryUpgrade(b, env, version)
+		run, err := ferryUpgrade(b, env, "1.0.0", version, "")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -104,11 +113,37 @@ func BenchmarkDaemonSet1000(b *testing.B) {
 		b.ReportMetric(native.Seconds(), "native-s")
 		b.ReportMetric(ferry.Seconds(), "ferry-s")
 		b.ReportMetric(ferry.Seconds()/native.Seconds(), "ferry/native")
-		b.ReportMetric(float64(peak.heap)/(1<<20), "ferry-heap-MiB")
-		b.ReportMetric(float64(peak.sys)/(1<<20), "ferry-sys-MiB")
-		b.Logf("%d nodes, max unavailable %d: Kubernetes RollingUpdate %s, ferry %s (×%.2f); ferry's peak Go heap %.0f MiB (runtime total %.0f MiB)",
+		b.ReportMetric(float64(run.peak.heap)/(1<<20), "ferry-heap-MiB")
+		b.ReportMetric(float64(run.peak.sys)/(1<<20), "ferry-sys-MiB")
+		b.ReportMetric(float64(run.requests)/nodes, "ferry-requests/node")
+		b.Logf("%d nodes, max unavailable %d: Kubernetes RollingUpdate %s, ferry %s (×%.2f); ferry's peak Go heap %.0f MiB (runtime total %.0f MiB); %d API requests, %.2f per node (%v)",
 			nodes, maxUnavailable, native.Round(time.Millisecond), ferry.Round(time.Millisecond), ferry.Seconds()/native.Seconds(),
-			float64(peak.heap)/(1<<20), float64(peak.sys)/(1<<20))
+			float64(run.peak.heap)/(1<<20), float64(run.peak.sys)/(1<<20), run.requests, float64(run.requests)/nodes, run.byMethod)
+
+		// ferry again, with a member check and a soak.
+		checks := 0
+		var checksMu sync.Mutex
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			checksMu.Lock()
+			checks++
+			checksMu.Unlock()
+		}))
+		began = time.Now()
+		gated, err := ferryUpgrade(b, env, version, "3.0.0", fmt.Sprintf(`
+    health: {member: {http: "%s/ready/{{.Name}}", expect_status: 200}}
+    soak: 1s`, srv.URL))
+		srv.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		withGates := time.Since(began)
+		b.ReportMetric(withGates.Seconds(), "ferry-gated-s")
+		b.ReportMetric(withGates.Seconds()/native.Seconds(), "ferry-gated/native")
+		checksMu.Lock()
+		b.Logf("with a member check (%d checks answered) and a 1 s soak: ferry %s (×%.2f of the native rollout above); peak Go heap %.0f MiB; %d API requests, %.2f per node (%v)",
+			checks, withGates.Round(time.Millisecond), withGates.Seconds()/native.Seconds(), float64(gated.peak.heap)/(1<<20),
+			gated.requests, float64(gated.requests)/nodes, gated.byMethod)
+		checksMu.Unlock()
 	}
 }
 
@@ -136,53 +171,63 @@ func done(ds *appsv1.DaemonSet) bool {
 
 type memPeak struct{ heap, sys uint64 }
 
+// ferryRun is what one of ferry's upgrades cost: the peak of its Go
+// heap and its requests to the API server (discovery included).
+type ferryRun struct {
+	peak     memPeak
+	requests int64
+	byMethod map[string]int64
+}
+
 // ferryUpgrade runs ferry's engine in this process on the "ferry"
-// DaemonSet, from 1.0.0 (its pods' tag) to to, and returns the peak of
-// the Go heap while it ran. One iteration: -benchtime 1x.
-func ferryUpgrade(b *testing.B, env *kubetest.Env, to string) (memPeak, error) {
+// DaemonSet, from from (its pods' version) to to, with component
+// (indented YAML of the component's fields) added, and returns the
+// peak of the Go heap while it ran and the requests it sent. One
+// iteration: -benchtime 1x.
+func ferryUpgrade(b *testing.B, env *kubetest.Env, from, to, component string) (ferryRun, error) {
 	dir := b.TempDir()
 	desc := fmt.Sprintf(`cluster: bench
 substrate: kubernetes
-kubernetes: {kubeconfig: %q}
+kubernetes: {kubeconfig: %[1]q}
 components:
   - name: agent
     order: 1
     workload: {kind: DaemonSet, namespace: bench, name: ferry}
-    strategy: {type: canary, max_unavailable: %d, max_batch: %d}
-    deadline: 5m
+    strategy: {type: canary, max_unavailable: %[2]d, max_batch: %[3]d}
+    deadline: 5m%[8]s
 releases:
-  - version: 1.0.0
-    artifacts: {agent: {image: "registry.local/agent:1.0.0", sha256: "%s"}}
-  - version: %s
-    upgrade_from: [1.0.0]
-    artifacts: {agent: {image: "registry.local/agent:%s", sha256: "%s"}}
+  - version: %[4]s
+    artifacts: {agent: {image: "registry.local/agent:%[4]s", sha256: "%[5]s"}}
+  - version: %[6]s
+    upgrade_from: [%[4]s]
+    artifacts: {agent: {image: "registry.local/agent:%[6]s", sha256: "%[7]s"}}
 policy: {tick: 200ms}
-`, env.Kubeconfig, maxUnavailable, maxUnavailable, sha1, to, to, sha2)
+`, env.Kubeconfig, maxUnavailable, maxUnavailable, from, digest(from), to, digest(to), component)
 	path := filepath.Join(dir, "cluster.yaml")
 	if err := os.WriteFile(path, []byte(desc), 0o600); err != nil {
-		return memPeak{}, err
+		return ferryRun{}, err
 	}
 	c, err := config.Load(path)
 	if err != nil {
-		return memPeak{}, err
+		return ferryRun{}, err
 	}
 	d, err := kubernetes.New(kubernetes.Config{Kubeconfig: env.Kubeconfig})
 	if err != nil {
-		return memPeak{}, err
+		return ferryRun{}, err
 	}
 	defer d.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	if err := engine.Discover(ctx, c, d); err != nil {
-		return memPeak{}, err
+		return ferryRun{}, err
 	}
 	st, err := store.Open(filepath.Join(dir, "ferry"))
 	if err != nil {
-		return memPeak{}, err
+		return ferryRun{}, err
 	}
 	e, err := engine.New(engine.Config{Cluster: c, Driver: d, Store: st})
 	if err != nil {
-		return memPeak{}, err
+		return ferryRun{}, err
 	}
 	var peak memPeak
 	var mu sync.Mutex
@@ -194,9 +239,9 @@ policy: {tick: 200ms}
 		var profiled uint64
 		for {
 			runtime.ReadMemStats(&ms)
-			if path := os.Getenv("FERRY_BENCH_HEAPPROFILE"); path != "" && ms.HeapInuse > profiled*3/2 && ms.HeapInuse > 256<<20 {
+			if path := os.Getenv("FERRY_BENCH_HEAPPROFILE"); path != "" && ms.HeapInuse > profiled*3/2 && ms.HeapInuse > 64<<20 {
 				// A heap profile each time the heap grows by half past
-				// 256 MiB: where ferry's memory goes at its peak.
+				// 64 MiB: where ferry's memory goes at its peak.
 				profiled = ms.HeapInuse
 				if f, err := os.Create(path); err == nil {
 					_ = pprof.WriteHeapProfile(f)
@@ -214,15 +259,28 @@ policy: {tick: 200ms}
 		}
 	}()
 	defer func() { close(stop); <-sampled }()
+	if path := os.Getenv("FERRY_BENCH_CPUPROFILE"); path != "" {
+		// Where ferry's CPU goes while it upgrades (one file per run:
+		// the target version in its name).
+		f, err := os.Create(path + "." + to)
+		if err != nil {
+			return ferryRun{}, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return ferryRun{}, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if _, err := e.Begin(ctx, to); err != nil {
-		return peak, err
+		return ferryRun{peak: peak}, err
 	}
 	u, err := e.Run(ctx)
 	if err != nil {
-		return peak, err
+		return ferryRun{peak: peak}, err
 	}
 	if u.State != upgrade.StateCompleted {
-		return peak, fmt.Errorf("ferry's upgrade ended %s: %s", u.State, u.Reason)
+		return ferryRun{peak: peak}, fmt.Errorf("ferry's upgrade ended %s: %s", u.State, u.Reason)
 	}
 	batches := 0
 	for _, ph := range u.Plan.Phases {
@@ -235,5 +293,5 @@ policy: {tick: 200ms}
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return peak, nil
+	return ferryRun{peak: peak, requests: d.Requests().Total(), byMethod: d.Requests().ByMethod()}, nil
 }
