@@ -2,10 +2,10 @@ package kubernetes
 
 import (
 	"context"
-	"slices"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
