@@ -362,55 +362,51 @@ func (l *loop) queued(o outcome) []outcome {
 }
 
 // finishedAll folds the outcomes into the record and saves it once: a
-// backup's each on its own (its verification is its own fold).
+// backup's each on its own (its verification is its own fold,
+// upgrade.BackedUp), the others together (upgrade.FinishedAll).
 func (l *loop) finishedAll(os []outcome) error {
-	var rest []upgrade.Outcome
-	var restOf []outcome
+	rest := make([]outcome, 0, len(os))
 	for _, o := range os {
-		if o.a.Kind == upgrade.ActBackup || len(os) == 1 {
+		if o.a.Kind == upgrade.ActBackup {
 			if err := l.finished(o); err != nil {
 				return err
 			}
 			continue
 		}
-		rest = append(rest, upgrade.Outcome{Action: o.a, Err: o.err, Took: o.took})
-		restOf = append(restOf, o)
+		rest = append(rest, o)
 	}
 	if len(rest) == 0 {
 		return nil
 	}
+	return l.fold(rest)
+}
+
+// finished folds an action's outcome into the record and saves it.
+func (l *loop) finished(o outcome) error { return l.fold([]outcome{o}) }
+
+// fold folds outcomes into the record, a backup's alone, and saves it
+// with their events and what they changed.
+func (l *loop) fold(os []outcome) error {
 	now := l.e.now()
 	before := l.u
-	l.u = upgrade.FinishedAll(l.u, rest, now)
-	var evs []store.Event
-	for _, o := range restOf {
+	if o := os[0]; len(os) == 1 && o.a.Kind == upgrade.ActBackup {
+		l.u = upgrade.BackedUp(l.u, o.a, o.sums, o.err, o.took, now)
+	} else {
+		outs := make([]upgrade.Outcome, len(os))
+		for i, o := range os {
+			outs[i] = upgrade.Outcome{Action: o.a, Err: o.err, Took: o.took}
+		}
+		l.u = upgrade.FinishedAll(l.u, outs, now)
+	}
+	evs := make([]store.Event, 0, len(os)+1)
+	for _, o := range os {
 		delete(l.inflight, o.a.Seq)
 		if errors.Is(o.err, driver.ErrNotTrusted) {
-			l.ob.refuse(o.err)
+			l.ob.refuse(o.err) // the upgrade stops on it: no retry as an outage
 		}
 		evs = append(evs, l.actionEvent(o))
 	}
 	evs = append(evs, changes(before, l.u)...)
-	l.ob.setMoving(l.u, upgrade.Touched(before, l.u))
-	l.saved = now
-	return l.save(now, l.u, evs)
-}
-
-// finished folds an action's outcome into the record and saves it.
-func (l *loop) finished(o outcome) error {
-	e := l.e
-	delete(l.inflight, o.a.Seq)
-	now := e.now()
-	before := l.u
-	if o.a.Kind == upgrade.ActBackup {
-		l.u = upgrade.BackedUp(l.u, o.a, o.sums, o.err, o.took, now)
-	} else {
-		l.u = upgrade.Finished(l.u, o.a, o.err, o.took, now)
-	}
-	if errors.Is(o.err, driver.ErrNotTrusted) {
-		l.ob.refuse(o.err) // the upgrade stops on it: no retry as an outage
-	}
-	evs := append([]store.Event{l.actionEvent(o)}, changes(before, l.u)...)
 	l.ob.setMoving(l.u, upgrade.Touched(before, l.u))
 	l.saved = now
 	return l.save(now, l.u, evs)
