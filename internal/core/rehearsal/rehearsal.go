@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/ferry-upgrade/ferry/internal/core/config"
+	"github.com/ferry-upgrade/ferry/internal/core/plan"
 )
 
 // Stage is one stage of the release's flow, as the schedule needs it.
@@ -235,14 +236,20 @@ func pointOfNoReturn(flow []Stage) int {
 }
 
 // DefaultFlow is the flow of a release that declares none, as
-// plan.Plan.Stages lays it out: expand, a phase per component in
-// order, migrate, finalize (the point of no return), contract.
+// plan.Plan.Stages lays it out (expand, a phase per component in order,
+// migrate, finalize as the point of no return, contract): taken from
+// it, so that a rehearsal checks the stages an upgrade walks.
 func DefaultFlow(componentsInOrder []string) []Stage {
-	out := []Stage{{Kind: config.StageExpand}}
+	var p plan.Plan
 	for _, c := range componentsInOrder {
-		out = append(out, Stage{Kind: config.StagePhase, Component: c})
+		p.Phases = append(p.Phases, plan.Phase{Component: c})
 	}
-	return append(out, Stage{Kind: config.StageMigrate}, Stage{Kind: config.StageFinalize, PointOfNoReturn: true}, Stage{Kind: config.StageContract})
+	stages := p.Stages()
+	out := make([]Stage, len(stages))
+	for i, st := range stages {
+		out[i] = Stage{Kind: st.Kind, Component: st.Component, Name: st.Name, PointOfNoReturn: st.PointOfNoReturn}
+	}
+	return out
 }
 
 // FromConfig is a release's flow as the schedule needs it.
