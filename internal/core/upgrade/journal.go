@@ -310,10 +310,7 @@ func (s *stepper) pauseOnUndo(e *effect.Effect, d time.Duration) {
 // abandon marks the effects the operator gave up on.
 func (s *stepper) abandon() {
 	u := &s.u
-	if len(u.Overrides) == 0 {
-		return
-	}
-	for _, o := range u.ActiveOverrides(s.now) {
+	for _, o := range s.activeOverrides() {
 		if o.Effect == "" {
 			continue
 		}

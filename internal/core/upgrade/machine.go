@@ -141,6 +141,19 @@ type stepper struct {
 	// hooksIn is hasHooks' answer for component hooksOf.
 	hooksOf *config.Component
 	hooksIn func(string) bool
+	// active are the overrides in force at now, found once a step
+	// (activeOverrides): admission asks for each member and predicate.
+	active     []Override
+	activeDone bool
+}
+
+// activeOverrides are the record's overrides in force at the step's
+// time (Upgrade.ActiveOverrides), which no step changes.
+func (s *stepper) activeOverrides() []Override {
+	if !s.activeDone {
+		s.active, s.activeDone = s.u.ActiveOverrides(s.now), true
+	}
+	return s.active
 }
 
 // edit returns member n of the record being stepped, to change: a copy

@@ -546,10 +546,7 @@ func (s *stepper) admissionMember(v *strategy.View, name string) strategy.Member
 // overridden reports whether the operator switched predicate off for
 // member (or for every member).
 func (s *stepper) overridden(predicate, member string) bool {
-	if len(s.u.Overrides) == 0 {
-		return false
-	}
-	for _, o := range s.u.ActiveOverrides(s.now) {
+	for _, o := range s.activeOverrides() {
 		if o.Predicate != predicate || o.Member != "" && o.Member != member {
 			continue
 		}
