@@ -52,8 +52,9 @@ func newHosts(c *config.Cluster, to string) hosts {
 				h.together[comp][other] = true
 			}
 		}
-		limit := st.MaxUnavailable.Hosts(len(c.StageHosts(st)))
-		for _, hn := range c.StageHosts(st) {
+		on := c.StageHosts(st)
+		limit := st.MaxUnavailable.Hosts(len(on))
+		for _, hn := range on {
 			h.limit[hn], h.perDomain[hn] = limit, st.MaxUnavailablePerDomain
 		}
 	}
