@@ -302,11 +302,8 @@ func fit(ws window.Set, now time.Time, total time.Duration) (string, bool) {
 		return fmt.Sprintf("CANNOT FINISH INSIDE A WINDOW: it needs %s, the longest window (%s) is %s: it would hold at a window's close and go on at the next; %s",
 			total.Round(time.Second), ws, longest.Round(time.Second), when), false
 	}
-	start := first.Open
-	if now.After(start) {
-		start = now
-	}
-	if d := first.Close.Sub(start); total > d {
+	// The first opening begins at now when a window is open now.
+	if d := first.Close.Sub(first.Open); total > d {
 		return fmt.Sprintf("fits inside a window (%s; the longest is %s), but not the first: it has %s left and the upgrade needs %s: it would hold at its close; %s",
 			ws, longest.Round(time.Second), d.Round(time.Second), total.Round(time.Second), when), true
 	}
