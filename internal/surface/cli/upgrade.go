@@ -326,28 +326,8 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 		fmt.Fprintf(g.stdout, "refused:  %s\n", r)
 	}
 	for _, o := range u.Overrides {
-		what := "predicate " + o.Predicate
-		if o.Effect != "" {
-			what = "the undo of effect " + o.Effect
-		}
-		if o.Member != "" {
-			what += " for " + o.Member
-		}
-		if o.Component != "" {
-			what += " for component " + o.Component
-		}
-		if o.Phase > 0 {
-			what += fmt.Sprintf(" in phase %d", o.Phase)
-		}
-		verb := "switched off"
-		if o.Revoke {
-			verb = "revoked"
-		}
-		until := ""
-		if !o.Until.IsZero() {
-			until = ", until " + o.Until.Local().Format(time.TimeOnly)
-		}
-		fmt.Fprintf(g.stdout, "override: %s %s by %s at %s%s\n", what, verb, o.By, o.At.Local().Format(time.TimeOnly), until)
+		// As the record and the events say it: scope, expiry, revoke.
+		fmt.Fprintf(g.stdout, "override: %s, by %s at %s\n", o, o.By, o.At.Local().Format(time.TimeOnly))
 	}
 	printEffects(g, u)
 	// The pace of a completed upgrade only: one rolled back ran a part
