@@ -85,16 +85,16 @@ func Start(ctx context.Context, spec *config.Traffic, o Options) *Session {
 	}
 	if o.Control != nil {
 		s.ctl = o.Control
-	} else if c := ControlConfig(spec); c != nil {
+	} else if c := controlConfig(spec); c != nil {
 		s.ctl = traffic.NewRecorder()
 		s.ctlEnd = traffic.StartWith(tctx, *c, s.ctl)
 	}
 	return s
 }
 
-// ControlConfig is the control's traffic (spec.Control): one client
+// controlConfig is the control's traffic (spec.Control): one client
 // sending its GET at its rate; nil without a control.
-func ControlConfig(spec *config.Traffic) *traffic.Config {
+func controlConfig(spec *config.Traffic) *traffic.Config {
 	c := spec.Control
 	if c == nil {
 		return nil

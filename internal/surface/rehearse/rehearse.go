@@ -52,9 +52,9 @@ type Options struct {
 	Keep bool
 	// Window is how long the traffic is judged at each stage (default
 	// DefaultWindow), Quiet how long after the stage's checks pass the
-	// window opens (default DefaultQuiet); Settle how long a stage's
-	// member and cluster checks may take to pass (default
-	// DefaultSettle).
+	// window opens (0 opens it at once; the CLI's default is
+	// DefaultQuiet); Settle how long a stage's member and cluster
+	// checks may take to pass (default DefaultSettle).
 	Window, Quiet, Settle time.Duration
 	// GateLatency makes the latency verdict of each stage's traffic
 	// window (zero impact against the baseline) a gating check; by
@@ -176,7 +176,12 @@ func Rehearse(ctx context.Context, o Options) (*Report, error) {
 	if o.Quiet < 0 {
 		o.Quiet = 0
 	}
-	orig, err := config.Load(o.File)
+	// Read once: the copy is made of the bytes validated here.
+	data, err := safefile.Read(o.File, config.MaxFileSize, safefile.DefaultTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("rehearse: reading the cluster description: %w", err)
+	}
+	orig, err := config.Parse(data, o.File)
 	if err != nil {
 		return nil, err
 	}
@@ -225,10 +230,6 @@ func Rehearse(ctx context.Context, o Options) (*Report, error) {
 	}
 	if !o.Keep {
 		defer os.RemoveAll(dir)
-	}
-	data, err := safefile.Read(o.File, config.MaxFileSize, safefile.DefaultTimeout)
-	if err != nil {
-		return nil, err
 	}
 	copied, err := copyDescription(data, o.To, flow, sched)
 	if err != nil {

@@ -59,11 +59,7 @@ func TestGlanceZeroImpactGate(t *testing.T) {
 	mu.Lock()
 	evs := slices.Clone(events)
 	mu.Unlock()
-	states := statesIn(evs)
-	want := []string{"expanding", "upgrading-kv", "upgraded-kv", "migrating", "upgrading-api", "upgraded-api", "finalizing", "contracting", "completed"}
-	if i := indexOf(states, "expanding"); i < 0 || !slices.Equal(states[i:], want) {
-		t.Errorf("the states in the events: %v\nwant (from expanding): %v", states, want)
-	}
+	states := expectStates(t, evs, "expanding", "upgrading-kv", "upgraded-kv", "migrating", "upgrading-api", "upgraded-api", "finalizing", "contracting", "completed")
 	t.Logf("states: %s", strings.Join(states, " → "))
 	checkDrainedInTurn(t, evs, []string{"api-1", "api-2", "api-3", "api-4"})
 
