@@ -151,6 +151,23 @@ func TestRehearse(t *testing.T) {
 						}
 					})
 				}
+				if i == 0 {
+					// Pointed at a cluster whose members run, rehearse
+					// refuses before it touches anything, naming them.
+					t.Run("a cluster in service is refused", func(t *testing.T) {
+						if out, code := ferry(t, cl, "cluster", "up", "--version", "1.0.0"); code != 0 {
+							t.Fatalf("cluster up: exit %d\n%s", code, out)
+						}
+						out, code := ferry(t, cl, "rehearse", "--to", "2.0.0", "--seed", "1")
+						if code == 0 || !strings.Contains(out, "kv-1 (1.0.0)") || !strings.Contains(out, "already run(s)") {
+							t.Errorf("rehearse of a running cluster: exit %d, want refused naming kv-1\n%s", code, out)
+						}
+						expectAllOn(t, cl, "1.0.0")
+						if out, code := ferry(t, cl, "cluster", "down"); code != 0 {
+							t.Fatalf("cluster down: exit %d\n%s", code, out)
+						}
+					})
+				}
 				if i == len(rehearsalGroups)-1 {
 					t.Run("mixbad", func(t *testing.T) {
 						out, code, rep := rehearseOn(t, cl, "2.0.0-mixbad", 2)
