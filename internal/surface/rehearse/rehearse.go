@@ -317,10 +317,15 @@ func Rehearse(ctx context.Context, o Options) (*Report, error) {
 			return r.rep, nil
 		case upgrade.StateRolledBack:
 			r.check(ctx, rehearsal.StageRollback)
-			if !r.rep.Passed || r.rolledBack {
+			// A checkpoint's call may still be finishing beside us: the
+			// run's state is read and changed under its lock.
+			r.mu.Lock()
+			again := r.rep.Passed && !r.rolledBack
+			r.rolledBack = r.rolledBack || again
+			r.mu.Unlock()
+			if !again {
 				return r.rep, nil
 			}
-			r.rolledBack = true
 			r.say("rolled back as the schedule chose; upgrading again")
 		default:
 			r.fail("upgrade", "ended", fmt.Sprintf("the upgrade ended %s: %s", u.State, u.Reason))
