@@ -47,13 +47,14 @@ FERRY_SIM_SEEDS=${FERRY_SIM_SEEDS:-300} go test -count=1 -timeout 30m ./...
 lap "vet and every test" "$t"
 t=$SECONDS
 # The race detector: the pure packages, then the engine and the
-# simulator that drives it, the agent, the server, the etcd store (its client keeps leases alive), the Kubernetes controller (FERRY_KUBE=1), the process and ssh drivers,
+# simulator that drives it, the agent, the server, the etcd store (its client keeps leases alive), the Kubernetes controller and driver
+# (FERRY_KUBE=1; the driver's informers run beside its calls), the process and ssh drivers,
 # the traffic generator and the proof session, where the goroutines are;
 # and the extension example, an upgrade through the real engine (2 s);
 # and the rehearsal's control (its handler and clients).
 # Warm, on 2 cores at low load: 5 min 44 s (2026-11-25, 96b0f6a; 10.6
 # min with other work at load 15).
 go test -count=1 -race -timeout 20m ./internal/core/upgrade/ ./internal/core/plan/ ./internal/core/config/ ./internal/run/health/ ./internal/run/store/ ./internal/run/store/etcdstore/ ./internal/core/strategy/ \
-	./internal/run/engine/ ./internal/substrate/sim/ ./internal/substrate/agent/... ./internal/surface/server/ ./internal/surface/controller/ ./internal/substrate/process/ ./internal/substrate/ssh/ ./internal/proof/traffic/ \
+	./internal/run/engine/ ./internal/substrate/sim/ ./internal/substrate/agent/... ./internal/surface/server/ ./internal/surface/controller/ ./internal/substrate/kubernetes/ ./internal/substrate/process/ ./internal/substrate/ssh/ ./internal/proof/traffic/ \
 	./internal/proof/ ./internal/proof/cpuburn/ ./internal/testenv/extension/ ./internal/surface/rehearse/
 lap "the race detector run" "$t"

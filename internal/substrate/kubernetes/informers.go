@@ -112,12 +112,11 @@ func (in *informers) store(ctx context.Context, kind, ns, sel, fsel string) (cac
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("kubernetes driver: %s: %w", what, ctx.Err())
 		}
-		if p := w.lastErr.Load(); p != nil && !unreachable(*p) {
-			// Refused (forbidden, not found): the informer keeps
-			// trying, but this is for the operator to fix.
-			return nil, fmt.Errorf("kubernetes driver: %s: %w", what, *p)
-		} else if p != nil {
-			return nil, fmt.Errorf("%w: kubernetes driver: %s: %w", driver.ErrUnreachable, what, *p)
+		if p := w.lastErr.Load(); p != nil {
+			// Unreachable as any call's error is; refused (forbidden,
+			// not found) is for the operator to fix, though the
+			// informer keeps trying.
+			return nil, apiError(ctx, *p, "%s", what)
 		}
 		return nil, fmt.Errorf("%w: kubernetes driver: %s within %s", driver.ErrUnreachable, what, in.syncTimeout)
 	}

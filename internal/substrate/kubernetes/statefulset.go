@@ -150,12 +150,12 @@ func (d *Driver) descendingFrom(ctx context.Context, w driver.Workload, s *appsv
 	}
 	byName := podsByName(ownedBy(ps, s.UID))
 	_, end := ordinals(s)
-	d.mu.Lock()
+	d.mu.Lock() // the Starts in progress (rollout.slots) change under it
+	defer d.mu.Unlock()
 	var starting map[int]int
 	if r := d.rollouts[statefulSetKey(s)]; r != nil {
 		starting = r.slots
 	}
-	defer d.mu.Unlock()
 	for i := ord + 1; i < end; i++ {
 		p, ok := byName[s.Name+"-"+strconv.Itoa(i)]
 		if starting[i] == 0 && (!ok || podVersion(p.ObjectMeta, p.Spec, container) != version) {

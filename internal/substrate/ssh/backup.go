@@ -73,7 +73,6 @@ func (d *Driver) backupOp(ctx context.Context, host, what, op string, args ...st
 		return "", fmt.Errorf("ssh driver: %s on host %s: %w", what, host, err)
 	}
 	r, err := cn.run(ctx, line, nil) // bounded by the caller's action
-
 	if err != nil {
 		return "", fmt.Errorf("ssh driver: %s on host %s: %w", what, host, err)
 	}

@@ -78,7 +78,7 @@ func (d *Driver) runHostOut(ctx context.Context, what string, c driver.HostComma
 	}
 	ctx, cancel := context.WithTimeout(ctx, cmp.Or(c.Timeout, defaultHostCommandTimeout))
 	defer cancel()
-	key := newKey()
+	key := rand.Text() // names this run of the command on its host
 	line, err := helper(c.Sudo, "host", append([]string{cn.h.Dir, c.Host, key, "--"}, c.Argv...)...)
 	if err != nil {
 		return "", fmt.Errorf("ssh driver: %s of host %s: %w", what, c.Host, err)
@@ -124,13 +124,6 @@ func (d *Driver) hostKill(cn *conn, c driver.HostCommand, key string) error {
 		return cn.failure("stopping it", r)
 	}
 	return nil
-}
-
-// newKey names one run of a host command on its host.
-func newKey() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // ReinstallHost runs the host's reinstall in a session of its own on

@@ -261,7 +261,7 @@ sleep 5
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- d.LockHost(ctx, driver.HostCommand{Host: "h1", Argv: []string{script}}) }()
-	waitFile(t, pidFile, 30*time.Second)
+	waitUntil(t, 30*time.Second, func() bool { _, err := os.Stat(pidFile); return err == nil })
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
 		t.Fatal(err)
@@ -287,18 +287,5 @@ sleep 5
 	}
 	if _, err := os.Stat(finished); err == nil {
 		t.Error("the cancelled lock ran on to its end")
-	}
-}
-
-// waitFile waits until path exists.
-func waitFile(t *testing.T, path string, limit time.Duration) {
-	t.Helper()
-	for deadline := time.Now().Add(limit); ; time.Sleep(20 * time.Millisecond) {
-		if _, err := os.Stat(path); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not appear within %s", path, limit)
-		}
 	}
 }

@@ -270,9 +270,9 @@ func (r *Reconciler) drive(ctx context.Context, key types.NamespacedName) error 
 	if err != nil {
 		return err
 	}
-	if c, ok := d.(io.Closer); ok {
-		// The Kubernetes driver's informers live as long as this reconcile.
-		defer c.Close()
+	if closer, ok := d.(io.Closer); ok {
+		// The Kubernetes driver's informers live as long as this drive.
+		defer closer.Close()
 	}
 	if err := engine.Discover(ctx, c, d); err != nil {
 		return refuse("DiscoveryFailed", err)

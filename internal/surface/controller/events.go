@@ -78,16 +78,7 @@ func emit(rec krecord.EventRecorder, obj *Upgrade, evs []store.Event) {
 }
 
 // reason is an event kind as a Kubernetes Event's reason (CamelCase).
-func reason(kind string) string {
-	var b strings.Builder
-	for _, w := range strings.FieldsFunc(kind, func(r rune) bool { return r == '-' || r == '_' || r == ' ' }) {
-		b.WriteString(strings.ToUpper(w[:1]) + w[1:])
-	}
-	if b.Len() == 0 {
-		return "Event"
-	}
-	return b.String()
-}
+func reason(kind string) string { return camelCase(kind, "Event") }
 
 // eventsHistory is what status.eventsHistory says: where the events
 // are that the status does not keep.

@@ -351,13 +351,18 @@ func setRecord(obj *Upgrade, u upgrade.Upgrade) error {
 
 // conditionReason turns a state (rolling-back) into a condition reason
 // (RollingBack), which must be CamelCase.
-func conditionReason(s string) string {
+func conditionReason(s string) string { return camelCase(s, "Unknown") }
+
+// camelCase joins the words of s (split at '-', '_' and ' ') each with
+// its first letter upper-case, or is orElse when s has none: what
+// Kubernetes asks of a condition's or an Event's reason.
+func camelCase(s, orElse string) string {
 	var b strings.Builder
 	for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == '-' || r == '_' || r == ' ' }) {
 		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
 	}
 	if b.Len() == 0 {
-		return "Unknown"
+		return orElse
 	}
 	return b.String()
 }

@@ -121,8 +121,8 @@ func TestSSHSimplexBackupOnHost(t *testing.T) {
 	backups := filepath.Join(h.Dir, "backups", "kv-1")
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("traffic seed %d", seed)
-	stop := clientTraffic(cl.Cluster, seed)
-	time.Sleep(2 * time.Second) // writes acknowledged before the upgrades
+	live, stop := liveTraffic(cl.Cluster, seed)
+	waitFor(t, 30*time.Second, "100 writes acknowledged before the upgrades", func() bool { return len(live.Acked()) >= 100 })
 
 	run := func(to string) upgrade.Upgrade {
 		t.Helper()
