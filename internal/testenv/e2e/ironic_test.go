@@ -22,6 +22,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/surface/demo"
 	"github.com/ferry-upgrade/ferry/internal/surface/demo/loopback"
 	"github.com/ferry-upgrade/ferry/internal/testenv/realsys"
+	"github.com/ferry-upgrade/ferry/internal/trust/checksum"
 )
 
 // ironicPorts are examples/ironic's address placeholders.
@@ -72,7 +73,7 @@ func startIronic(t *testing.T) *ironicExample {
 	vars["CONDUCTORS"] = vars["CONDUCTOR1"] + "," + vars["CONDUCTOR2"]
 	for i, v := range []string{"1.0.0", "2.0.0"} {
 		vars[fmt.Sprintf("BIN%d", i+1)] = bin.sample[v]
-		if vars[fmt.Sprintf("SUM%d", i+1)], err = realsys.FileSHA256(bin.sample[v]); err != nil {
+		if vars[fmt.Sprintf("SUM%d", i+1)], err = checksum.File(bin.sample[v]); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,8 +15,6 @@ package realsys
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +33,7 @@ import (
 	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/surface/demo/loopback"
+	"github.com/ferry-upgrade/ferry/internal/trust/checksum"
 
 	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
@@ -359,7 +358,7 @@ func New(ctx context.Context, sys *System, ferry, dir string, o Options) (*Clust
 		vars[k] = v
 	}
 	for k, p := range map[string]string{"N_SHA256": sys.NBin, "N1_SHA256": sys.N1Bin} {
-		if vars[k], err = FileSHA256(p); err != nil {
+		if vars[k], err = checksum.File(p); err != nil {
 			return nil, err
 		}
 	}
@@ -401,20 +400,6 @@ func Fill(text string, vars map[string]string) (string, error) {
 		return "", fmt.Errorf("realsys: no value for %s", strings.Join(missing, ", "))
 	}
 	return out, nil
-}
-
-// FileSHA256 is the hex SHA-256 of a file.
-func FileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // startAgent runs the cluster's agent in its own session (its members

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
+	"github.com/ferry-upgrade/ferry/internal/trust/checksum"
 )
 
 // The end-to-end tests on real systems ferry did not write: etcd 3.5 →
@@ -92,7 +93,7 @@ func badRelease(t *testing.T, sys *System) (string, string) {
 	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	sum, err := FileSHA256(p)
+	sum, err := checksum.File(p)
 	if err != nil {
 		t.Fatal(err)
 	}
