@@ -53,7 +53,7 @@ bench-kube:
 # for 40s, and SIGSTOPped for 40s (FERRY_KILL_AWAY pairs). Every
 # upgrade must complete. FERRY_KILL_SEED=N replays a run.
 # Then the highly available servers: three 'ferry server' processes on a
-# real three-member etcd, the leader SIGKILLed 100 times (CI: 6) at
+# real three-member etcd, the leader SIGKILLed 100 times (CI: 20) at
 # seeded moments of upgrades back and forth (FERRY_HA_SEED=N replays).
 faults:
 	FERRY_KILL_POINTS=$${FERRY_KILL_POINTS:-100} FERRY_KILL_AWAY=$${FERRY_KILL_AWAY:-1} $(GO) test -count=1 -timeout 60m -run TestKillNineResumes -v ./internal/testenv/e2e/

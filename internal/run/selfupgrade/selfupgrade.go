@@ -60,10 +60,9 @@ var ErrRefused = errors.New("self-upgrade refused")
 // ended, or another ferry process holds the engine lock.
 var ErrBusy = errors.New("the cluster is busy")
 
-// Busy is a refusal because of ErrBusy: the engine lock held elsewhere.
-func Busy(format string, args ...any) error { return busy(format, args...) }
-
-func busy(format string, args ...any) error {
+// Busy is a refusal because of ErrBusy: an upgrade that has not
+// ended, or the engine lock held elsewhere.
+func Busy(format string, args ...any) error {
 	return fmt.Errorf("%w (%w): %s", ErrRefused, ErrBusy, fmt.Sprintf(format, args...))
 }
 
@@ -166,7 +165,7 @@ func UpgradeAgents(ctx context.Context, cfg Config) (Report, error) {
 		if u, ok, err := cfg.Store.Current(); err != nil {
 			return rep, refused("reading the current upgrade: %v", err)
 		} else if ok && !u.State.Terminal() {
-			return rep, busy("upgrade %s is %s (%s → %s): ferry upgrades itself between upgrades of the cluster; finish or abort it first", u.ID, u.State, u.From, u.To)
+			return rep, Busy("upgrade %s is %s (%s → %s): ferry upgrades itself between upgrades of the cluster; finish or abort it first", u.ID, u.State, u.From, u.To)
 		}
 	}
 	before := make([]string, len(cfg.Hosts))

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -30,7 +31,7 @@ func (s *Server) handleReexec(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req wire.ReexecRequest
-	if err := decodeJSON(strings.NewReader(string(body)), &req); err != nil {
+	if err := decodeJSON(bytes.NewReader(body), &req); err != nil {
 		writeError(w, err)
 		return
 	}

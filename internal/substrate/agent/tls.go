@@ -16,10 +16,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-
-	"github.com/ferry-upgrade/ferry/internal/run/buildinfo"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/run/buildinfo"
 	"github.com/ferry-upgrade/ferry/internal/substrate/agent/wire"
 	"github.com/ferry-upgrade/ferry/internal/trust/safefile"
 	"github.com/ferry-upgrade/ferry/internal/trust/tlspin"

@@ -9,9 +9,8 @@ import (
 	"strings"
 
 	"github.com/ferry-upgrade/ferry/internal/run/buildinfo"
-	"github.com/ferry-upgrade/ferry/internal/substrate/driver"
-
 	"github.com/ferry-upgrade/ferry/internal/substrate/agent/wire"
+	"github.com/ferry-upgrade/ferry/internal/substrate/driver"
 )
 
 // AgentVersion returns the build of the host's agent, as its GET

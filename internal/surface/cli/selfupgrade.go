@@ -141,14 +141,9 @@ func (g *globals) localSelfUpgrade(ctx context.Context, req selfupgrade.Request)
 		return selfupgrade.Report{}, err
 	}
 	progress := func(r selfupgrade.HostResult) {
-		if g.json() {
-			return
+		if !g.json() {
+			g.printAgent(r)
 		}
-		if r.Skipped {
-			fmt.Fprintf(g.stdout, "host %s: agent on ferry %s already\n", r.Host, r.To)
-			return
-		}
-		fmt.Fprintf(g.stdout, "host %s: agent %s → %s in %s (%s)\n", r.Host, dash(r.From), r.To, r.Took.Round(time.Millisecond), r.Build)
 	}
 	unlock, err := st.LockEngine()
 	if err != nil {
@@ -186,7 +181,7 @@ func (g *globals) remoteSelfUpgrade(ctx context.Context, req selfupgrade.Request
 	}
 	if !g.json() {
 		for _, r := range rep.Agents {
-			fmt.Fprintf(g.stdout, "host %s: agent %s → %s in %s\n", r.Host, dash(r.From), r.To, r.Took.Round(time.Millisecond))
+			g.printAgent(r)
 		}
 		for _, r := range rep.Servers {
 			switch {
@@ -200,4 +195,14 @@ func (g *globals) remoteSelfUpgrade(ctx context.Context, req selfupgrade.Request
 		}
 	}
 	return rep, nil
+}
+
+// printAgent says what a self-upgrade did to one host's agent, as each
+// is done (locally) or from the server's report (--addr).
+func (g *globals) printAgent(r selfupgrade.HostResult) {
+	if r.Skipped {
+		fmt.Fprintf(g.stdout, "host %s: agent on ferry %s already\n", r.Host, r.To)
+		return
+	}
+	fmt.Fprintf(g.stdout, "host %s: agent %s → %s in %s (%s)\n", r.Host, dash(r.From), r.To, r.Took.Round(time.Millisecond), r.Build)
 }

@@ -67,7 +67,7 @@ bytes each.`,
 				}
 				advertise = scheme + listen
 			}
-			st, closeStore, err := openServerStore(storeURL, g.dataDir, prefix, c.Name, listen, advertise, leaseTTL)
+			st, closeStore, err := openServerStore(storeURL, g.dataDir, prefix, c.Name, advertise, leaseTTL)
 			if err != nil {
 				return err
 			}
@@ -129,8 +129,9 @@ bytes each.`,
 
 // openServerStore opens the server's store: the data directory's bbolt
 // file ("bolt", the default), or etcd (etcd://HOST:PORT,...) under
-// prefix (default /ferry/CLUSTER/), elected with leases of ttl.
-func openServerStore(storeURL, dataDir, prefix, cluster, listen, advertise string, ttl time.Duration) (server.Store, func(), error) {
+// prefix (default /ferry/CLUSTER/), elected with leases of ttl, the
+// writer named by its advertised URL.
+func openServerStore(storeURL, dataDir, prefix, cluster, advertise string, ttl time.Duration) (server.Store, func(), error) {
 	if storeURL == "" || storeURL == "bolt" {
 		st, err := store.Open(dataDir)
 		return st, func() {}, err
@@ -155,11 +156,7 @@ func openServerStore(storeURL, dataDir, prefix, cluster, listen, advertise strin
 	if !strings.HasSuffix(prefix, "/") {
 		prefix += "/"
 	}
-	name := advertise
-	if name == "" {
-		name = listen
-	}
-	st, err := etcdstore.Open(etcdstore.Config{Endpoints: endpoints, Prefix: prefix, Name: name, TTL: int(ttl / time.Second)})
+	st, err := etcdstore.Open(etcdstore.Config{Endpoints: endpoints, Prefix: prefix, Name: advertise, TTL: int(ttl / time.Second)})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -164,11 +164,14 @@ func (sp *spec) resolve(n any) map[string]any {
 
 // validate checks v against the subset of JSON Schema the spec uses.
 func (sp *spec) validate(schemaNode, v any, at string, errs *[]string) {
+	bad := func(format string, args ...any) { *errs = append(*errs, at+": "+fmt.Sprintf(format, args...)) }
 	s := sp.resolve(schemaNode)
 	if s == nil {
+		if m, ok := schemaNode.(map[string]any); ok && m["$ref"] != nil {
+			bad("$ref %v names no schema of the spec", m["$ref"])
+		}
 		return
 	}
-	bad := func(format string, args ...any) { *errs = append(*errs, at+": "+fmt.Sprintf(format, args...)) }
 	if v == nil {
 		if n, _ := s["nullable"].(bool); !n {
 			bad("null, want %v", s["type"])

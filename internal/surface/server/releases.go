@@ -67,11 +67,17 @@ func importView(rel config.Release) ImportRequest {
 	return ir
 }
 
+// release is the catalog's release of an import, with the defaults a
+// description's release gets (set here: ApplyDefaults on the whole
+// description would write to what others read), whether it comes from
+// a request, the data directory or another server's shared catalog.
 func (ir ImportRequest) release() config.Release {
 	r := config.Release{Version: ir.Version, UpgradeFrom: ir.UpgradeFrom, DowngradeTo: ir.DowngradeTo, Artifacts: map[string]config.Artifact{}}
 	for name, a := range ir.Artifacts {
 		r.Artifacts[name] = config.Artifact{Path: a.Path, Image: a.Image, SHA256: strings.ToLower(a.SHA256), Signature: a.Signature}
 	}
+	r.Migrations.Deadline = config.Duration(config.DefaultMigrateDeadline)
+	r.Migrations.Interval = config.Duration(config.DefaultMigrateInterval)
 	return r
 }
 
@@ -113,10 +119,6 @@ func (s *Server) postRelease(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	rel := req.release()
-	// The defaults a description's release gets, set here: ApplyDefaults
-	// on the whole description would write to what others read.
-	rel.Migrations.Deadline = config.Duration(config.DefaultMigrateDeadline)
-	rel.Migrations.Interval = config.Duration(config.DefaultMigrateInterval)
 
 	// What can be answered from the catalog is answered before anything
 	// is read: an identical import, another release under the version,
@@ -595,7 +597,13 @@ func (s *Server) readImported() ([]byte, error) {
 	if k, ok := s.cfg.Store.(CatalogKeeper); ok {
 		return k.ReadCatalog(ImportedFile)
 	}
-	b, err := safefile.Read(filepath.Join(s.cfg.DataDir, ImportedFile), maxImported, safefile.DefaultTimeout)
+	return readImportedFile(filepath.Join(s.cfg.DataDir, ImportedFile))
+}
+
+// readImportedFile reads a data directory's imported releases; nil
+// when there is no file.
+func readImportedFile(path string) ([]byte, error) {
+	b, err := safefile.Read(path, maxImported, safefile.DefaultTimeout)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -631,10 +639,8 @@ func (s *Server) saveImported(rel config.Release) error {
 // validated.
 func LoadImported(c *config.Cluster, dataDir string) error {
 	path := filepath.Join(dataDir, ImportedFile)
-	b, err := safefile.Read(path, maxImported, safefile.DefaultTimeout)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	} else if err != nil {
+	b, err := readImportedFile(path)
+	if err != nil {
 		return err
 	}
 	return addImported(c, path, b)

@@ -218,18 +218,17 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	s0 := &Server{cfg: cfg}
-	if b, err := s0.readImported(); err != nil {
+	s := &Server{cfg: cfg, log: cfg.Logger, advertise: cfg.Advertise, token: bearer.NewChecker(cfg.Token),
+		hub: newHub(), kick: make(chan struct{}, 1), reexec: make(chan string, 1), blocked: map[string]string{}, drove: map[string]string{}}
+	if b, err := s.readImported(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
-	} else if err := addImported(cfg.Cluster, s0.importedWhere(), b); err != nil {
+	} else if err := addImported(cfg.Cluster, s.importedWhere(), b); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	roots, err := artifactRoots(filepath.Join(cfg.DataDir, ArtifactsDir), cfg.ArtifactRoots)
-	if err != nil {
+	var err error
+	if s.roots, err = artifactRoots(filepath.Join(cfg.DataDir, ArtifactsDir), cfg.ArtifactRoots); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, advertise: cfg.Advertise, token: bearer.NewChecker(cfg.Token),
-		hub: newHub(), kick: make(chan struct{}, 1), reexec: make(chan string, 1), blocked: map[string]string{}, drove: map[string]string{}, roots: roots}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.drive, err = engine.New(engine.Config{Cluster: cfg.Cluster, Driver: cfg.Driver, Store: cfg.Store, Logger: cfg.Logger,
 		OnEvent: func(store.Event) { s.signal() }, Judge: s.judge})

@@ -325,7 +325,7 @@ func (h *ha) writer(t *testing.T, id string) etcdstore.Written {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	resp, err := h.etcd.Client().Get(ctx, h.prefix+"writer/"+id)
+	resp, err := h.etcd.Client().Get(ctx, h.etcd.WriterKey(id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -367,13 +367,13 @@ func (h *ha) oneWriterAtATime(t *testing.T, id string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	head, err := h.etcd.Client().Get(ctx, h.prefix+"writer/"+id)
+	head, err := h.etcd.Client().Get(ctx, h.etcd.WriterKey(id))
 	if err != nil || len(head.Kvs) == 0 {
 		t.Fatalf("upgrade %s's writer key: %v", id, err)
 	}
 	end := head.Kvs[0].ModRevision
 	var saves []etcdstore.Written
-	for resp := range h.etcd.Client().Watch(ctx, h.prefix+"writer/"+id, clientv3.WithRev(1)) {
+	for resp := range h.etcd.Client().Watch(ctx, h.etcd.WriterKey(id), clientv3.WithRev(1)) {
 		if err := resp.Err(); err != nil {
 			t.Fatal(err)
 		}

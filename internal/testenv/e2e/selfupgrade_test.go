@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,8 +44,6 @@ func sameProcesses(t *testing.T, cl *demo.Cluster, before map[string]string) {
 	}
 	t.Logf("%d members, each the same process before and after", len(before))
 }
-
-func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
 func sha256Of(t *testing.T, path string) string {
 	t.Helper()
@@ -145,7 +144,7 @@ func TestSelfUpgradeAgentsUnderTraffic(t *testing.T) {
 	}
 	t.Logf("ferry self-upgrade (%s):\n%s", took.Round(time.Millisecond), out)
 	for i := 1; i <= hosts; i++ {
-		if !strings.Contains(out, "host host-"+itoa(i)+": agent "+buildinfo.Release()+" → 99.0.0") {
+		if !strings.Contains(out, "host host-"+strconv.Itoa(i)+": agent "+buildinfo.Release()+" → 99.0.0") {
 			t.Errorf("the output does not say host-%d's agent moved", i)
 		}
 	}

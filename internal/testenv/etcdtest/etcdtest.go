@@ -1,7 +1,9 @@
 // Package etcdtest starts real etcd members on loopback for tests: the
 // etcd binary the Kubernetes test environment builds from etcd's Go
 // module (scripts/kube-testenv.sh build), never a fake. A test that
-// needs etcd is skipped, saying why, when that binary is not built.
+// needs etcd is skipped, saying why, when that binary is not built;
+// with FERRY_KUBE=1 (scripts/test.sh built it) it fails instead, so
+// that CI never passes with the etcd tests skipped.
 package etcdtest
 
 import (
@@ -69,11 +71,14 @@ func Bin() (string, error) {
 
 // Start starts n members of one etcd cluster on loopback ports drawn
 // from seed (internal/loopback), and returns once each answers
-// /health. It skips the test when there is no etcd binary.
+// /health. It skips the test when there is no etcd binary (fails it
+// with FERRY_KUBE=1).
 func Start(t testing.TB, n int, seed uint64) *Cluster {
 	t.Helper()
 	bin, err := Bin()
-	if err != nil {
+	if err != nil && os.Getenv(kubetest.EnvVar) == "1" {
+		t.Fatalf("no etcd to test against, with %s=1: %v", kubetest.EnvVar, err)
+	} else if err != nil {
 		t.Skipf("no etcd to test against: %v", err)
 	}
 	for attempt := range 3 {
@@ -108,13 +113,13 @@ func start(t testing.TB, bin string, n int, seed uint64) (*Cluster, error) {
 	}
 	t.Cleanup(c.stop)
 	for _, m := range c.members {
-		if err := c.run(bin, m, strings.Join(initial, ","), "new"); err != nil {
+		if err := run(bin, m, strings.Join(initial, ",")); err != nil {
 			c.stop()
 			return nil, err
 		}
 	}
 	for _, m := range c.members {
-		if err := c.waitHealthy(m, 60*time.Second); err != nil {
+		if err := waitHealthy(m, 60*time.Second); err != nil {
 			c.stop()
 			return nil, err
 		}
@@ -123,7 +128,8 @@ func start(t testing.TB, bin string, n int, seed uint64) (*Cluster, error) {
 	return c, nil
 }
 
-func (c *Cluster) run(bin string, m *member, initial, state string) error {
+// run starts member m of a new cluster of the initial members.
+func run(bin string, m *member, initial string) error {
 	if err := os.MkdirAll(m.dir, 0o700); err != nil {
 		return err
 	}
@@ -134,7 +140,7 @@ func (c *Cluster) run(bin string, m *member, initial, state string) error {
 	m.cmd = exec.Command(bin, "--name", m.name, "--data-dir", m.dir,
 		"--listen-client-urls", m.client, "--advertise-client-urls", m.client,
 		"--listen-peer-urls", m.peer, "--initial-advertise-peer-urls", m.peer,
-		"--initial-cluster", initial, "--initial-cluster-state", state, "--initial-cluster-token", "ferry-etcdtest",
+		"--initial-cluster", initial, "--initial-cluster-state", "new", "--initial-cluster-token", "ferry-etcdtest",
 		// A shared machine: no fsync (the tests kill ferry, not etcd), and
 		// elections that survive a busy second.
 		"--unsafe-no-fsync", "--heartbeat-interval", "200", "--election-timeout", "2000",
@@ -155,7 +161,7 @@ func (c *Cluster) run(bin string, m *member, initial, state string) error {
 }
 
 // waitHealthy waits for m's /health to say true, within limit.
-func (c *Cluster) waitHealthy(m *member, limit time.Duration) error {
+func waitHealthy(m *member, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	client := &http.Client{Timeout: 2 * time.Second}
 	for time.Now().Before(deadline) {

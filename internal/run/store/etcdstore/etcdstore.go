@@ -137,11 +137,15 @@ type etcdResponseOp = pb.ResponseOp
 func (s *Store) recordKey(id string) string    { return s.key("upgrades/", id) }
 func (s *Store) intentKey(id string) string    { return s.key("intent/", id) }
 func (s *Store) overridesKey(id string) string { return s.key("overrides/", id) }
-func (s *Store) writerKey(id string) string    { return s.key("writer/", id) }
 func (s *Store) fenceKey() string              { return s.key("fence") }
 func (s *Store) electionPrefix() string        { return s.key("leader") }
 func (s *Store) seqKey() string                { return s.key("seq") }
 func (s *Store) eventKey(seq uint64) string    { return s.key("events/", fmt.Sprintf("%020d", seq)) }
+
+// WriterKey is the key whose history says which fence saved each
+// revision of upgrade id's record (a Written each), for tests that
+// read etcd's history.
+func (s *Store) WriterKey(id string) string { return s.key("writer/", id) }
 
 func fenceValue(f store.Fence) string {
 	b, _ := json.Marshal(f)
@@ -166,7 +170,7 @@ func (s *Store) Read(id string) (upgrade.Upgrade, store.Revision, error) {
 			return upgrade.Upgrade{}, 0, s.etcdError("read the current upgrade", err)
 		}
 		if len(resp.Kvs) == 0 {
-			return upgrade.Upgrade{}, 0, fmt.Errorf("%w: no current upgrade", store.ErrNotFound)
+			return upgrade.Upgrade{}, 0, errNoCurrent
 		}
 		id = string(resp.Kvs[0].Value)
 	}
@@ -177,6 +181,10 @@ func (s *Store) Read(id string) (upgrade.Upgrade, store.Revision, error) {
 	u, rev, _, _, err := decodeRecord(id, resp.Responses)
 	return u, rev, err
 }
+
+// errNoCurrent is Read's store.ErrNotFound when no upgrade is current
+// (no current key), as opposed to a current key naming no record.
+var errNoCurrent = fmt.Errorf("%w: no current upgrade", store.ErrNotFound)
 
 // decodeRecord reads a record, its intent and its overrides from the
 // three gets of a Txn, with their mod revisions (for compares).
@@ -221,14 +229,9 @@ func (s *Store) Get(id string) (upgrade.Upgrade, error) {
 // Current returns the current upgrade; ok is false when there is none.
 func (s *Store) Current() (upgrade.Upgrade, bool, error) {
 	u, _, err := s.Read("")
-	if errors.Is(err, store.ErrNotFound) {
-		ctx, cancel := s.ctx()
-		defer cancel()
+	if errors.Is(err, errNoCurrent) {
 		// No current key is no upgrade; a current key naming no record is damage.
-		resp, gerr := s.cli.Get(ctx, s.key("current"))
-		if gerr == nil && len(resp.Kvs) == 0 {
-			return u, false, nil
-		}
+		return u, false, nil
 	}
 	return u, err == nil, err
 }
@@ -272,7 +275,7 @@ func (s *Store) CreateAt(u upgrade.Upgrade, f store.Fence) (store.Revision, erro
 			clientv3.Compare(clientv3.Version(s.recordKey(u.ID)), "=", 0),
 		).Then(
 			clientv3.OpPut(s.recordKey(u.ID), string(b)),
-			clientv3.OpPut(s.writerKey(u.ID), string(w)),
+			clientv3.OpPut(s.WriterKey(u.ID), string(w)),
 			clientv3.OpPut(s.key("current"), u.ID),
 		).Else(
 			clientv3.OpGet(s.fenceKey()),
@@ -332,7 +335,7 @@ func (s *Store) SaveAt(u upgrade.Upgrade, at store.Revision, f store.Fence, evs 
 			clientv3.Compare(clientv3.Version(s.recordKey(u.ID)), "=", int64(at)),
 			clientv3.Compare(clientv3.Value(s.fenceKey()), "=", fenceValue(f)),
 		}
-		ops := []clientv3.Op{clientv3.OpPut(s.recordKey(u.ID), string(b)), clientv3.OpPut(s.writerKey(u.ID), string(w))}
+		ops := []clientv3.Op{clientv3.OpPut(s.recordKey(u.ID), string(b)), clientv3.OpPut(s.WriterKey(u.ID), string(w))}
 		batch, seqCmp, seqOps, err := s.events(evs)
 		if err != nil {
 			return 0, nil, err
@@ -502,11 +505,10 @@ func (s *Store) operate(id string, check func(u upgrade.Upgrade) error, change f
 			return u, fmt.Errorf("etcdstore: %w", err)
 		}
 		ev.Upgrade = id
-		batch, seqCmp, seqOps, err := s.events([]store.Event{ev})
+		_, seqCmp, seqOps, err := s.events([]store.Event{ev})
 		if err != nil {
 			return u, err
 		}
-		_ = batch
 		ctx, cancel = s.ctx()
 		tr, err := s.cli.Txn(ctx).If(append([]clientv3.Cmp{
 			clientv3.Compare(clientv3.ModRevision(s.intentKey(id)), "=", intentRev),
@@ -531,7 +533,7 @@ func (s *Store) ClearCurrent() (upgrade.Upgrade, error) {
 		return upgrade.Upgrade{}, s.etcdError("read the current upgrade", err)
 	}
 	if len(cur.Kvs) == 0 {
-		return upgrade.Upgrade{}, fmt.Errorf("%w: no current upgrade", store.ErrNotFound)
+		return upgrade.Upgrade{}, errNoCurrent
 	}
 	u, _, err := s.Read(string(cur.Kvs[0].Value))
 	if err != nil {
