@@ -60,3 +60,24 @@ func TestScopedOverrides(t *testing.T) {
 		t.Errorf("an unknown component: %q", why)
 	}
 }
+
+// TestOverrideAct: the event of an override says what it switched off,
+// by whom and why; a revoke says it was revoked, not switched off (the
+// events said "revoked: ... switched off by" before).
+func TestOverrideAct(t *testing.T) {
+	for _, c := range []struct {
+		o    Override
+		want string
+	}{
+		{Override{Predicate: "quorum", Member: "kv-3", By: "ann", Reason: "kv-3 is being replaced"},
+			"override: predicate quorum for member kv-3 switched off by ann: kv-3 is being replaced"},
+		{Override{Predicate: "ok_to_stop", Component: "kv", By: "bob"},
+			"override: predicate ok_to_stop for component kv switched off by bob"},
+		{Override{Predicate: "ok_to_stop", Component: "kv", By: "bob", Revoke: true},
+			"override: predicate ok_to_stop for component kv revoked by bob"},
+	} {
+		if got := c.o.Act(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.o, got, c.want)
+		}
+	}
+}

@@ -751,7 +751,32 @@ func CheckOverride(u *Upgrade, o Override, known func(predicate string) bool, pr
 }
 
 // String says what an override switches off.
+// Act says the operator's act in words, for events and summaries:
+// "override: predicate quorum for member kv-3 switched off by ann", or
+// "override: predicate quorum for member kv-3 revoked by ann", with the reason
+// when one was given.
+func (o Override) Act() string {
+	verb := "switched off"
+	if o.Revoke {
+		verb = "revoked"
+	}
+	msg := fmt.Sprintf("override: %s %s by %s", o.what(), verb, o.By)
+	if o.Reason != "" {
+		msg += ": " + o.Reason
+	}
+	return msg
+}
+
 func (o Override) String() string {
+	if o.Revoke {
+		return "revoked: " + o.what()
+	}
+	return o.what()
+}
+
+// what is the override's scope in words: what it switches off, for
+// which members, in which phase, until when.
+func (o Override) what() string {
 	what := "predicate " + o.Predicate
 	if o.Effect != "" {
 		what = "the undo of effect " + o.Effect
@@ -773,9 +798,6 @@ func (o Override) String() string {
 	}
 	if !o.Until.IsZero() {
 		what += " until " + o.Until.UTC().Format(time.RFC3339)
-	}
-	if o.Revoke {
-		what = "revoked: " + what
 	}
 	return what
 }

@@ -161,11 +161,7 @@ func writeSummary(u upgrade.Upgrade, evs []store.Event, failed []failed, tails m
 		p("  during the upgrade: %d wait(s) on a refusal; the last: %s\n", waits, lastWait)
 	}
 	for _, o := range u.Overrides {
-		p("  override: %s switched off by %s at %s", o, o.By, o.At.UTC().Format(time.RFC3339))
-		if o.Reason != "" {
-			p(": %s", o.Reason)
-		}
-		p("\n")
+		p("  %s (at %s)\n", o.Act(), o.At.UTC().Format(time.RFC3339))
 	}
 	if len(u.Refusals) == 0 && waits == 0 && len(u.Overrides) == 0 {
 		p("  none\n")

@@ -366,10 +366,7 @@ func (s *Store) Request(id string, kind upgrade.IntentKind, now time.Time, check
 func (s *Store) Override(id string, o upgrade.Override, check func(u upgrade.Upgrade) error) (upgrade.Upgrade, error) {
 	return s.operate(id, check, func(u *upgrade.Upgrade) Event {
 		u.Overrides = append(u.Overrides, o)
-		msg := fmt.Sprintf("override: %s switched off by %s", o, o.By)
-		if o.Reason != "" {
-			msg += ": " + o.Reason
-		}
+		msg := o.Act()
 		return Event{Time: o.At, Kind: "override", Member: o.Member, Message: msg}
 	})
 }

@@ -471,10 +471,7 @@ func (s *Store) Override(id string, o upgrade.Override, check func(u upgrade.Upg
 	return s.operate(id, check, func(u *upgrade.Upgrade) (string, string, store.Event, error) {
 		u.Overrides = append(u.Overrides, o)
 		b, err := json.Marshal(u.Overrides)
-		msg := fmt.Sprintf("override: %s switched off by %s", o, o.By)
-		if o.Reason != "" {
-			msg += ": " + o.Reason
-		}
+		msg := o.Act()
 		return s.overridesKey(id), string(b), store.Event{Time: o.At, Kind: "override", Member: o.Member, Message: msg}, err
 	})
 }
