@@ -60,7 +60,13 @@ Predicates: ` + strings.Join(strategy.PredicateNames(), ", "),
 				if err := c.Do(cmd.Context(), http.MethodPost, "/v1/upgrade/overrides", body, &res); err != nil {
 					return remoteErr(err)
 				}
-				fmt.Fprintf(g.stdout, "override recorded for upgrade %s: %s, by %s\n", res.Upgrade.ID, o, o.By)
+				// Who the server recorded: its name for the token sent,
+				// not what this command says (an older server's: ours).
+				by := o.By
+				if n := len(res.Upgrade.Overrides); n > 0 {
+					by = res.Upgrade.Overrides[n-1].By
+				}
+				fmt.Fprintf(g.stdout, "override recorded for upgrade %s: %s, by %s\n", res.Upgrade.ID, o, by)
 				return nil
 			}
 			st, cur, err := g.currentLocked("override")

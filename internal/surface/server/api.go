@@ -106,7 +106,8 @@ func (s *Server) wrap(rt route) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() { s.metrics.request(rt.Method+" "+rt.Pattern, rec.status) }()
 		if !rt.Public {
-			if err := s.authorized(r); err != nil {
+			var err *apiError
+			if r, err = s.authorized(r); err != nil {
 				writeError(rec, err)
 				return
 			}
@@ -469,7 +470,8 @@ type OverrideRequest struct {
 	Member    string `json:"member"`
 	Effect    string `json:"effect"`
 	Reason    string `json:"reason"`
-	// By names the operator; the server adds where the request came from.
+	// By is ignored: the server records the name of the request's token
+	// as who made the override. Clients before named tokens send it.
 	By string `json:"by"`
 	// Component and ThisPhase limit it to one component's members or
 	// to the phase in progress; For makes it expire ("30m"); Revoke
@@ -488,12 +490,11 @@ func (s *Server) postOverride(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	by := req.By
-	if by == "" {
-		by = "an API client"
-	}
+	// Who made it is the name of the token the request carries, never
+	// what the client says: req.By is read (clients before named tokens
+	// send it, and must not be refused) and ignored.
 	o := upgrade.Override{Predicate: req.Predicate, Member: req.Member, Effect: req.Effect, Reason: req.Reason,
-		Component: req.Component, Revoke: req.Revoke, By: by + " (from " + r.RemoteAddr + ")", At: time.Now()}
+		Component: req.Component, Revoke: req.Revoke, By: identity(r), At: time.Now()}
 	if req.For != "" {
 		d, err := time.ParseDuration(req.For)
 		if err != nil || d <= 0 || req.Revoke {
