@@ -12,6 +12,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
 	"github.com/ferry-upgrade/ferry/internal/run/selfupgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
+	"github.com/ferry-upgrade/ferry/internal/surface/api"
 )
 
 // route is one endpoint: the method and path pattern (net/http's),
@@ -257,11 +258,28 @@ func (s *Server) releaseNames() string {
 	return strings.Join(out, ", ")
 }
 
-// UpgradeStatus is the current upgrade record and who drives it
-// (GET, POST, DELETE /v1/upgrade).
-type UpgradeStatus struct {
-	Upgrade  upgrade.Upgrade `json:"upgrade"`
-	DrivenBy string          `json:"driven_by"` // server, other-process, none
+// The API's bodies of the upgrade resource (package api: its own
+// types, made from the record in one place, api.FromRecord).
+type (
+	UpgradeStatus   = api.UpgradeStatus
+	ActionResult    = api.ActionResult
+	StartRequest    = api.StartRequest
+	ActionRequest   = api.ActionRequest
+	OverrideRequest = api.OverrideRequest
+)
+
+// status is the answer about upgrade u: the API's, and who drives it.
+func status(u upgrade.Upgrade, drivenBy string) UpgradeStatus {
+	return UpgradeStatus{Upgrade: api.FromRecord(u), DrivenBy: drivenBy}
+}
+
+// version refuses a request naming an API version this server does not
+// speak.
+func version(v string) error {
+	if why := api.CheckVersion(v); why != "" {
+		return badRequest("field \"api_version\": %s", why)
+	}
+	return nil
 }
 
 func (s *Server) getUpgrade(w http.ResponseWriter, r *http.Request) error {
@@ -275,21 +293,8 @@ func (s *Server) getUpgrade(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return errf(http.StatusNotFound, CodeNoUpgrade, "no current upgrade: start one with POST /v1/upgrade")
 	}
-	writeJSON(w, http.StatusOK, UpgradeStatus{Upgrade: u, DrivenBy: s.drivenBy(u)})
+	writeJSON(w, http.StatusOK, status(u, s.drivenBy(u)))
 	return nil
-}
-
-// StartRequest is the body of POST /v1/upgrade.
-type StartRequest struct {
-	To string `json:"to"`
-	// Traffic runs the description's traffic around the upgrade: the
-	// baseline first (the request returns after it), each batch judged,
-	// the report at the end (GET /v1/upgrade/report).
-	Traffic bool `json:"traffic,omitempty"`
-	// AcceptDowntime begins an upgrade that cannot be zero-downtime (a
-	// component of strategy offline); without it such an upgrade is
-	// refused (422, code downtime_not_accepted), saying why.
-	AcceptDowntime bool `json:"accept_downtime,omitempty"`
 }
 
 func (s *Server) postUpgrade(w http.ResponseWriter, r *http.Request) error {
@@ -298,6 +303,9 @@ func (s *Server) postUpgrade(w http.ResponseWriter, r *http.Request) error {
 	}
 	var req StartRequest
 	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if err := version(req.APIVersion); err != nil {
 		return err
 	}
 	switch {
@@ -369,7 +377,7 @@ func (s *Server) postUpgrade(w http.ResponseWriter, r *http.Request) error {
 	s.run(unlock)
 	s.signal()
 	w.Header().Set("Location", "/v1/upgrade")
-	writeJSON(w, http.StatusAccepted, UpgradeStatus{Upgrade: u, DrivenBy: DrivenByServer})
+	writeJSON(w, http.StatusAccepted, status(u, DrivenByServer))
 	return nil
 }
 
@@ -390,25 +398,15 @@ func failedChecks(pf engine.Preflight) string {
 	return strings.Join(out, "; ")
 }
 
-// ActionRequest is the body of PATCH /v1/upgrade.
-type ActionRequest struct {
-	Action string `json:"action"` // pause, resume, abort, finalize
-}
-
-// ActionResult answers PATCH /v1/upgrade: the request is recorded, and
-// the process driving the upgrade acts on it at its next step.
-type ActionResult struct {
-	Action   string          `json:"action"`
-	Upgrade  upgrade.Upgrade `json:"upgrade"`
-	DrivenBy string          `json:"driven_by"`
-}
-
 func (s *Server) patchUpgrade(w http.ResponseWriter, r *http.Request) error {
 	if _, err := query(r); err != nil {
 		return err
 	}
 	var req ActionRequest
 	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if err := version(req.APIVersion); err != nil {
 		return err
 	}
 	kind := upgrade.IntentKind(req.Action)
@@ -458,28 +456,8 @@ func (s *Server) patchUpgrade(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, ActionResult{Action: string(kind), Upgrade: u, DrivenBy: by})
+	writeJSON(w, http.StatusAccepted, ActionResult{Action: string(kind), Upgrade: api.FromRecord(u), DrivenBy: by})
 	return nil
-}
-
-// OverrideRequest is the body of POST /v1/upgrade/overrides: one
-// admission predicate switched off (for one member, or all), or one
-// effect's undo given up.
-type OverrideRequest struct {
-	Predicate string `json:"predicate"`
-	Member    string `json:"member"`
-	Effect    string `json:"effect"`
-	Reason    string `json:"reason"`
-	// By is ignored: the server records the name of the request's token
-	// as who made the override. Clients before named tokens send it.
-	By string `json:"by"`
-	// Component and ThisPhase limit it to one component's members or
-	// to the phase in progress; For makes it expire ("30m"); Revoke
-	// withdraws the override in force with the same scope.
-	Component string `json:"component"`
-	ThisPhase bool   `json:"this_phase"`
-	For       string `json:"for"`
-	Revoke    bool   `json:"revoke"`
 }
 
 func (s *Server) postOverride(w http.ResponseWriter, r *http.Request) error {
@@ -488,6 +466,9 @@ func (s *Server) postOverride(w http.ResponseWriter, r *http.Request) error {
 	}
 	var req OverrideRequest
 	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if err := version(req.APIVersion); err != nil {
 		return err
 	}
 	// Who made it is the name of the token the request carries, never
@@ -525,7 +506,7 @@ func (s *Server) postOverride(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.signal()
-	writeJSON(w, http.StatusCreated, UpgradeStatus{Upgrade: u, DrivenBy: s.drivenBy(u)})
+	writeJSON(w, http.StatusCreated, status(u, s.drivenBy(u)))
 	return nil
 }
 
@@ -560,7 +541,7 @@ func (s *Server) deleteUpgrade(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.signal()
-	writeJSON(w, http.StatusOK, UpgradeStatus{Upgrade: u, DrivenBy: DrivenByNone})
+	writeJSON(w, http.StatusOK, status(u, DrivenByNone))
 	return nil
 }
 

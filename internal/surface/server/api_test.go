@@ -359,7 +359,7 @@ func TestUpgradeInProgress(t *testing.T) {
 	ca.do("POST", "/v1/upgrade/overrides", `{"predicate": "quorum", "member": "app-1"}`).expect(t, "the same override again", 422, CodeInvalidOverride)
 	var ar ActionResult
 	ca.do("PATCH", "/v1/upgrade", `{"action": "pause"}`).expect(t, "pause", 202).json(t, &ar)
-	if ar.DrivenBy != DrivenByServer || ar.Upgrade.Intent.Kind != upgrade.IntentPause || ar.Action != "pause" {
+	if ar.DrivenBy != DrivenByServer || ar.Upgrade.Intent == nil || ar.Upgrade.Intent.Kind != string(upgrade.IntentPause) || ar.Action != "pause" {
 		t.Fatalf("pause = %+v", ar)
 	}
 
@@ -374,7 +374,7 @@ func TestUpgradeInProgress(t *testing.T) {
 	}
 	cb.do("POST", "/v1/upgrade", `{"to": "2.0.0"}`).expect(t, "a start on B", 409, CodeUpgradeInProgress)
 	cb.do("PATCH", "/v1/upgrade", `{"action": "abort"}`).expect(t, "abort through B", 202).json(t, &ar)
-	if ar.DrivenBy != DrivenByOther || ar.Upgrade.Intent.Seq != 2 {
+	if ar.DrivenBy != DrivenByOther || ar.Upgrade.Intent == nil || ar.Upgrade.Intent.Seq != 2 {
 		t.Fatalf("abort through B = %+v", ar)
 	}
 
@@ -391,7 +391,7 @@ func TestUpgradeInProgress(t *testing.T) {
 	}
 	cb.do("PATCH", "/v1/upgrade", `{"action": "resume"}`).expect(t, "resume after the end", 409, CodeUpgradeEnded)
 	cb.do("DELETE", "/v1/upgrade", nil).expect(t, "DELETE after the end", 200).json(t, &us)
-	if us.Upgrade.ID != u.ID || us.Upgrade.State != upgrade.StateRolledBack {
+	if us.Upgrade.ID != u.ID || us.Upgrade.State != upgrade.StateRolledBack.String() {
 		t.Fatalf("DELETE = %+v", us)
 	}
 	cb.do("GET", "/v1/upgrade", nil).expect(t, "GET after DELETE", 404, CodeNoUpgrade)
