@@ -93,7 +93,7 @@ subjects:
 		if err == nil || !strings.Contains(err.Error(), says) {
 			t.Errorf("%s: %v; want refused by the admission policy saying %q", what, err, says)
 		} else {
-			t.Logf("%s: refused: %s", what, err.Error()[strings.Index(err.Error(), "ValidatingAdmissionPolicy"):])
+			t.Logf("%s: refused: %v", what, err)
 		}
 	}
 	refused("alice adding an override by bob", patch("alice", alices, forged), "must name its author in by: alice")
