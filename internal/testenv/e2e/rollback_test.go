@@ -2,8 +2,8 @@ package e2e
 
 import (
 	"context"
-	"strings"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
