@@ -17,7 +17,8 @@ import (
 // add overrides to an Upgrade's spec. deploy/crd.yaml's admission
 // policy refuses an entry whose by is not the user writing it (alice
 // writing bob's name; the admin writing alice's), and the change or
-// removal of an entry already there; the controller records each entry
+// removal of an entry already there (and the CRD's schema a revoke that
+// expires, a for that is no duration); the controller records each entry
 // taken in with its by, component, phase and expiry, the revoke as an
 // entry of its own. Neither operator may write the status (the record).
 func TestOverridesNameTheirAuthor(t *testing.T) {
@@ -104,6 +105,8 @@ subjects:
 	}(), "must name its author in by: ferry-admin")
 	refused("bob changing alice's entry", patch("bob", changed, bobs), "may neither change nor go")
 	refused("bob removing alice's entry", patch("bob", bobs), "may neither change nor go")
+	refused("a revoke that expires", patch("bob", alices, `{"predicate":"quorum","component":"mon","revoke":true,"for":"1m","by":"bob"}`), "a revoke does not expire")
+	refused("a for that is no duration", patch("bob", alices, `{"predicate":"gate","for":"soon","by":"bob"}`), "spec.overrides[1].for")
 	if err := patch("bob", alices, bobs); err != nil {
 		t.Fatalf("bob's revoke by bob: %v", err)
 	}
