@@ -1,6 +1,10 @@
 package api
 
-import "time"
+import (
+	"time"
+
+	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+)
 
 // APIVersion is the version of the API's bodies this build speaks.
 const APIVersion = "ferry.dev/v1"
@@ -81,7 +85,8 @@ type Upgrade struct {
 // Terminal reports whether the upgrade has ended: completed, failed or
 // rolled back.
 func (u *Upgrade) Terminal() bool {
-	return u.State == "completed" || u.State == "failed" || u.State == "rolled-back"
+	st, err := upgrade.ParseState(u.State)
+	return err == nil && st.Terminal()
 }
 
 // Active is the plan being carried out: the rollback once it began.
