@@ -67,7 +67,13 @@ func (e *Env) SetPodLogs(namespace, name string, current, previous []string) err
 			}
 			return false, err.Error(), nil
 		}
-		return strings.TrimSpace(out) == want, strings.TrimSpace(out), nil
+		// One line a container, each this pod's own.
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if l != want {
+				return false, strings.TrimSpace(out), nil
+			}
+		}
+		return true, "", nil
 	})
 }
 
