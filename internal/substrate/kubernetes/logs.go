@@ -271,21 +271,26 @@ func (t *tailBuffer) text() (string, int) {
 // journal before p is replaced (why): once p goes, its output goes with
 // it. It reads each pod once, within the keeper's time bound, and only
 // for a call whose journal keeps output; what it cannot read is kept as
-// an error to say, and the replacement goes on.
+// an error to say, and the replacement goes on. A pod the API server no
+// longer has (the cache was behind) is no pod it replaces: nothing kept.
 func (d *Driver) keepOutput(ctx context.Context, p *corev1.Pod, container, why string) {
-	if d.keep.lines == 0 || !driver.KeepsOutput(ctx) || p.DeletionTimestamp != nil || !d.keep.first(p.UID) {
+	d.keepOutputBy(ctx, time.Now().Add(d.keep.timeout), p, container, why)
+}
+
+// keepOutputBy is keepOutput with its reads done by readBy.
+func (d *Driver) keepOutputBy(ctx context.Context, readBy time.Time, p *corev1.Pod, container, why string) {
+	// A pod being deleted is someone else's replacement; one that was
+	// never scheduled never ran, and has no output to lose.
+	if d.keep.lines == 0 || !driver.KeepsOutput(ctx) || p.DeletionTimestamp != nil || p.Spec.NodeName == "" || !d.keep.first(p.UID) {
 		return
 	}
 	c := findContainer(p.Spec, container)
 	if c == nil {
 		return
 	}
-	inst := fmt.Sprintf("pod %s/%s (uid %s), container %s, version %s", p.Namespace, p.Name, p.UID, c.Name,
-		orNone(podVersion(p.ObjectMeta, p.Spec, c.Name)))
-	if p.Spec.NodeName != "" {
-		inst += ", on node " + p.Spec.NodeName
-	}
-	rctx, cancel := context.WithTimeout(ctx, d.keep.timeout)
+	inst := fmt.Sprintf("pod %s/%s (uid %s), container %s, version %s, on node %s", p.Namespace, p.Name, p.UID, c.Name,
+		orNone(podVersion(p.ObjectMeta, p.Spec, c.Name)), p.Spec.NodeName)
+	rctx, cancel := context.WithDeadline(ctx, readBy)
 	defer cancel()
 	for _, previous := range []bool{false, true} {
 		if previous && !restarted(p, c.Name) {
@@ -298,6 +303,12 @@ func (d *Driver) keepOutput(ctx context.Context, p *corev1.Pod, container, why s
 		var cut int
 		ko.Output, ko.Lines, cut, ko.Err = d.readLog(rctx, p, c.Name, previous, d.keep.lines, d.keep.bytes)
 		ko.Cut = cut > 0
+		if apierrors.IsNotFound(ko.Err) {
+			// Gone before the driver replaced it (the driver's cache was
+			// behind): not a pod it replaces, and nothing left to keep.
+			d.log.Info("the pod about to be replaced was gone already; no output to keep", "pod", p.Namespace+"/"+p.Name, "uid", p.UID)
+			return
+		}
 		if errors.Is(ko.Err, context.DeadlineExceeded) && ctx.Err() == nil {
 			ko.Err = fmt.Errorf("%w (the driver waits %s for a replaced pod's output)", ko.Err, d.keep.timeout)
 		}
@@ -342,10 +353,24 @@ func (d *Driver) keepOutgoing(ctx context.Context, ps []*corev1.Pod, container, 
 	if !all && n < len(old) {
 		old = old[:n]
 	}
+	// A few at a time, all within one keeper's bound: the last slot of a
+	// large Deployment waits no longer than one pod.
+	readBy := time.Now().Add(d.keep.timeout)
+	sem := make(chan struct{}, keepReaders)
+	var wg sync.WaitGroup
 	for _, p := range old {
-		d.keepOutput(ctx, p, container, why)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			d.keepOutputBy(ctx, readBy, p, container, why)
+		}()
 	}
+	wg.Wait()
 }
+
+// keepReaders is how many pods' output keepOutgoing reads at once.
+const keepReaders = 8
 
 // removalOrder sorts pods in the order the ReplicaSet controller removes
 // them when it scales down (kube-controller-manager's
