@@ -4,7 +4,9 @@
 #   scripts/kube-testenv.sh build       build (once, cached) etcd, kube-apiserver,
 #                                       kube-controller-manager, kube-scheduler, kubectl, kwok
 #   scripts/kube-testenv.sh start DIR   start them on free loopback ports; writes DIR/kubeconfig,
-#                                       DIR/pids, DIR/*.log; returns when /readyz is ok
+#                                       DIR/pids, DIR/*.log; returns when /readyz is ok. kwok
+#                                       serves pods' output (kubectl logs [--previous]) from
+#                                       DIR/kwok-logs (see kwok_logs)
 #   scripts/kube-testenv.sh stop DIR    stop what `start DIR` started
 #   scripts/kube-testenv.sh env         print the bin dir
 #
@@ -103,12 +105,21 @@ free_port() {
 	die "no free port found in $lo-$((hi - 1))"
 }
 
+# KWOK_DIR=<kwok's module in the module cache>: its stages and CRDs are read
+# from there at set-up time, not copied into the repository.
+KWOK_DIR=
+kwok_dir() {
+	[[ -n $KWOK_DIR ]] && return
+	KWOK_DIR=$(cd / && GOFLAGS= go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[[ -n $KWOK_DIR && -d $KWOK_DIR/kustomize/stage && -d $KWOK_DIR/kustomize/crd/bases ]] ||
+		die "kwok $KWOK_VERSION stages and CRDs not found in the module cache"
+}
+
 # kwok's lifecycle stages, read from kwok's module in the module cache.
 kwok_stages() {
-	local dir
-	dir=$(cd / && GOFLAGS= go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" |
-		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-	[[ -n $dir && -d $dir/kustomize/stage ]] || die "kwok $KWOK_VERSION stages not found in the module cache"
+	kwok_dir
+	local dir=$KWOK_DIR
 	local f first=1
 	for f in "$dir"/kustomize/stage/node/fast/*.yaml "$dir"/kustomize/stage/node/heartbeat-with-lease/*.yaml \
 		"$dir"/kustomize/stage/pod/fast/*.yaml; do
@@ -123,6 +134,40 @@ kwok_stages() {
 			cat "$f"
 		fi
 	done
+}
+
+# Output for kwok's pods, which run no containers: kwok's kubelet-like server
+# (--server-address, the port each node's daemonEndpoints names) answers the
+# API server's pods/log requests from files named by Logs (one pod) and
+# ClusterLogs (every pod) objects, in the CRI log format. A default
+# ClusterLogs gives every pod two stand-in lines of current and of previous
+# output; a test gives a pod its own with a Logs object (kubetest's
+# Env.SetPodLogs). kwok watches both kinds (--enable-crds), so their CRDs,
+# from kwok's module, are applied before kwok starts.
+kwok_logs() {
+	kwok_dir
+	"$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" apply \
+		-f "$KWOK_DIR/kustomize/crd/bases/kwok.x-k8s.io_logs.yaml" \
+		-f "$KWOK_DIR/kustomize/crd/bases/kwok.x-k8s.io_clusterlogs.yaml" >/dev/null
+	"$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" wait --for=condition=Established --timeout=60s \
+		crd/logs.kwok.x-k8s.io crd/clusterlogs.kwok.x-k8s.io >/dev/null
+	mkdir -p "$DIR/kwok-logs"
+	local ts which
+	ts=$(date -u +%Y-%m-%dT%H:%M:%S.000000000Z)
+	for which in current previous; do
+		printf '%s stdout F %s\n' "$ts" "kwok stand-in output (scripts/kube-testenv.sh): kwok's pods run no containers" \
+			"$ts" "kwok stand-in output: $which instance" >"$DIR/kwok-logs/$which.log"
+	done
+	"$BIN/kubectl" --kubeconfig="$DIR/kubeconfig" apply -f - >/dev/null <<EOF
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: kube-testenv-default
+spec:
+  logs:
+  - logsFile: $DIR/kwok-logs/current.log
+    previousLogsFile: $DIR/kwok-logs/previous.log
+EOF
 }
 
 spawn() { # spawn NAME CMD... : runs in the background, own session, log in DIR/NAME.log
@@ -301,8 +346,10 @@ EOF
 		--leader-elect=false
 
 	kwok_stages >"$DIR/kwok.yaml"
+	kwok_logs
 	mkdir -p "$DIR/kwok-home" # so that a ~/.kwok/kwok.yaml is not read
 	spawn kwok env KWOK_WORKDIR="$DIR/kwok-home" "$BIN/kwok" --kubeconfig="$DIR/kubeconfig" --config="$DIR/kwok.yaml" \
+		--enable-crds=Logs,ClusterLogs \
 		--manage-all-nodes=false \
 		--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
 		--node-ip=127.0.0.1 --node-port="$kwok_port" --server-address="127.0.0.1:$kwok_port" \

@@ -20,6 +20,7 @@ package bundle
 
 import (
 	"archive/tar"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -379,6 +380,10 @@ func Write(ctx context.Context, out io.Writer, cfg Config) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
+	replaced, err := collectKept(w, evs)
+	if err != nil {
+		return nil, err
+	}
 	if err := collectVersions(lctx, w, cfg); err != nil {
 		return nil, err
 	}
@@ -390,7 +395,7 @@ func Write(ctx context.Context, out io.Writer, cfg Config) (*Manifest, error) {
 	}
 
 	man.Scrubbed = sc.count()
-	summary := writeSummary(u, evs, failed, tails, man, digest, now)
+	summary := writeSummary(u, evs, failed, tails, replaced, man, digest, now)
 	if err := w.add("summary.txt", "read this first: state, reason, failed members with their last output, undos owed, refusals", []byte(sc.text(summary))); err != nil {
 		return nil, err
 	}
@@ -512,6 +517,8 @@ func collectLogs(ctx context.Context, w *writer, cfg Config, failed []failed) (m
 	down := map[string]error{}       // host → why its agent is not asked again
 	unasked := map[string][]string{} // host → its members whose output is missing for it
 	var late []string                // members whose output the time limit cut off
+	var none []string                // members that have no output the driver reads (nodes)
+	var noneWhy error
 	fetch := func(m driver.Member, previous bool) instance {
 		mu.Lock()
 		why := down[m.Host]
@@ -560,6 +567,11 @@ func collectLogs(ctx context.Context, w *writer, cfg Config, failed []failed) (m
 					}
 				case isNotFound(x.in.err) && x.file == "previous.log":
 					// No instance before the current one: nothing is missing.
+				case errors.Is(x.in.err, errors.ErrUnsupported):
+					// Said once for all, below.
+					if n := len(none); n == 0 || none[n-1] != ml.name {
+						none, noneWhy = append(none, ml.name), cmp.Or(noneWhy, x.in.err)
+					}
 				case ctx.Err() != nil && errors.Is(x.in.err, ctx.Err()) || strings.HasPrefix(x.in.err.Error(), "not asked"):
 					// Said once for all, below.
 					if n := len(late); n == 0 || late[n-1] != ml.name {
@@ -578,6 +590,10 @@ func collectLogs(ctx context.Context, w *writer, cfg Config, failed []failed) (m
 				tails[ml.name] = ml
 			}
 		}
+	}
+	if len(none) > 0 {
+		w.missing(fmt.Sprintf("the output of %d member(s) (%s)", len(none), strings.Join(none, ", ")),
+			fmt.Errorf("the %s driver reads no output of such members; the first said: %w", substrate(cfg), noneWhy))
 	}
 	if len(late) > 0 {
 		w.missing(fmt.Sprintf("the output of %d member(s) (%s)", len(late), strings.Join(late, ", ")),

@@ -19,8 +19,9 @@ cluster. Start with **summary.txt**.
 | upgrade/record.json | the upgrade's record as stored: states, batches, each member's step, the journal of effects (undos owed), refusals, overrides, pace |
 | upgrade/plan.json | the plan, and the rollback's plan once one began |
 | upgrade/events.jsonl | every event of the upgrade, one JSON object a line, in order: actions with what their calls (hooks) answered, steps, health changes, a crash loop's output |
-| members/NAME/current.log | the member's output of its current instance, or of its last one if it is down, from the driver (the ferry agent keeps it) |
-| members/NAME/previous.log | of the instance before it (absent when there is none): after a rollback, the instance that failed; after an upgrade, the one that was stopped |
+| members/NAME/current.log | the member's output of its current instance, or of its last one if it is down, from the driver (the ferry agent keeps it; on Kubernetes, its pod's container's logs) |
+| members/NAME/previous.log | of the instance before it (absent when there is none): after a rollback, the instance that failed; after an upgrade, the one that was stopped; on Kubernetes, the container's run before its last, once the kubelet restarted it (kubectl logs --previous) |
+| members/NAME/replaced-N.log | on Kubernetes, the last output of the member's N-th pod the upgrade replaced (deleted, or let its controller replace), kept in the events before it went, which no kubectl logs can read any more; replaced-N.previous.log, that pod's container's run before its last, when the kubelet had restarted it; manifest.json says which pod (uid, version, node) and why |
 | cluster/members.json, cluster/versions.json | each member and the versions running when the bundle was written ('ferry members', 'ferry versions'); error says what did not answer |
 | cluster/health.json | the preflight's checks when the bundle was written ('ferry health') |
 | reports/UPGRADE-ID.* | the impact report, if the upgrade ran with traffic (DATA-DIR/reports) |
@@ -29,9 +30,14 @@ cluster. Start with **summary.txt**.
 Each instance's output is bounded: its last lines (1000 by default,
 'ferry bundle --log-lines') and at most 1 MiB. The ferry agent keeps
 two instances per member: the current one and the one before it; an
-instance before those is gone. A driver that keeps no output (the
-Kubernetes driver: the kubelet keeps it, 'kubectl logs --previous') is
-named under not_collected. Whatever could not be collected (an agent
+instance before those is gone. On Kubernetes the kubelet keeps a pod's
+output while the pod lives (and its container's run before the last
+once it restarted), so the driver reads a pod's last 100 lines (at most
+16 KiB) before it replaces it: the replaced-N.log files. A pod whose
+output could not be read then (the read is bounded to 5 s, and the pod
+is replaced all the same) is named under not_collected with what the
+read said. A driver that keeps no output is named under not_collected.
+Whatever could not be collected (an agent
 that does not answer, a description that no longer loads, the bundle's
 time limit) is listed in manifest.json and summary.txt with the reason;
 the rest is there.

@@ -22,7 +22,7 @@ const (
 var startLine = regexp.MustCompile(`starting \S+ version (\S+) \(sha256 [0-9a-f]+\), instance (\d+)`)
 
 // writeSummary says, for a person, what happened and where to look.
-func writeSummary(u upgrade.Upgrade, evs []store.Event, failed []failed, tails map[string]memberLogs, man *Manifest, d DescriptionInfo, now time.Time) string {
+func writeSummary(u upgrade.Upgrade, evs []store.Event, failed []failed, tails map[string]memberLogs, replaced map[string][]kept, man *Manifest, d DescriptionInfo, now time.Time) string {
 	var b strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("ferry troubleshooting bundle of upgrade %s\n", u.ID)
@@ -101,6 +101,16 @@ func writeSummary(u upgrade.Upgrade, evs []store.Event, failed []failed, tails m
 			head, rest, _ := strings.Cut(f.Output, "\n")
 			p("    %s\n", head)
 			for _, l := range lastLines(rest, summaryTail) {
+				p("      | %s\n", l)
+			}
+		}
+		// The instances the driver replaced (Kubernetes: the pods),
+		// whose output it kept before they went: after a rollback, the
+		// one that failed.
+		for _, k := range replaced[f.Name] {
+			lines := lastLines(k.output, summaryTail)
+			p("    %s; last %d line(s) (%s):\n", strings.TrimPrefix(k.header, f.Name+": "), len(lines), k.file)
+			for _, l := range lines {
 				p("      | %s\n", l)
 			}
 		}

@@ -380,10 +380,25 @@ func (j *journaler) Done(_ context.Context, key string) error {
 	return j.send(journalReq{seq: j.seq, member: j.member, done: key})
 }
 
+// KeepOutput keeps the output of an instance the driver is about to
+// replace as an event of the upgrade (driver.OutputKeeper), through the
+// loop like the effects, so that events stay in order.
+func (j *journaler) KeepOutput(_ context.Context, o driver.KeptOutput) error {
+	ev := KeptOutputEvent(j.member, o)
+	return j.send(journalReq{seq: j.seq, member: j.member, output: &ev})
+}
+
 // record writes a driver's effect into the record (or drops one it
-// undid itself), with its event, before the driver acts.
+// undid itself), with its event, before the driver acts; or adds the
+// output the driver kept to the events.
 func (l *loop) record(r journalReq) error {
 	now := l.e.now()
+	if r.output != nil {
+		ev := *r.output
+		ev.Component = l.e.componentOf(upgrade.Action{Member: r.member})
+		l.e.emit(now, l.u, ev)
+		return nil
+	}
 	var ev store.Event
 	if r.done != "" {
 		u, ef, ok := upgrade.Undone(l.u, r.done, now)

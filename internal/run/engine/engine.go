@@ -365,7 +365,13 @@ func (e *Engine) emit(now time.Time, u upgrade.Upgrade, evs ...store.Event) {
 
 func (e *Engine) publish(evs []store.Event) {
 	for _, ev := range evs {
-		e.cfg.Logger.Info(ev.Message, "kind", ev.Kind, "member", ev.Member)
+		if ev.Output != "" {
+			// A replaced instance's last lines: in the log too, where a
+			// controller without a bundle keeps them.
+			e.cfg.Logger.Info(ev.Message, "kind", ev.Kind, "member", ev.Member, "output", ev.Output)
+		} else {
+			e.cfg.Logger.Info(ev.Message, "kind", ev.Kind, "member", ev.Member)
+		}
 		if e.cfg.OnEvent != nil {
 			e.cfg.OnEvent(ev)
 		}

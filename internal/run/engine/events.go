@@ -9,6 +9,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/core/effect"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
+	"github.com/ferry-upgrade/ferry/internal/substrate/driver"
 )
 
 // changes describes, as events, how record b differs from record a:
@@ -265,4 +266,47 @@ func (e *Engine) overheads(a upgrade.Upgrade, d upgrade.Decision, now time.Time)
 		}
 	}
 	return evs
+}
+
+// EventKeptOutput is the kind of the event that keeps the output of an
+// instance the driver replaced (driver.KeptOutput), or says why it
+// could not: its Output holds the lines, and `ferry bundle` writes them
+// out as the member's replaced instances' output.
+const EventKeptOutput = "kept-output"
+
+// KeptOutputEvent is the event of member's output kept by the driver:
+// a line that says whose and why, the lines in Output.
+func KeptOutputEvent(member string, o driver.KeptOutput) store.Event {
+	which := "output"
+	if o.Previous {
+		which = "previous instance's output"
+	}
+	var msg string
+	switch {
+	case o.Err != nil:
+		msg = fmt.Sprintf("%s: %s of %s could not be kept before it was %s: %s", member, which, o.Instance, o.Why,
+			strings.ReplaceAll(o.Err.Error(), "\n", " "))
+	case o.Lines == 0 && o.Output == "":
+		msg = fmt.Sprintf("%s: %s of %s, kept before it was %s: it wrote none", member, which, o.Instance, o.Why)
+	default:
+		cut := ""
+		if o.Cut {
+			cut = ", its first bytes left out to keep within the driver's bound"
+		}
+		msg = fmt.Sprintf("%s: %s of %s, kept before it was %s: its last %d line(s)%s", member, which, o.Instance, o.Why, o.Lines, cut)
+	}
+	return store.Event{Kind: EventKeptOutput, Member: member, Message: msg, Output: o.Output}
+}
+
+// KeptOutputLost reports whether a kept-output event says the output
+// could not be kept (its message says why).
+func KeptOutputLost(ev store.Event) bool {
+	return ev.Kind == EventKeptOutput && strings.Contains(ev.Message, " could not be kept before ")
+}
+
+// KeptOutputPrevious reports whether a kept-output event is of the
+// previous instance's output of the instance replaced (a container the
+// kubelet had restarted), not of its last.
+func KeptOutputPrevious(ev store.Event) bool {
+	return ev.Kind == EventKeptOutput && strings.Contains(ev.Message, ": previous instance's output of ")
 }

@@ -50,6 +50,9 @@ type journalReq struct {
 	member string
 	effect journalEffect
 	done   string // the key of an effect the driver undid itself
+	// output is a replaced instance's output the driver kept: an
+	// event, no change of the record.
+	output *store.Event
 	reply  chan error
 }
 

@@ -499,6 +499,10 @@ type Event struct {
 	Message   string    `json:"message"`
 	// Duration of an action, for the overhead and step figures.
 	DurationMS float64 `json:"duration_ms,omitempty"`
+	// Output is a member's output the event carries apart from its
+	// one-line message (kept-output: the last lines of an instance the
+	// driver replaced), for `ferry bundle`; bounded by the driver.
+	Output string `json:"output,omitempty"`
 }
 
 // Append adds events to the log and returns them with their Seq set.

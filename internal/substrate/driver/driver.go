@@ -157,6 +157,55 @@ type Logger interface {
 	Logs(ctx context.Context, m Member, previous bool, lines int) (string, error)
 }
 
+// KeptOutput is the output of a member's instance that a driver is
+// about to replace (a pod it deletes, or whose controller it lets
+// replace it), read before the instance goes and its output with it:
+// on Kubernetes the kubelet's logs of a pod end with the pod.
+type KeptOutput struct {
+	// Instance names it for a person: "pod db/mon-0 (uid 5f2c…),
+	// container mon, version 1.0.0, on node n-1".
+	Instance string
+	// Previous is true for the output of the instance's own previous
+	// run (a container the kubelet restarted), false for its last.
+	Previous bool
+	// Why it goes: "replaced with version 2.0.0".
+	Why string
+	// Output is its last lines, bounded by the driver; Lines counts
+	// them, and Cut says that the first of them were left out to keep
+	// within the driver's bound of bytes.
+	Output string
+	Lines  int
+	Cut    bool
+	// Err says why the output could not be read (Output is empty): the
+	// replacement goes on all the same.
+	Err error
+}
+
+// OutputKeeper is a Journal that also keeps the output a driver reads
+// of the instances it replaces, in the upgrade's record of events,
+// where a troubleshooting bundle finds it after the instance is gone.
+// KeepOutput returns once it is kept; an error is the driver's to say,
+// never a reason to stop the replacement.
+type OutputKeeper interface {
+	KeepOutput(ctx context.Context, o KeptOutput) error
+}
+
+// KeepsOutput reports whether ctx's journal keeps output: a driver
+// reads none for a call that no upgrade would keep it for.
+func KeepsOutput(ctx context.Context) bool {
+	_, ok := JournalFrom(ctx).(OutputKeeper)
+	return ok
+}
+
+// KeepOutput hands o to the journal ctx carries, when it keeps output
+// (KeepsOutput); otherwise it does nothing.
+func KeepOutput(ctx context.Context, o KeptOutput) error {
+	if k, ok := JournalFrom(ctx).(OutputKeeper); ok {
+		return k.KeepOutput(ctx, o)
+	}
+	return nil
+}
+
 // HostCommand is a command of the description about one host (its
 // lock, unlock, reinstall or data migration), rendered: an argv run
 // where On says (the host itself, or another: StarlingX runs

@@ -108,6 +108,7 @@ subjects: [{kind: ServiceAccount, name: ferry, namespace: ferry-system}]
 		{"DaemonSet", testDaemonSet},
 		{"Deployment", testDeployment},
 		{"NodePool", testNodePool},
+		{"Logs", testLogs},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t0 := time.Now()

@@ -155,6 +155,7 @@ func (d *Driver) startDaemonSet(ctx context.Context, w driver.Workload, m driver
 	}
 	for _, p := range byNode[node] {
 		if p.DeletionTimestamp == nil {
+			d.keepOutput(ctx, p, container, "replaced with version "+version)
 			if err := d.deletePod(ctx, p, "replace it with version "+version); err != nil {
 				return err
 			}
@@ -174,6 +175,7 @@ func (d *Driver) stopDaemonSet(ctx context.Context, w driver.Workload, m driver.
 	}
 	for _, p := range byNode[memberNode(s, m)] {
 		if p.DeletionTimestamp == nil {
+			d.keepOutput(ctx, p, w.Container, "stopped (its controller starts it again)")
 			if err := d.deletePod(ctx, p, "stop"); err != nil {
 				return err
 			}

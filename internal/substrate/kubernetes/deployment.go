@@ -171,6 +171,7 @@ func (d *Driver) startDeployment(ctx context.Context, w driver.Workload, m drive
 	}
 	have := newPods(podsByName(ps), container, version)
 	last := slot >= replicas(dep.Spec.Replicas)
+	d.keepOutgoing(ctx, ps, container, version, slot-have, last, "replaced by the rollout to version "+version)
 	key := dep.Namespace + "/" + dep.Name
 	// The slots of one batch start together: the rollout is gated at
 	// the highest slot of the Starts in progress, never below.
@@ -372,5 +373,6 @@ func (d *Driver) stopDeployment(ctx context.Context, w driver.Workload, m driver
 	if slot > len(slots) {
 		return nil
 	}
+	d.keepOutput(ctx, slots[slot-1], container, "stopped (its controller starts it again)")
 	return d.deletePod(ctx, slots[slot-1], "stop")
 }

@@ -98,6 +98,29 @@
 // one whose image was changed by hand) the image's tag without a
 // leading "v". A node's version is its kubelet version without the "v".
 //
+// # Output
+//
+// A member's output is its pod's container's (the workload's
+// container), read from the API server's pods/log as kubectl logs
+// reads it (driver.Logger): its last lines, or with previous those of
+// the container's run before its last, which the kubelet keeps only
+// once it has restarted the container (a member whose container never
+// restarted, or that has no pod now, has none: fs.ErrNotExist). Both go
+// with the pod. So whenever the driver replaces a pod (a Start or a
+// Stop that deletes it, a partition it lowers, a Deployment's rollout
+// it lets run), it first reads the pod's last DefaultKeepLines lines
+// (at most DefaultKeepBytes), and its previous run's when it has one,
+// within DefaultKeepTimeout, and hands them to the upgrade's journal
+// (driver.KeepOutput: an event of the upgrade, kept-output, which `ferry
+// bundle` writes out). A read that fails or times out is kept as what
+// it said; the pod is replaced all the same. Which old pods a
+// Deployment's rollout removes is the ReplicaSet controller's choice:
+// the driver keeps the output of those the controller's ranking picks
+// when the Start lets the rollout run (all the old pods left, for the
+// last slot), so a pod the controller picks otherwise later (the
+// nodes of the new pods change its ranking) goes without its output
+// kept. A node (NodePool) has no output the driver reads.
+//
 // # Permissions
 //
 // RBAC (rbac.yaml, also the RBAC constant) is the least the driver

@@ -74,6 +74,7 @@ type Driver struct {
 
 	mu       sync.Mutex
 	rollouts map[string]*rollout // Deployments with Starts in progress
+	keep     *keeper             // the output of the pods it replaces
 }
 
 var (
@@ -178,6 +179,7 @@ func newDriver(c kubernetes.Interface, opts ...Option) *Driver {
 		syncTimeout: DefaultSyncTimeout,
 		cacheSync:   DefaultSyncTimeout,
 		rollouts:    map[string]*rollout{},
+		keep:        newKeeper(),
 	}
 	for _, o := range opts {
 		o(d)

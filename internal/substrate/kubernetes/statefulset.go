@@ -245,6 +245,7 @@ func (d *Driver) startStatefulSet(ctx context.Context, w driver.Workload, m driv
 	if p.DeletionTimestamp != nil || podVersion(p.ObjectMeta, p.Spec, container) == version {
 		return nil
 	}
+	d.keepOutput(ctx, p, container, "replaced with version "+version)
 	return d.deletePod(ctx, p, "replace it with version "+version)
 }
 
@@ -254,6 +255,7 @@ func (d *Driver) startStatefulSet(ctx context.Context, w driver.Workload, m driv
 // revision, which are m's alone.
 func (d *Driver) startPartitioned(ctx context.Context, w driver.Workload, s *appsv1.StatefulSet, container, version, ref string, ord int, current bool) error {
 	spec := map[string]any{"updateStrategy": map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"partition": ord}}}
+	d.keepPartitioned(ctx, w, s, container, version, ord)
 	if !current {
 		if err := recordStrategy(ctx, kindStatefulSet, s.Namespace, s.Name, s.Spec.UpdateStrategy, string(s.Spec.UpdateStrategy.Type), setPartition,
 			"ferry takes the pods highest ordinal first: Kubernetes replaces the pods from the partition up, and a pod recreated below it keeps the old template"); err != nil {
@@ -306,5 +308,6 @@ func (d *Driver) stopStatefulSet(ctx context.Context, w driver.Workload, m drive
 	if p.DeletionTimestamp != nil {
 		return nil
 	}
+	d.keepOutput(ctx, p, w.Container, "stopped (its controller starts it again)")
 	return d.deletePod(ctx, p, "stop")
 }

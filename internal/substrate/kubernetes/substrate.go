@@ -17,12 +17,14 @@ import (
 const Name = "kubernetes"
 
 // Capabilities is what the Kubernetes substrate can do: replace pods
-// and upgrade nodes of workloads that exist, find them at run time, and
-// undo the changes it journals (update strategies, pauses, cordons).
-// It cannot bring a cluster up from nothing (the workloads are applied
-// by whoever owns them), adopt (every pod is its controller's), lock a
-// host, or keep members' output (kubectl logs does).
-var Capabilities = substrate.Can(substrate.StartStop, substrate.Discover, substrate.Undo)
+// and upgrade nodes of workloads that exist, find them at run time,
+// undo the changes it journals (update strategies, pauses, cordons),
+// and read members' output (their pods' logs, as kubectl logs does;
+// the output of the pods it replaces kept in the upgrade's events). It
+// cannot bring a cluster up from nothing (the workloads are applied by
+// whoever owns them), adopt (every pod is its controller's), or lock a
+// host.
+var Capabilities = substrate.Can(substrate.StartStop, substrate.Output, substrate.Discover, substrate.Undo)
 
 func init() {
 	substrate.Register(substrate.Substrate{

@@ -32,7 +32,9 @@ func bundleCmd(g *globals) *cobra.Command {
 what it takes to understand an upgrade without access to the cluster: the
 description with its secrets redacted and its SHA-256 as recorded, the plan,
 the record and every event (hook outputs as recorded), each member's output of
-its current and previous instances (from its agent), the members, versions and
+its current and previous instances (from its agent; on Kubernetes its pod's
+logs, and the last output of each pod the upgrade replaced, kept in the events
+before the pod went), the members, versions and
 health now, the impact report if any, the builds of ferry and of each agent, a
 manifest and a summary.txt to read first. Without UPGRADE-ID: the current
 upgrade, or the last one.
