@@ -52,7 +52,7 @@ func TestKeptOutputOfReplacedInstances(t *testing.T) {
 	}
 	live := fakeLive{members: []driver.Member{{Name: "a-1", Host: "h"}, {Name: "n-1", Host: "n-1"}, {Name: "n-2", Host: "n-2"}}}
 	var buf bytes.Buffer
-	man, err := Write(context.Background(), &buf, Config{Store: st, Description: []byte("cluster: x\n"), Cluster: &config.Cluster{Substrate: "kubernetes"}, Live: live, Driver: &nodesDriver{}})
+	man, err := Write(context.Background(), &buf, Config{Store: st, Description: []byte("cluster: x\n"), Cluster: &config.Cluster{Substrate: "pods"}, Live: live, Driver: &nodesDriver{}})
 	if err != nil {
 		t.Fatal(err)
 	}

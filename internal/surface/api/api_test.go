@@ -140,7 +140,7 @@ var at = time.Date(2026, 3, 4, 10, 30, 0, 0, time.UTC)
 func fullRecord() upgrade.Upgrade {
 	p := plan.Plan{From: []string{"1.0.0"}, To: "2.0.0", Path: []string{"2.0.0", "3.0.0"},
 		Flow: []plan.Stage{{Kind: "phase", Component: "kv", State: "upgrading-storage"}, {Kind: "finalize", PointOfNoReturn: true}},
-		Phases: []plan.Phase{{Component: "kv", Settings: strategy.Settings{Type: "canary", MaxUnavailable: 1}, MaxUnavailable: 1, Quorum: 2,
+		Phases: []plan.Phase{{Component: "kv", Settings: strategy.Settings{Type: strategy.Canary, MaxUnavailable: 1}, MaxUnavailable: 1, Quorum: 2,
 			Batches: []plan.Batch{{Members: []string{"kv-3"}}, {Members: []string{"kv-2", "kv-1"}}},
 			Skipped: []plan.Skipped{{Member: "kv-4", Reason: "runs 2.0.0 already"}}, Note: "kv-1 holds the role: last"}}}
 	u := upgrade.New("upg-full", p, map[string]string{"kv-1": "1.0.0", "kv-2": "1.0.0", "kv-3": "1.0.0", "kv-4": "2.0.0"}, nil, at)
@@ -150,7 +150,7 @@ func fullRecord() upgrade.Upgrade {
 	u.Members["kv-2"].Step, u.Members["kv-2"].Since, u.Members["kv-2"].Detail = upgrade.StepSoaking, at.Add(70*time.Second), "healthy"
 	u.Members["kv-2"].HealthyPID, u.Members["kv-2"].Acting, u.Members["kv-2"].Tries = 4242, 17, 5 // the engine's own
 	u.Batches = []upgrade.Batch{
-		{Phase: 0, Component: "kv", Number: 1, Members: []string{"kv-3"}, Size: 1, Why: "canary", Began: at.Add(5 * time.Second),
+		{Phase: 0, Component: "kv", Number: 1, Members: []string{"kv-3"}, Size: 1, Why: "one member first", Began: at.Add(5 * time.Second),
 			Ended: at.Add(40 * time.Second), Outcome: strategy.Outcome{Size: 1, Clean: true}, Bound: 30 * time.Second},
 		{Phase: 0, Component: "kv", Number: 2, Members: []string{"kv-2"}, Size: 2, Why: "doubled after a clean batch", Began: at.Add(50 * time.Second), Waited: true},
 	}

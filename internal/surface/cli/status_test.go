@@ -28,7 +28,7 @@ func statusRecord() upgrade.Upgrade {
 	at := time.Date(2026, 3, 4, 10, 30, 0, 0, time.UTC)
 	p := plan.Plan{From: []string{"1.0.0"}, To: "2.0.0", Path: []string{"2.0.0", "3.0.0"},
 		Flow: []plan.Stage{{Kind: "phase", Component: "kv", State: "upgrading-storage"}, {Kind: "finalize", PointOfNoReturn: true}},
-		Phases: []plan.Phase{{Component: "kv", Settings: strategy.Settings{Type: "canary", MaxUnavailable: 1}, MaxUnavailable: 1, Quorum: 2,
+		Phases: []plan.Phase{{Component: "kv", Settings: strategy.Settings{Type: strategy.Canary, MaxUnavailable: 1}, MaxUnavailable: 1, Quorum: 2,
 			Batches: []plan.Batch{{Members: []string{"kv-3"}}, {Members: []string{"kv-2", "kv-1"}}},
 			Skipped: []plan.Skipped{{Member: "kv-4", Reason: "runs 2.0.0 already"}}}}}
 	u := upgrade.New("upg-full", p, map[string]string{"kv-1": "1.0.0", "kv-2": "1.0.0", "kv-3": "1.0.0", "kv-4": "2.0.0"}, nil, at)
@@ -37,7 +37,7 @@ func statusRecord() upgrade.Upgrade {
 	u.Members["kv-3"].Step = upgrade.StepDone
 	u.Members["kv-2"].Step, u.Members["kv-2"].Detail = upgrade.StepSoaking, "healthy"
 	u.Batches = []upgrade.Batch{
-		{Phase: 0, Component: "kv", Number: 1, Members: []string{"kv-3"}, Size: 1, Why: "canary", Began: at, Ended: at.Add(40 * time.Second)},
+		{Phase: 0, Component: "kv", Number: 1, Members: []string{"kv-3"}, Size: 1, Why: "one member first", Began: at, Ended: at.Add(40 * time.Second)},
 		{Phase: 0, Component: "kv", Number: 2, Members: []string{"kv-2"}, Size: 2, Why: "doubled", Began: at.Add(50 * time.Second)},
 	}
 	u.Refusals = []strategy.Refusal{{Predicate: "quorum", Member: "kv-1", Reason: "2 of 3 healthy"}}
