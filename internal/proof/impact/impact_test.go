@@ -45,7 +45,11 @@ func TestMannWhitney(t *testing.T) {
 
 // TestMannWhitneyProperties: p is a probability, identical
 // distributions give no evidence, and moving the sample up never makes
-// the evidence weaker.
+// the evidence weaker, where both p come from the same method: a shift
+// that removes the ties moves a small case from the normal
+// approximation to the exact distribution, and the approximation's own
+// error can go either way (seed 1795933471138695819: 15 values against
+// 1, the approximation 0.116 with ties, the exact 0.125 without).
 func TestMannWhitneyProperties(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -67,7 +71,7 @@ func TestMannWhitneyProperties(t *testing.T) {
 		for j := range s {
 			shifted[j] = s[j] + 1
 		}
-		if r2 := MannWhitney(b, shifted); r2.P > r.P+1e-12 {
+		if r2 := MannWhitney(b, shifted); r2.Exact == r.Exact && r2.P > r.P+1e-12 {
 			t.Fatalf("seed %d run %d: shifting the sample up raised p from %v to %v", seed, i, r.P, r2.P)
 		}
 	}
