@@ -222,7 +222,7 @@ func TestJudge(t *testing.T) {
 			name: "sparse samples (a metrics signal's, one a step): chunks of 2s hold 20", baseline: 10,
 			loads:   []load{{0, 10, 10, steady(1), 0}, {10, 11, 10, steady(3), 0}, {11, 15, 10, steady(3), 0}},
 			windows: []timeline.Window{win("upgrading-kv", 10, 11), win("upgrading-api", 11, 15)},
-			want:    []want{{Insufficient, true, "shorter than 2s"}, {No, true, "is 3.02× the baseline"}},
+			want:    []want{{Insufficient, true, "shorter than 2s"}, {No, true, "the median is 3.06× the baseline's"}},
 			overall: "upgrading-api: slower than the baseline",
 		},
 	}
@@ -283,9 +283,9 @@ func TestJudgeWithControl(t *testing.T) {
 			[]load{ctlBase, {10, 13, 22, steady(0.5), 0}}, Yes, "the control on the same machine: p99 2.49×"},
 		{"the same without a control", load{10, 13, 90, steady(2.5), 0}, nil, No, "0.45× the baseline's"},
 		{"the upgrade hurt: the service 2.5× slower, the control as before", load{10, 13, 200, steady(2.5), 0},
-			[]load{ctlBase, {10, 13, 50, steady(0.2), 0}}, No, "(> 1.50×, what its noise allows); the control on the same machine: p99 1.00×"},
+			[]load{ctlBase, {10, 13, 50, steady(0.2), 0}}, No, "against 1.50×, what its noise allows; the control on the same machine: p99 1.00×"},
 		{"a control too sparse in the window is no evidence", load{10, 13, 200, steady(2.5), 0},
-			[]load{ctlBase, {10, 13, 5, steady(0.5), 0}}, No, "what its noise allows)"},
+			[]load{ctlBase, {10, 13, 5, steady(0.5), 0}}, No, "against 1.50×, what its noise allows"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,12 +15,19 @@ import (
 // practically worse: its p99, or its median, above a threshold of the
 // baseline's that is MaxP99Ratio (MaxP50Ratio) or, on a machine whose
 // latencies wander (a shared, loaded one), what the baseline's own
-// noise says, whichever is higher. A tiny but consistent shift is no
-// impact a user notices, a large p99 on a handful of requests is no
-// evidence, and a slow second that the baseline also had is the
-// machine, not the upgrade. The median is judged too because a spiky
-// baseline raises the p99's threshold so far that only the median
-// still shows every request being slower. And the rate: clients that
+// noise says, whichever is higher; and above it not only as estimated
+// but at the lower end of the ratio's confidence interval (1 − Alpha):
+// a window's p99 is one estimate from its dozen slowest requests. A
+// tiny but consistent shift is no impact a user notices, a large p99
+// on a handful of requests is no evidence, and a slow second that the
+// baseline also had is the machine, not the upgrade. The thresholds
+// carry the machine's wander (a stall slows many requests at once, and
+// each second of the baseline is judged whole), the interval the
+// window's own sampling error; a window past a threshold as estimated
+// but not at its interval's lower end is "insufficient", not impacted.
+// The median is judged too because a spiky baseline raises the p99's
+// threshold so far that only the median still shows every request
+// being slower. And the rate: clients that
 // wait on a stalled service send fewer requests, so a stall shows as
 // a window with few (and not especially slow) requests; a window whose
 // request rate fell below MinRateRatio of the baseline's (or below
@@ -100,20 +107,32 @@ const (
 
 // WindowVerdict is one window's judgment.
 type WindowVerdict struct {
-	Name         string  `json:"name"`
-	Kind         string  `json:"kind"`
-	Requests     int     `json:"requests"`
-	Failed       int     `json:"failed"`
-	P50MS        float64 `json:"p50_ms"`
-	P99MS        float64 `json:"p99_ms"`
-	P50Ratio     float64 `json:"p50_ratio"`  // to the baseline's median
-	RateRatio    float64 `json:"rate_ratio"` // requests a second, to the baseline's
-	P99Ratio     float64 `json:"p99_ratio"`  // to the baseline's p99
-	U            float64 `json:"u"`
-	PValue       float64 `json:"p_value"`
-	ZeroDowntime bool    `json:"zero_downtime"`
-	ZeroImpact   string  `json:"zero_impact"` // yes, no, insufficient
-	Reason       string  `json:"reason"`
+	Name      string  `json:"name"`
+	Kind      string  `json:"kind"`
+	Requests  int     `json:"requests"`
+	Failed    int     `json:"failed"`
+	P50MS     float64 `json:"p50_ms"`
+	P99MS     float64 `json:"p99_ms"`
+	P50Ratio  float64 `json:"p50_ratio"`  // to the baseline's median
+	RateRatio float64 `json:"rate_ratio"` // requests a second, to the baseline's
+	P99Ratio  float64 `json:"p99_ratio"`  // to the baseline's p99
+	// P99RatioCI and P50RatioCI are the ratios' confidence intervals:
+	// each bound holds with probability 1 − Alpha (RatioInterval of the
+	// window's and the baseline's QuantileInterval, each side at
+	// Alpha/2). Absent in windows not judged by their latencies.
+	P99RatioCI *Interval `json:"p99_ratio_ci,omitempty"`
+	P50RatioCI *Interval `json:"p50_ratio_ci,omitempty"`
+	// P99Threshold, P50Threshold and RateThreshold are the thresholds
+	// the window was judged against: the noise's, raised by the
+	// control's ratios in the window when there is one.
+	P99Threshold  float64 `json:"p99_threshold"`
+	P50Threshold  float64 `json:"p50_threshold"`
+	RateThreshold float64 `json:"rate_threshold"`
+	U             float64 `json:"u"`
+	PValue        float64 `json:"p_value"`
+	ZeroDowntime  bool    `json:"zero_downtime"`
+	ZeroImpact    string  `json:"zero_impact"` // yes, no, insufficient
+	Reason        string  `json:"reason"`
 	// Control is the control's ratios in the window, when one was
 	// given and ran enough requests in it.
 	Control *Control `json:"control,omitempty"`
@@ -212,9 +231,13 @@ type Verdict struct {
 	ZeroDowntime bool            `json:"zero_downtime"`
 	ZeroImpact   bool            `json:"zero_impact"`
 	Windows      []WindowVerdict `json:"windows"`
-	// Insufficient counts the windows too short or too sparse to judge.
-	Insufficient int    `json:"insufficient"`
-	Reason       string `json:"reason"`
+	// Insufficient counts the windows not judged: too short or too
+	// sparse, or Unconfirmed.
+	Insufficient int `json:"insufficient"`
+	// Unconfirmed counts the windows whose p99 or median was past its
+	// threshold as estimated but not at the lower end of its interval.
+	Unconfirmed int    `json:"unconfirmed"`
+	Reason      string `json:"reason"`
 }
 
 // Judge compares the requests started in each window with those of the
@@ -253,6 +276,11 @@ func JudgeWithControl(samples, control []traffic.Sample, baseFrom, baseTo time.T
 	noise := MeasureNoise(samples, baseFrom, baseTo, p)
 	v := Verdict{Policy: p, Baseline: traffic.Summarize(samples, baseFrom, baseTo), Noise: noise, ZeroDowntime: true, ZeroImpact: true}
 	baseP50, baseP99 := Quantile(base, 0.5), Quantile(base, 0.99)
+	// Each ratio's lower bound fails only if the window's quantile lies
+	// below its interval or the baseline's above its own: Alpha/2 each.
+	beta := p.Alpha / 2
+	base99 := QuantileInterval(base, 0.99, beta)
+	base50 := QuantileInterval(base, 0.5, beta)
 	var worst string
 	for _, w := range windows {
 		failed := 0
@@ -279,6 +307,7 @@ func JudgeWithControl(samples, control []traffic.Sample, baseFrom, baseTo time.T
 			p99T, p50T, rateT = p99T*max(1, c.P99Ratio), p50T*max(1, c.P50Ratio), rateT*min(1, c.RateRatio)
 			machine = fmt.Sprintf("; the control on the same machine: p99 %.2f×, median %.2f×, rate %.2f× its baseline's", c.P99Ratio, c.P50Ratio, c.RateRatio)
 		}
+		wv.P99Threshold, wv.P50Threshold, wv.RateThreshold = p99T, p50T, rateT
 		switch {
 		case d < noise.ChunkS:
 			wv.ZeroImpact = Insufficient
@@ -291,24 +320,21 @@ func JudgeWithControl(samples, control []traffic.Sample, baseFrom, baseTo time.T
 			// how many there would have been.
 			wv.ZeroImpact = No
 			wv.Reason = fmt.Sprintf("the clients got %.0f requests/s through, %.2f× the baseline's %.0f/s (< %.2f×, what its noise allows): they waited on the service",
-				float64(wv.Requests)/d, wv.RateRatio, noise.BaseRate, rateT)
+				float64(wv.Requests)/d, wv.RateRatio, noise.BaseRate, rateT) + machine
 		case len(lat) < p.MinSamples:
 			wv.ZeroImpact = Insufficient
 			wv.Reason = fmt.Sprintf("%d requests in the window: fewer than %d", len(lat), p.MinSamples)
-		case mw.P < p.Alpha && wv.P99Ratio > p99T:
-			wv.ZeroImpact = No
-			wv.Reason = fmt.Sprintf("slower than the baseline: p = %.2g < %g and p99 %.1fms is %.2f× the baseline's %.1fms (> %.2f×, what its noise allows)",
-				mw.P, p.Alpha, wv.P99MS, wv.P99Ratio, baseP99, p99T)
-		case mw.P < p.Alpha && wv.P50Ratio > p50T:
-			wv.ZeroImpact = No
-			wv.Reason = fmt.Sprintf("slower than the baseline: p = %.2g < %g and the median %.1fms is %.2f× the baseline's %.1fms (> %.2f×, what its noise allows)",
-				mw.P, p.Alpha, wv.P50MS, wv.P50Ratio, baseP50, p50T)
 		default:
-			wv.ZeroImpact = Yes
-			wv.Reason = fmt.Sprintf("p = %.2g, p99 %.2f×, median %.2f× and rate %.2f× the baseline's (impact above %.2f×, %.2f×, below %.2f×)",
-				mw.P, wv.P99Ratio, wv.P50Ratio, wv.RateRatio, p99T, p50T, rateT)
-		}
-		if wv.ZeroImpact != Insufficient {
+			r99 := RatioInterval(QuantileInterval(lat, 0.99, beta), base99)
+			r50 := RatioInterval(QuantileInterval(lat, 0.5, beta), base50)
+			wv.P99RatioCI, wv.P50RatioCI = &r99, &r50
+			wv.ZeroImpact, wv.Reason = judgeLatency(mw, p.Alpha, r99, r50, p99T, p50T)
+			if wv.ZeroImpact == Insufficient {
+				v.Unconfirmed++
+			}
+			if wv.ZeroImpact == Yes {
+				wv.Reason = fmt.Sprintf("%s and rate %.2f× the baseline's (impact above %.2f×, %.2f×, below %.2f×)", wv.Reason, wv.RateRatio, p99T, p50T, rateT)
+			}
 			wv.Reason += machine
 		}
 		if wv.ZeroImpact == Insufficient {
@@ -339,10 +365,38 @@ func JudgeWithControl(samples, control []traffic.Sample, baseFrom, baseTo time.T
 		v.Reason = fmt.Sprintf("no request failed; no window significantly slower than the baseline by more than its noise allows (p99 %.2f×, median %.2f×)",
 			noise.P99Threshold, noise.P50Threshold)
 	}
-	if v.Insufficient > 0 && noise.Enough {
-		v.Reason += fmt.Sprintf(" (%d of %d windows too short or sparse to judge)", v.Insufficient, len(windows))
+	if short := v.Insufficient - v.Unconfirmed; short > 0 && noise.Enough {
+		v.Reason += fmt.Sprintf(" (%d of %d windows too short or sparse to judge)", short, len(windows))
+	}
+	if v.Unconfirmed > 0 {
+		v.Reason += fmt.Sprintf(" (%d of %d windows past a threshold as estimated but not at the lower end of its interval: insufficient)", v.Unconfirmed, len(windows))
 	}
 	return v
+}
+
+// judgeLatency judges a window's latencies: impacted when the rank test
+// says they are slower (p < alpha) and the p99's or the median's ratio
+// to the baseline's is past its threshold even at the lower end of its
+// confidence interval; insufficient when the test says slower and the
+// estimate is past the threshold but the interval reaches below it
+// (too few requests to tell a slow moment of the machine from an
+// impact); otherwise not impacted.
+func judgeLatency(mw MWResult, alpha float64, r99, r50 Interval, p99T, p50T float64) (string, string) {
+	slower := mw.P < alpha
+	ci := func(what string, r Interval, t float64) string {
+		return fmt.Sprintf("%s %.2f× the baseline's (%.0f%% interval %s) against %.2f×, what its noise allows", what, r.Est, 100*(1-alpha), r.Range(), t)
+	}
+	switch {
+	case slower && r99.Lo > p99T:
+		return No, fmt.Sprintf("slower than the baseline: p = %.2g < %g and the p99 %s", mw.P, alpha, ci("is", r99, p99T))
+	case slower && r50.Lo > p50T:
+		return No, fmt.Sprintf("slower than the baseline: p = %.2g < %g and the median %s", mw.P, alpha, ci("is", r50, p50T))
+	case slower && r99.Est > p99T:
+		return Insufficient, fmt.Sprintf("p = %.2g < %g and the p99 %s: past it as estimated, not at the interval's lower end: too few requests to tell", mw.P, alpha, ci("is", r99, p99T))
+	case slower && r50.Est > p50T:
+		return Insufficient, fmt.Sprintf("p = %.2g < %g and the median %s: past it as estimated, not at the interval's lower end: too few requests to tell", mw.P, alpha, ci("is", r50, p50T))
+	}
+	return Yes, fmt.Sprintf("p = %.2g, p99 %.2f× %s, median %.2f× %s", mw.P, r99.Est, r99.Range(), r50.Est, r50.Range())
 }
 
 // controlIn is the control's ratios in window w against its baseline
