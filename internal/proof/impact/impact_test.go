@@ -225,6 +225,33 @@ func TestJudge(t *testing.T) {
 			want:    []want{{Insufficient, true, "shorter than 2s"}, {No, true, "the median is 3.06× the baseline's"}},
 			overall: "upgrading-api: slower than the baseline",
 		},
+		{
+			// Clients each always waiting on a request: 2.5× the latency
+			// is 0.4× the rate, as many in flight. Two seconds of the
+			// baseline were 2.4× slower (its clients not yet saturated):
+			// the latencies are within its noise, and the rate's drop is
+			// theirs, not a stall's.
+			name: "loaded machine: the machine got busier, the clients busy with slower requests", baseline: 10,
+			loads: []load{{0, 3, 200, steady(1), 0}, {3, 4, 200, steady(2.4), 0}, {4, 7, 200, steady(1), 0}, {7, 8, 200, steady(2.4), 0},
+				{8, 10, 200, steady(1), 0}, {10, 13, 80, steady(2.5), 0}},
+			windows: []timeline.Window{win("upgrading-api", 10, 13)},
+			want:    []want{{Yes, true, "the rate fell to 0.4"}},
+			overall: "no request failed",
+		},
+		{
+			name: "a stall the window's own requests show: 24 requests of about a second", baseline: 10,
+			loads:   []load{{0, 10, 200, steady(1), 0}, {10, 13, 8, steady(180), 0}},
+			windows: []timeline.Window{win("upgrading-api", 10, 13)},
+			want:    []want{{No, true, "slower than the baseline"}},
+			overall: "upgrading-api: slower than the baseline",
+		},
+		{
+			name: "a stall with too few requests to judge their latencies", baseline: 10,
+			loads:   []load{{0, 10, 200, steady(1), 0}, {10, 12, 5, steady(180), 0}},
+			windows: []timeline.Window{win("upgrading-api", 10, 12)},
+			want:    []want{{No, true, "they waited on the service"}},
+			overall: "upgrading-api: the clients got",
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -281,7 +308,7 @@ func TestJudgeWithControl(t *testing.T) {
 	}{
 		{"the machine got busier: service and control both 2.5× slower, at 0.45× the rate", load{10, 13, 90, steady(2.5), 0},
 			[]load{ctlBase, {10, 13, 22, steady(0.5), 0}}, Yes, "the control on the same machine: p99 2.49×"},
-		{"the same without a control", load{10, 13, 90, steady(2.5), 0}, nil, No, "0.45× the baseline's"},
+		{"the same without a control: the latencies judge it", load{10, 13, 90, steady(2.5), 0}, nil, No, "the rate fell to 0.45× but 1.12× as many requests were in flight"},
 		{"the upgrade hurt: the service 2.5× slower, the control as before", load{10, 13, 200, steady(2.5), 0},
 			[]load{ctlBase, {10, 13, 50, steady(0.2), 0}}, No, "against 1.50×, what its noise allows; the control on the same machine: p99 1.00×"},
 		{"a control too sparse in the window is no evidence", load{10, 13, 200, steady(2.5), 0},

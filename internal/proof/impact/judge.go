@@ -27,11 +27,15 @@ import (
 // but not at its interval's lower end is "insufficient", not impacted.
 // The median is judged too because a spiky baseline raises the p99's
 // threshold so far that only the median still shows every request
-// being slower. And the rate: clients that
-// wait on a stalled service send fewer requests, so a stall shows as
-// a window with few (and not especially slow) requests; a window whose
-// request rate fell below MinRateRatio of the baseline's (or below
-// what its noise allows) is impacted whatever its latencies.
+// being slower. And the rate: clients that wait on a stalled service
+// send fewer requests, so a stall shows as a window with few (and not
+// especially slow) requests; a window whose request rate fell below
+// MinRateRatio of the baseline's (or below what its noise allows) is
+// impacted whatever its latencies, unless it has enough requests to
+// judge their latencies and those explain the drop: as many requests
+// in flight as in the baseline (clients busy with slower requests, as
+// on a machine that got busier, not idle) leaves it to the latencies,
+// their thresholds and intervals.
 type Policy struct {
 	Alpha       float64 `json:"alpha"`         // default 0.01
 	MaxP99Ratio float64 `json:"max_p99_ratio"` // default 1.5: the p99 threshold's floor
@@ -115,7 +119,12 @@ type WindowVerdict struct {
 	P99MS     float64 `json:"p99_ms"`
 	P50Ratio  float64 `json:"p50_ratio"`  // to the baseline's median
 	RateRatio float64 `json:"rate_ratio"` // requests a second, to the baseline's
-	P99Ratio  float64 `json:"p99_ratio"`  // to the baseline's p99
+	// InFlightRatio is the requests in flight (Little's law: the rate
+	// times the mean latency of the requests started in the window,
+	// failed ones too) to the baseline's: clients that send fewer
+	// requests because each takes longer keep as many in flight.
+	InFlightRatio float64 `json:"inflight_ratio"`
+	P99Ratio      float64 `json:"p99_ratio"` // to the baseline's p99
 	// P99RatioCI and P50RatioCI are the ratios' confidence intervals:
 	// each bound holds with probability 1 − Alpha (RatioInterval of the
 	// window's and the baseline's QuantileInterval, each side at
@@ -159,8 +168,10 @@ type Noise struct {
 	// RateThreshold is the rate ratio below which a window is
 	// impacted: min(MinRateRatio, WorstRateRatio / NoiseMargin).
 	RateThreshold float64 `json:"rate_threshold"`
-	// BaseRate is the baseline's requests a second.
-	BaseRate float64 `json:"base_rate"`
+	// BaseRate is the baseline's requests a second, BaseInFlight its
+	// requests in flight (the rate times the mean latency).
+	BaseRate     float64 `json:"base_rate"`
+	BaseInFlight float64 `json:"base_inflight"`
 	// Enough says the baseline held MinChunks usable chunks; without,
 	// Reason says what it lacked and no window is judged.
 	Enough bool   `json:"enough"`
@@ -182,7 +193,7 @@ type ChunkRatio struct {
 func MeasureNoise(samples []traffic.Sample, from, to time.Time, p Policy) Noise {
 	p = p.withDefaults()
 	n := Noise{ChunkS: p.MinWindowS, P99Threshold: p.MaxP99Ratio, P50Threshold: p.MaxP50Ratio, RateThreshold: p.MinRateRatio,
-		BaseRate: rate(samples, from, to), WorstRateRatio: math.Inf(1)}
+		BaseRate: rate(samples, from, to), BaseInFlight: inFlight(samples, from, to), WorstRateRatio: math.Inf(1)}
 	if n.BaseRate > 0 {
 		n.ChunkS = max(n.ChunkS, float64(p.MinSamples)/n.BaseRate)
 	}
@@ -298,6 +309,9 @@ func JudgeWithControl(samples, control []traffic.Sample, baseFrom, baseTo time.T
 		if noise.BaseRate > 0 && d > 0 {
 			wv.RateRatio = float64(wv.Requests) / d / noise.BaseRate
 		}
+		if noise.BaseInFlight > 0 {
+			wv.InFlightRatio = inFlight(samples, w.From, w.To) / noise.BaseInFlight
+		}
 		mw := MannWhitney(base, lat)
 		wv.U, wv.PValue = mw.U, mw.P
 		p99T, p50T, rateT := noise.P99Threshold, noise.P50Threshold, noise.RateThreshold
@@ -315,12 +329,14 @@ func JudgeWithControl(samples, control []traffic.Sample, baseFrom, baseTo time.T
 		case !noise.Enough:
 			wv.ZeroImpact = Insufficient
 			wv.Reason = noise.Reason
-		case wv.RateRatio < rateT:
+		case wv.RateRatio < rateT && (len(lat) < p.MinSamples || wv.InFlightRatio < rateT):
 			// Judged even with few requests: the baseline's rate says
-			// how many there would have been.
+			// how many there would have been. With enough to judge their
+			// latencies, only a drop they do not explain: clients whose
+			// requests merely took longer kept as many in flight.
 			wv.ZeroImpact = No
-			wv.Reason = fmt.Sprintf("the clients got %.0f requests/s through, %.2f× the baseline's %.0f/s (< %.2f×, what its noise allows): they waited on the service",
-				float64(wv.Requests)/d, wv.RateRatio, noise.BaseRate, rateT) + machine
+			wv.Reason = fmt.Sprintf("the clients got %.0f requests/s through, %.2f× the baseline's %.0f/s (< %.2f×, what its noise allows), with %.2f× as many in flight: they waited on the service",
+				float64(wv.Requests)/d, wv.RateRatio, noise.BaseRate, rateT, wv.InFlightRatio) + machine
 		case len(lat) < p.MinSamples:
 			wv.ZeroImpact = Insufficient
 			wv.Reason = fmt.Sprintf("%d requests in the window: fewer than %d", len(lat), p.MinSamples)
@@ -334,6 +350,9 @@ func JudgeWithControl(samples, control []traffic.Sample, baseFrom, baseTo time.T
 			}
 			if wv.ZeroImpact == Yes {
 				wv.Reason = fmt.Sprintf("%s and rate %.2f× the baseline's (impact above %.2f×, %.2f×, below %.2f×)", wv.Reason, wv.RateRatio, p99T, p50T, rateT)
+			}
+			if wv.RateRatio < rateT {
+				wv.Reason += fmt.Sprintf("; the rate fell to %.2f× but %.2f× as many requests were in flight: the clients waited on slower requests, judged by their latencies", wv.RateRatio, wv.InFlightRatio)
 			}
 			wv.Reason += machine
 		}
@@ -424,6 +443,23 @@ func rate(samples []traffic.Sample, from, to time.Time) float64 {
 		}
 	}
 	return float64(n) / d
+}
+
+// inFlight is the mean number of requests in flight that started in
+// [from, to): their summed latency (failed ones too) over its length,
+// their rate times their mean latency by Little's law.
+func inFlight(samples []traffic.Sample, from, to time.Time) float64 {
+	d := to.Sub(from).Seconds()
+	if d <= 0 {
+		return 0
+	}
+	var busy time.Duration
+	for _, s := range samples {
+		if !s.Start.Before(from) && s.Start.Before(to) {
+			busy += s.Latency
+		}
+	}
+	return busy.Seconds() / d
 }
 
 // latencies are the latencies (ms) of the successful requests started

@@ -57,13 +57,16 @@ func (m loadedMachine) run(seed uint64, t0 time.Time, seconds float64, slow func
 
 // pointRule is the verdict this one replaced: a window impacted when the
 // rank test says slower and the p99's or the median's ratio to the
-// baseline's, as estimated, is past its threshold (or the rate fell).
+// baseline's, as estimated, is past its threshold, or when the rate
+// fell below its own, whatever the requests in flight.
 func pointRule(v Verdict, w WindowVerdict) string {
 	switch {
 	case w.ZeroImpact == No:
 		return No
 	case w.ZeroImpact == Insufficient && w.P99RatioCI == nil:
 		return Insufficient
+	case w.RateRatio < w.RateThreshold:
+		return No // the rate alone, whether the latencies explain its drop or not
 	case w.PValue < v.Policy.Alpha && (w.P99Ratio > w.P99Threshold || w.P50Ratio > w.P50Threshold):
 		return No
 	}
