@@ -17,7 +17,10 @@ import (
 // latencies wander (a shared, loaded one), what the baseline's own
 // noise says, whichever is higher; and above it not only as estimated
 // but at the lower end of the ratio's confidence interval (1 − Alpha):
-// a window's p99 is one estimate from its dozen slowest requests. A
+// a window's p99 is one estimate from its dozen slowest requests. (The
+// p99's interval is its own significance test: a tail of stuck
+// requests is impacted even when the rank test, which weighs them
+// against the many as fast as before, does not say slower.) A
 // tiny but consistent shift is no impact a user notices, a large p99
 // on a handful of requests is no evidence, and a slow second that the
 // baseline also had is the machine, not the upgrade. The thresholds
@@ -393,21 +396,24 @@ func JudgeWithControl(samples, control []traffic.Sample, baseFrom, baseTo time.T
 	return v
 }
 
-// judgeLatency judges a window's latencies: impacted when the rank test
-// says they are slower (p < alpha) and the p99's or the median's ratio
-// to the baseline's is past its threshold even at the lower end of its
-// confidence interval; insufficient when the test says slower and the
-// estimate is past the threshold but the interval reaches below it
+// judgeLatency judges a window's latencies: impacted when the p99's
+// ratio to the baseline's is past its threshold at the lower end of its
+// confidence interval, or the median's is and the rank test says they
+// are slower (p < alpha); insufficient when the test says slower and
+// an estimate is past its threshold but its interval reaches below it
 // (too few requests to tell a slow moment of the machine from an
-// impact); otherwise not impacted.
+// impact); otherwise not impacted. The p99's interval is its own test
+// at alpha; the rank test, which weighs every request, would hide a
+// tail of stuck requests behind the many that were as fast as before:
+// the outliers Glance's gate asks about.
 func judgeLatency(mw MWResult, alpha float64, r99, r50 Interval, p99T, p50T float64) (string, string) {
 	slower := mw.P < alpha
 	ci := func(what string, r Interval, t float64) string {
 		return fmt.Sprintf("%s %.2f× the baseline's (%.0f%% interval %s) against %.2f×, what its noise allows", what, r.Est, 100*(1-alpha), r.Range(), t)
 	}
 	switch {
-	case slower && r99.Lo > p99T:
-		return No, fmt.Sprintf("slower than the baseline: p = %.2g < %g and the p99 %s", mw.P, alpha, ci("is", r99, p99T))
+	case r99.Lo > p99T:
+		return No, fmt.Sprintf("slower than the baseline: the p99 %s, past it at the interval's lower end (p = %.2g)", ci("is", r99, p99T), mw.P)
 	case slower && r50.Lo > p50T:
 		return No, fmt.Sprintf("slower than the baseline: p = %.2g < %g and the median %s", mw.P, alpha, ci("is", r50, p50T))
 	case slower && r99.Est > p99T:
