@@ -194,6 +194,7 @@ func buildChart(p Page) chart {
 }
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
+	"confidence": func(alpha float64) string { return fmt.Sprintf("%g %%", 100*(1-alpha)) },
 	"yesno": func(b bool) string {
 		if b {
 			return "yes"
@@ -224,8 +225,8 @@ Baseline: {{.P.Verdict.Baseline.Total}} requests, p50 {{printf "%.1f" .P.Verdict
 <p class="legend"><span style="color:#1a73e8">━ p50 per second</span><span style="color:#d93025">━ p99 per second</span><span>● a second with failed requests</span><span>bands: the batches</span></p>
 {{if .C.Legend}}<p class="legend">Batches too narrow for their name:{{range .C.Legend}} <span>{{if .Key}}<b>{{.Key}}</b> {{end}}{{.Name}} ({{printf "%.1f" .From}}–{{printf "%.1f" .To}} s)</span>{{end}}</p>
 {{end}}<h2>Windows</h2>
-<table><tr><th>window</th><th>requests</th><th>failed</th><th>p50 ms</th><th>p99 ms</th><th>p99 / baseline</th><th>p-value</th><th>zero impact</th><th>why</th></tr>
-{{range .P.Verdict.Windows}}<tr><td>{{.Name}}</td><td>{{.Requests}}</td><td>{{.Failed}}</td><td>{{printf "%.1f" .P50MS}}</td><td>{{printf "%.1f" .P99MS}}</td><td>{{printf "%.2f" .P99Ratio}}</td><td>{{printf "%.2g" .PValue}}</td><td class="{{.ZeroImpact}}">{{.ZeroImpact}}</td><td style="text-align:left">{{.Reason}}</td></tr>
+<table><tr><th>window</th><th>requests</th><th>failed</th><th>p50 ms</th><th>p99 ms</th><th>p99 / baseline ({{confidence .P.Verdict.Policy.Alpha}} interval)</th><th>p-value</th><th>zero impact</th><th>why</th></tr>
+{{range .P.Verdict.Windows}}<tr><td>{{.Name}}</td><td>{{.Requests}}</td><td>{{.Failed}}</td><td>{{printf "%.1f" .P50MS}}</td><td>{{printf "%.1f" .P99MS}}</td><td>{{printf "%.2f" .P99Ratio}}{{with .P99RatioCI}} {{.Range}}{{end}}</td><td>{{printf "%.2g" .PValue}}</td><td class="{{.ZeroImpact}}">{{.ZeroImpact}}</td><td style="text-align:left">{{.Reason}}</td></tr>
 {{end}}</table>
 <h2>Errors</h2>
 {{if .Errors}}<table><tr><th>at</th><th>error</th></tr>{{range .Errors}}<tr><td>{{.At}}</td><td style="text-align:left">{{.Err}}</td></tr>{{end}}</table>{{else}}<p>None.</p>{{end}}

@@ -15,16 +15,30 @@ import (
 // practically worse: its p99, or its median, above a threshold of the
 // baseline's that is MaxP99Ratio (MaxP50Ratio) or, on a machine whose
 // latencies wander (a shared, loaded one), what the baseline's own
-// noise says, whichever is higher. A tiny but consistent shift is no
-// impact a user notices, a large p99 on a handful of requests is no
-// evidence, and a slow second that the baseline also had is the
-// machine, not the upgrade. The median is judged too because a spiky
-// baseline raises the p99's threshold so far that only the median
-// still shows every request being slower. And the rate: clients that
-// wait on a stalled service send fewer requests, so a stall shows as
-// a window with few (and not especially slow) requests; a window whose
-// request rate fell below MinRateRatio of the baseline's (or below
-// what its noise allows) is impacted whatever its latencies.
+// noise says, whichever is higher; and above it not only as estimated
+// but at the lower end of the ratio's confidence interval (1 − Alpha):
+// a window's p99 is one estimate from its dozen slowest requests. (The
+// p99's interval is its own significance test: a tail of stuck
+// requests is impacted even when the rank test, which weighs them
+// against the many as fast as before, does not say slower.) A
+// tiny but consistent shift is no impact a user notices, a large p99
+// on a handful of requests is no evidence, and a slow second that the
+// baseline also had is the machine, not the upgrade. The thresholds
+// carry the machine's wander (a stall slows many requests at once, and
+// each second of the baseline is judged whole), the interval the
+// window's own sampling error; a window past a threshold as estimated
+// but not at its interval's lower end is "insufficient", not impacted.
+// The median is judged too because a spiky baseline raises the p99's
+// threshold so far that only the median still shows every request
+// being slower. And the rate: clients that wait on a stalled service
+// send fewer requests, so a stall shows as a window with few (and not
+// especially slow) requests; a window whose request rate fell below
+// MinRateRatio of the baseline's (or below what its noise allows) is
+// impacted whatever its latencies, unless it has enough requests to
+// judge their latencies and those explain the drop: as many requests
+// in flight as in the baseline (clients busy with slower requests, as
+// on a machine that got busier, not idle) leaves it to the latencies,
+// their thresholds and intervals.
 type Policy struct {
 	Alpha       float64 `json:"alpha"`         // default 0.01
 	MaxP99Ratio float64 `json:"max_p99_ratio"` // default 1.5: the p99 threshold's floor
@@ -100,20 +114,37 @@ const (
 
 // WindowVerdict is one window's judgment.
 type WindowVerdict struct {
-	Name         string  `json:"name"`
-	Kind         string  `json:"kind"`
-	Requests     int     `json:"requests"`
-	Failed       int     `json:"failed"`
-	P50MS        float64 `json:"p50_ms"`
-	P99MS        float64 `json:"p99_ms"`
-	P50Ratio     float64 `json:"p50_ratio"`  // to the baseline's median
-	RateRatio    float64 `json:"rate_ratio"` // requests a second, to the baseline's
-	P99Ratio     float64 `json:"p99_ratio"`  // to the baseline's p99
-	U            float64 `json:"u"`
-	PValue       float64 `json:"p_value"`
-	ZeroDowntime bool    `json:"zero_downtime"`
-	ZeroImpact   string  `json:"zero_impact"` // yes, no, insufficient
-	Reason       string  `json:"reason"`
+	Name      string  `json:"name"`
+	Kind      string  `json:"kind"`
+	Requests  int     `json:"requests"`
+	Failed    int     `json:"failed"`
+	P50MS     float64 `json:"p50_ms"`
+	P99MS     float64 `json:"p99_ms"`
+	P50Ratio  float64 `json:"p50_ratio"`  // to the baseline's median
+	RateRatio float64 `json:"rate_ratio"` // requests a second, to the baseline's
+	// InFlightRatio is the requests in flight (Little's law: the rate
+	// times the mean latency of the requests started in the window,
+	// failed ones too) to the baseline's: clients that send fewer
+	// requests because each takes longer keep as many in flight.
+	InFlightRatio float64 `json:"inflight_ratio"`
+	P99Ratio      float64 `json:"p99_ratio"` // to the baseline's p99
+	// P99RatioCI and P50RatioCI are the ratios' confidence intervals:
+	// each bound holds with probability 1 − Alpha (RatioInterval of the
+	// window's and the baseline's QuantileInterval, each side at
+	// Alpha/2). Absent in windows not judged by their latencies.
+	P99RatioCI *Interval `json:"p99_ratio_ci,omitempty"`
+	P50RatioCI *Interval `json:"p50_ratio_ci,omitempty"`
+	// P99Threshold, P50Threshold and RateThreshold are the thresholds
+	// the window was judged against: the noise's, raised by the
+	// control's ratios in the window when there is one.
+	P99Threshold  float64 `json:"p99_threshold"`
+	P50Threshold  float64 `json:"p50_threshold"`
+	RateThreshold float64 `json:"rate_threshold"`
+	U             float64 `json:"u"`
+	PValue        float64 `json:"p_value"`
+	ZeroDowntime  bool    `json:"zero_downtime"`
+	ZeroImpact    string  `json:"zero_impact"` // yes, no, insufficient
+	Reason        string  `json:"reason"`
 	// Control is the control's ratios in the window, when one was
 	// given and ran enough requests in it.
 	Control *Control `json:"control,omitempty"`
@@ -140,8 +171,10 @@ type Noise struct {
 	// RateThreshold is the rate ratio below which a window is
 	// impacted: min(MinRateRatio, WorstRateRatio / NoiseMargin).
 	RateThreshold float64 `json:"rate_threshold"`
-	// BaseRate is the baseline's requests a second.
-	BaseRate float64 `json:"base_rate"`
+	// BaseRate is the baseline's requests a second, BaseInFlight its
+	// requests in flight (the rate times the mean latency).
+	BaseRate     float64 `json:"base_rate"`
+	BaseInFlight float64 `json:"base_inflight"`
 	// Enough says the baseline held MinChunks usable chunks; without,
 	// Reason says what it lacked and no window is judged.
 	Enough bool   `json:"enough"`
@@ -163,7 +196,7 @@ type ChunkRatio struct {
 func MeasureNoise(samples []traffic.Sample, from, to time.Time, p Policy) Noise {
 	p = p.withDefaults()
 	n := Noise{ChunkS: p.MinWindowS, P99Threshold: p.MaxP99Ratio, P50Threshold: p.MaxP50Ratio, RateThreshold: p.MinRateRatio,
-		BaseRate: rate(samples, from, to), WorstRateRatio: math.Inf(1)}
+		BaseRate: rate(samples, from, to), BaseInFlight: inFlight(samples, from, to), WorstRateRatio: math.Inf(1)}
 	if n.BaseRate > 0 {
 		n.ChunkS = max(n.ChunkS, float64(p.MinSamples)/n.BaseRate)
 	}
@@ -212,9 +245,13 @@ type Verdict struct {
 	ZeroDowntime bool            `json:"zero_downtime"`
 	ZeroImpact   bool            `json:"zero_impact"`
 	Windows      []WindowVerdict `json:"windows"`
-	// Insufficient counts the windows too short or too sparse to judge.
-	Insufficient int    `json:"insufficient"`
-	Reason       string `json:"reason"`
+	// Insufficient counts the windows not judged: too short or too
+	// sparse, or Unconfirmed.
+	Insufficient int `json:"insufficient"`
+	// Unconfirmed counts the windows whose p99 or median was past its
+	// threshold as estimated but not at the lower end of its interval.
+	Unconfirmed int    `json:"unconfirmed"`
+	Reason      string `json:"reason"`
 }
 
 // Judge compares the requests started in each window with those of the
@@ -253,6 +290,11 @@ func JudgeWithControl(samples, control []traffic.Sample, baseFrom, baseTo time.T
 	noise := MeasureNoise(samples, baseFrom, baseTo, p)
 	v := Verdict{Policy: p, Baseline: traffic.Summarize(samples, baseFrom, baseTo), Noise: noise, ZeroDowntime: true, ZeroImpact: true}
 	baseP50, baseP99 := Quantile(base, 0.5), Quantile(base, 0.99)
+	// Each ratio's lower bound fails only if the window's quantile lies
+	// below its interval or the baseline's above its own: Alpha/2 each.
+	beta := p.Alpha / 2
+	base99 := QuantileInterval(base, 0.99, beta)
+	base50 := QuantileInterval(base, 0.5, beta)
 	var worst string
 	for _, w := range windows {
 		failed := 0
@@ -270,6 +312,9 @@ func JudgeWithControl(samples, control []traffic.Sample, baseFrom, baseTo time.T
 		if noise.BaseRate > 0 && d > 0 {
 			wv.RateRatio = float64(wv.Requests) / d / noise.BaseRate
 		}
+		if noise.BaseInFlight > 0 {
+			wv.InFlightRatio = inFlight(samples, w.From, w.To) / noise.BaseInFlight
+		}
 		mw := MannWhitney(base, lat)
 		wv.U, wv.PValue = mw.U, mw.P
 		p99T, p50T, rateT := noise.P99Threshold, noise.P50Threshold, noise.RateThreshold
@@ -279,6 +324,7 @@ func JudgeWithControl(samples, control []traffic.Sample, baseFrom, baseTo time.T
 			p99T, p50T, rateT = p99T*max(1, c.P99Ratio), p50T*max(1, c.P50Ratio), rateT*min(1, c.RateRatio)
 			machine = fmt.Sprintf("; the control on the same machine: p99 %.2f×, median %.2f×, rate %.2f× its baseline's", c.P99Ratio, c.P50Ratio, c.RateRatio)
 		}
+		wv.P99Threshold, wv.P50Threshold, wv.RateThreshold = p99T, p50T, rateT
 		switch {
 		case d < noise.ChunkS:
 			wv.ZeroImpact = Insufficient
@@ -286,29 +332,31 @@ func JudgeWithControl(samples, control []traffic.Sample, baseFrom, baseTo time.T
 		case !noise.Enough:
 			wv.ZeroImpact = Insufficient
 			wv.Reason = noise.Reason
-		case wv.RateRatio < rateT:
+		case wv.RateRatio < rateT && (len(lat) < p.MinSamples || wv.InFlightRatio < rateT):
 			// Judged even with few requests: the baseline's rate says
-			// how many there would have been.
+			// how many there would have been. With enough to judge their
+			// latencies, only a drop they do not explain: clients whose
+			// requests merely took longer kept as many in flight.
 			wv.ZeroImpact = No
-			wv.Reason = fmt.Sprintf("the clients got %.0f requests/s through, %.2f× the baseline's %.0f/s (< %.2f×, what its noise allows): they waited on the service",
-				float64(wv.Requests)/d, wv.RateRatio, noise.BaseRate, rateT)
+			wv.Reason = fmt.Sprintf("the clients got %.0f requests/s through, %.2f× the baseline's %.0f/s (< %.2f×, what its noise allows), with %.2f× as many in flight: they waited on the service",
+				float64(wv.Requests)/d, wv.RateRatio, noise.BaseRate, rateT, wv.InFlightRatio) + machine
 		case len(lat) < p.MinSamples:
 			wv.ZeroImpact = Insufficient
 			wv.Reason = fmt.Sprintf("%d requests in the window: fewer than %d", len(lat), p.MinSamples)
-		case mw.P < p.Alpha && wv.P99Ratio > p99T:
-			wv.ZeroImpact = No
-			wv.Reason = fmt.Sprintf("slower than the baseline: p = %.2g < %g and p99 %.1fms is %.2f× the baseline's %.1fms (> %.2f×, what its noise allows)",
-				mw.P, p.Alpha, wv.P99MS, wv.P99Ratio, baseP99, p99T)
-		case mw.P < p.Alpha && wv.P50Ratio > p50T:
-			wv.ZeroImpact = No
-			wv.Reason = fmt.Sprintf("slower than the baseline: p = %.2g < %g and the median %.1fms is %.2f× the baseline's %.1fms (> %.2f×, what its noise allows)",
-				mw.P, p.Alpha, wv.P50MS, wv.P50Ratio, baseP50, p50T)
 		default:
-			wv.ZeroImpact = Yes
-			wv.Reason = fmt.Sprintf("p = %.2g, p99 %.2f×, median %.2f× and rate %.2f× the baseline's (impact above %.2f×, %.2f×, below %.2f×)",
-				mw.P, wv.P99Ratio, wv.P50Ratio, wv.RateRatio, p99T, p50T, rateT)
-		}
-		if wv.ZeroImpact != Insufficient {
+			r99 := RatioInterval(QuantileInterval(lat, 0.99, beta), base99)
+			r50 := RatioInterval(QuantileInterval(lat, 0.5, beta), base50)
+			wv.P99RatioCI, wv.P50RatioCI = &r99, &r50
+			wv.ZeroImpact, wv.Reason = judgeLatency(mw, p.Alpha, r99, r50, p99T, p50T)
+			if wv.ZeroImpact == Insufficient {
+				v.Unconfirmed++
+			}
+			if wv.ZeroImpact == Yes {
+				wv.Reason = fmt.Sprintf("%s and rate %.2f× the baseline's (impact above %.2f×, %.2f×, below %.2f×)", wv.Reason, wv.RateRatio, p99T, p50T, rateT)
+			}
+			if wv.RateRatio < rateT {
+				wv.Reason += fmt.Sprintf("; the rate fell to %.2f× but %.2f× as many requests were in flight: the clients waited on slower requests, judged by their latencies", wv.RateRatio, wv.InFlightRatio)
+			}
 			wv.Reason += machine
 		}
 		if wv.ZeroImpact == Insufficient {
@@ -339,10 +387,41 @@ func JudgeWithControl(samples, control []traffic.Sample, baseFrom, baseTo time.T
 		v.Reason = fmt.Sprintf("no request failed; no window significantly slower than the baseline by more than its noise allows (p99 %.2f×, median %.2f×)",
 			noise.P99Threshold, noise.P50Threshold)
 	}
-	if v.Insufficient > 0 && noise.Enough {
-		v.Reason += fmt.Sprintf(" (%d of %d windows too short or sparse to judge)", v.Insufficient, len(windows))
+	if short := v.Insufficient - v.Unconfirmed; short > 0 && noise.Enough {
+		v.Reason += fmt.Sprintf(" (%d of %d windows too short or sparse to judge)", short, len(windows))
+	}
+	if v.Unconfirmed > 0 {
+		v.Reason += fmt.Sprintf(" (%d of %d windows past a threshold as estimated but not at the lower end of its interval: insufficient)", v.Unconfirmed, len(windows))
 	}
 	return v
+}
+
+// judgeLatency judges a window's latencies: impacted when the p99's
+// ratio to the baseline's is past its threshold at the lower end of its
+// confidence interval, or the median's is and the rank test says they
+// are slower (p < alpha); insufficient when the test says slower and
+// an estimate is past its threshold but its interval reaches below it
+// (too few requests to tell a slow moment of the machine from an
+// impact); otherwise not impacted. The p99's interval is its own test
+// at alpha; the rank test, which weighs every request, would hide a
+// tail of stuck requests behind the many that were as fast as before:
+// the outliers Glance's gate asks about.
+func judgeLatency(mw MWResult, alpha float64, r99, r50 Interval, p99T, p50T float64) (string, string) {
+	slower := mw.P < alpha
+	ci := func(what string, r Interval, t float64) string {
+		return fmt.Sprintf("%s %.2f× the baseline's (%.0f%% interval %s) against %.2f×, what its noise allows", what, r.Est, 100*(1-alpha), r.Range(), t)
+	}
+	switch {
+	case r99.Lo > p99T:
+		return No, fmt.Sprintf("slower than the baseline: the p99 %s, past it at the interval's lower end (p = %.2g)", ci("is", r99, p99T), mw.P)
+	case slower && r50.Lo > p50T:
+		return No, fmt.Sprintf("slower than the baseline: p = %.2g < %g and the median %s", mw.P, alpha, ci("is", r50, p50T))
+	case slower && r99.Est > p99T:
+		return Insufficient, fmt.Sprintf("p = %.2g < %g and the p99 %s: past it as estimated, not at the interval's lower end: too few requests to tell", mw.P, alpha, ci("is", r99, p99T))
+	case slower && r50.Est > p50T:
+		return Insufficient, fmt.Sprintf("p = %.2g < %g and the median %s: past it as estimated, not at the interval's lower end: too few requests to tell", mw.P, alpha, ci("is", r50, p50T))
+	}
+	return Yes, fmt.Sprintf("p = %.2g, p99 %.2f× %s, median %.2f× %s", mw.P, r99.Est, r99.Range(), r50.Est, r50.Range())
 }
 
 // controlIn is the control's ratios in window w against its baseline
@@ -370,6 +449,23 @@ func rate(samples []traffic.Sample, from, to time.Time) float64 {
 		}
 	}
 	return float64(n) / d
+}
+
+// inFlight is the mean number of requests in flight that started in
+// [from, to): their summed latency (failed ones too) over its length,
+// their rate times their mean latency by Little's law.
+func inFlight(samples []traffic.Sample, from, to time.Time) float64 {
+	d := to.Sub(from).Seconds()
+	if d <= 0 {
+		return 0
+	}
+	var busy time.Duration
+	for _, s := range samples {
+		if !s.Start.Before(from) && s.Start.Before(to) {
+			busy += s.Latency
+		}
+	}
+	return busy.Seconds() / d
 }
 
 // latencies are the latencies (ms) of the successful requests started

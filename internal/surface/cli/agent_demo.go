@@ -202,15 +202,19 @@ func printVerdict(g *globals, what string, windows []demo.WindowStats, v impact.
 	fmt.Fprintf(g.stdout, "%s: zero downtime: %s; zero impact: %s (%s)\n", what, yes[v.ZeroDowntime], yes[v.ZeroImpact], v.Reason)
 	fmt.Fprintf(g.stdout, "  baseline: %d requests, p50 %.1fms, p99 %.1fms; noise: %s\n", v.Baseline.Total, v.Baseline.P50MS, v.Baseline.P99MS, v.Noise.Reason)
 	w := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "WINDOW\tFROM\tTO\tREQUESTS\tFAILED\tP50\tP99\tP50/BASE\tP99/BASE\tRATE/BASE\tCONTROL P99/BASE\tP-VALUE\tZERO IMPACT")
+	fmt.Fprintln(w, "WINDOW\tFROM\tTO\tREQUESTS\tFAILED\tP50\tP99\tP50/BASE\tP99/BASE [INTERVAL]\tRATE/BASE\tCONTROL P99/BASE\tP-VALUE\tZERO IMPACT")
 	for i, x := range windows {
 		wv := v.Windows[i]
 		ctl := "-"
 		if wv.Control != nil {
 			ctl = fmt.Sprintf("%.2f", wv.Control.P99Ratio)
 		}
-		fmt.Fprintf(w, "%s\t%.1fs\t%.1fs\t%d\t%d\t%.1fms\t%.1fms\t%.2f\t%.2f\t%.2f\t%s\t%.2g\t%s\n", x.Name, x.FromS, x.ToS, x.Requests.Total, x.Requests.Failed,
-			x.Requests.P50MS, x.Requests.P99MS, wv.P50Ratio, wv.P99Ratio, wv.RateRatio, ctl, wv.PValue, wv.ZeroImpact)
+		p99 := fmt.Sprintf("%.2f", wv.P99Ratio)
+		if ci := wv.P99RatioCI; ci != nil {
+			p99 += " " + ci.Range()
+		}
+		fmt.Fprintf(w, "%s\t%.1fs\t%.1fs\t%d\t%d\t%.1fms\t%.1fms\t%.2f\t%s\t%.2f\t%s\t%.2g\t%s\n", x.Name, x.FromS, x.ToS, x.Requests.Total, x.Requests.Failed,
+			x.Requests.P50MS, x.Requests.P99MS, wv.P50Ratio, p99, wv.RateRatio, ctl, wv.PValue, wv.ZeroImpact)
 	}
 	w.Flush()
 }
