@@ -235,15 +235,9 @@ func TestClearCurrent(t *testing.T) {
 // saveWithEvents saves u and evs as an engine does (SaveAt), under the
 // store's fence (taken if none was) at the revision stored.
 func saveWithEvents(s *Store, u upgrade.Upgrade, evs []Event) ([]Event, error) {
-	var f Fence
-	if err := s.view(func(tx *bolt.Tx) error { f = storedFence(tx); return nil }); err != nil {
+	f, err := fenceOf(s)
+	if err != nil {
 		return nil, err
-	}
-	if f.Term == 0 {
-		var err error
-		if f, err = s.Fence(); err != nil {
-			return nil, err
-		}
 	}
 	_, rev, err := s.Read(u.ID)
 	if err != nil {
@@ -251,4 +245,16 @@ func saveWithEvents(s *Store, u upgrade.Upgrade, evs []Event) ([]Event, error) {
 	}
 	_, evs, err = s.SaveAt(u, rev, f, evs)
 	return evs, err
+}
+
+// fenceOf is the store's fence, claimed if it has none.
+func fenceOf(s *Store) (Fence, error) {
+	var f Fence
+	if err := s.view(func(tx *bolt.Tx) error { f = storedFence(tx); return nil }); err != nil {
+		return f, err
+	}
+	if f.Term == 0 {
+		return s.Fence()
+	}
+	return f, nil
 }

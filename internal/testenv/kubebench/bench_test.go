@@ -191,6 +191,11 @@ func (s *timedStore) Read(id string) (upgrade.Upgrade, store.Revision, error) {
 	return s.Store.Read(id)
 }
 
+func (s *timedStore) ReadRequests(id string) (store.Requests, error) {
+	defer s.took(&s.reads, &s.readTime, time.Now())
+	return s.Store.ReadRequests(id)
+}
+
 func (s *timedStore) took(n, total *atomic.Int64, began time.Time) {
 	n.Add(1)
 	total.Add(int64(time.Since(began)))
