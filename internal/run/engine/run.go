@@ -265,6 +265,9 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 			l.saved = now
 		}
 		l.crashLoopOutput(actx, l.u, d.Upgrade)
+		if l.deposed != nil {
+			return l.u, l.deposed // its events were refused: nothing is started
+		}
 		l.ob.setMoving(d.Upgrade, upgrade.Touched(l.u, d.Upgrade))
 		l.u = d.Upgrade
 		for _, seq := range d.Cancel {
@@ -508,6 +511,17 @@ func (l *loop) save(now time.Time, u upgrade.Upgrade, evs []store.Event) error {
 	l.rev = rev
 	l.e.publish(stored)
 	return nil
+}
+
+// emit stores events of no save (a crash loop's output) under the
+// run's fence: a refusal deposes the run, as a save's does.
+func (l *loop) emit(u upgrade.Upgrade, evs ...store.Event) {
+	if l.deposed != nil {
+		return
+	}
+	if err := l.e.emit(l.fence, l.e.now(), u, evs...); err != nil {
+		l.depose(err)
+	}
 }
 
 // ErrDeposed is matched (errors.Is) by the error a run ends with when

@@ -31,7 +31,7 @@ func longLived(tb testing.TB) (*Store, upgrade.Upgrade) {
 		for i := range evs {
 			evs[i] = Event{Upgrade: past.ID, Kind: "step", Member: "kv-1", Message: msg}
 		}
-		if _, err := s.Append(evs...); err != nil {
+		if _, err := logged(s, evs...); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -168,7 +168,7 @@ func TestBackupSkipsHeartbeats(t *testing.T) {
 	if got, err := s.Get("now"); err != nil || got.State != upgrade.StateCompleted || got.Effects.Find("lb/kv-1") < 0 {
 		t.Errorf("the record after the restore: %v %s %+v", err, got.State, got.Effects)
 	}
-	evs, err := s.Append(Event{Kind: "recover", Message: "restored"})
+	evs, err := logged(s, Event{Kind: "recover", Message: "restored"})
 	if err != nil || evs[0].Seq <= 20000 {
 		t.Errorf("the first event after the restore: %+v %v, want a sequence past the lost ones", evs, err)
 	}

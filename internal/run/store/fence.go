@@ -62,6 +62,11 @@ type Records interface {
 	// refused with a *ConflictError, a fence no longer current with a
 	// *FencedError; neither writes anything.
 	SaveAt(u upgrade.Upgrade, at Revision, f Fence, evs []Event) (Revision, []Event, error)
+	// Append records events alone (those of no save), under f: the
+	// events with their sequence numbers. A fence no longer current is
+	// refused with a *FencedError, and nothing is written: a writer
+	// deposed appends no event either.
+	Append(f Fence, evs ...Event) ([]Event, error)
 }
 
 var _ Records = (*Store)(nil)
@@ -238,4 +243,33 @@ func (s *Store) SaveAt(u upgrade.Upgrade, at Revision, f Fence, evs []Event) (Re
 		return changed, w, err
 	})
 	return next, evs, err
+}
+
+// Append adds events to the log under fence f, and returns them with
+// their Seq set; a fence no longer current is refused (*FencedError)
+// and nothing is written.
+func (s *Store) Append(f Fence, evs ...Event) ([]Event, error) {
+	err := s.update(func(tx *bolt.Tx) error {
+		if err := checkFence(tx, eventsUpgrade(evs), f); err != nil {
+			return err
+		}
+		var err error
+		evs, err = appendEvents(tx, evs)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return evs, nil
+}
+
+// eventsUpgrade is the upgrade events are about, for a refusal to name
+// ("" when they name none).
+func eventsUpgrade(evs []Event) string {
+	for _, e := range evs {
+		if e.Upgrade != "" {
+			return e.Upgrade
+		}
+	}
+	return ""
 }

@@ -471,16 +471,6 @@ type Event struct {
 	DurationMS float64 `json:"duration_ms,omitempty"`
 }
 
-// Append adds events to the log and returns them with their Seq set.
-func (s *Store) Append(evs ...Event) ([]Event, error) {
-	err := s.update(func(tx *bolt.Tx) error {
-		var err error
-		evs, err = appendEvents(tx, evs)
-		return err
-	})
-	return evs, err
-}
-
 func appendEvents(tx *bolt.Tx, evs []Event) ([]Event, error) {
 	b := tx.Bucket(bucketEvents)
 	for i := range evs {

@@ -83,7 +83,7 @@ func TestEventsFilterAndOrder(t *testing.T) {
 	}
 	now := time.Now()
 	for i, up := range []string{"a", "b", "a", "a"} {
-		if _, err := s.Append(Event{Time: now, Upgrade: up, Kind: "action", Message: string(rune('0' + i))}); err != nil {
+		if _, err := logged(s, Event{Time: now, Upgrade: up, Kind: "action", Message: string(rune('0' + i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -204,7 +204,7 @@ func TestClearCurrent(t *testing.T) {
 	if err := s.Create(u); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Append(Event{Upgrade: "a", Kind: "state", Message: "x"}); err != nil {
+	if _, err := logged(s, Event{Upgrade: "a", Kind: "state", Message: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.ClearCurrent(); !errors.Is(err, ErrActive) {
@@ -257,4 +257,13 @@ func fenceOf(s *Store) (Fence, error) {
 		return s.Fence()
 	}
 	return f, nil
+}
+
+// logged appends evs under the store's fence (fenceOf).
+func logged(s *Store, evs ...Event) ([]Event, error) {
+	f, err := fenceOf(s)
+	if err != nil {
+		return nil, err
+	}
+	return s.Append(f, evs...)
 }

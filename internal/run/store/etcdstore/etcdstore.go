@@ -400,15 +400,25 @@ func (s *Store) events(evs []store.Event) ([]store.Event, []clientv3.Cmp, []clie
 		[]clientv3.Op{clientv3.OpPut(s.eventKey(last), string(b)), clientv3.OpPut(s.seqKey(), strconv.FormatUint(last, 10))}, nil
 }
 
-// Append adds events to the log, with their Seq set.
-func (s *Store) Append(evs ...store.Event) ([]store.Event, error) {
+// Append adds events to the log under fence f, with their Seq set: one
+// Txn comparing the fence key, as a save does, so that a deposed
+// leader, or one whose lease expired, appends nothing.
+func (s *Store) Append(f store.Fence, evs ...store.Event) ([]store.Event, error) {
+	id := ""
+	for _, e := range evs {
+		if e.Upgrade != "" {
+			id = e.Upgrade
+			break
+		}
+	}
 	for {
 		batch, cmps, ops, err := s.events(evs)
-		if err != nil || len(batch) == 0 {
-			return batch, err
+		if err != nil {
+			return nil, err
 		}
 		ctx, cancel := s.ctx()
-		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		cmps = append(cmps, clientv3.Compare(clientv3.Value(s.fenceKey()), "=", fenceValue(f)))
+		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(s.fenceKey())).Commit()
 		cancel()
 		if err != nil {
 			return nil, s.etcdError("append events", err)
@@ -416,6 +426,10 @@ func (s *Store) Append(evs ...store.Event) ([]store.Event, error) {
 		if resp.Succeeded {
 			return batch, nil
 		}
+		if err := s.fenced(id, f, resp.Responses[0]); err != nil {
+			return nil, err
+		}
+		// Only the event sequence moved (another write's events): again.
 	}
 }
 

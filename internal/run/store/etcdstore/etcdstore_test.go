@@ -151,7 +151,7 @@ func TestOperatorAndEvents(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := range each {
-				if _, err := s.Append(store.Event{Upgrade: fmt.Sprint("upg-", i%2), Kind: "step", Message: fmt.Sprint(i, "/", j)}); err != nil {
+				if _, err := s.Append(f, store.Event{Upgrade: fmt.Sprint("upg-", i%2), Kind: "step", Message: fmt.Sprint(i, "/", j)}); err != nil {
 					t.Error(err)
 					return
 				}
