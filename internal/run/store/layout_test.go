@@ -59,7 +59,8 @@ func encoded(t *testing.T, u upgrade.Upgrade) string {
 // engine. The engine's first save writes it in parts (an older ferry
 // then refuses it, naming a newer ferry, instead of reading a record of
 // no members), and it reads back as saved, the operator's request and
-// override kept; the backup gets the same writes.
+// override kept (ReadRequests too, before and after); the backup gets
+// the same writes.
 func TestStoreOfTheLayoutBefore(t *testing.T) {
 	dir := copyStore(t, layout1)
 	ro, err := OpenReadOnly(dir)
@@ -99,6 +100,14 @@ func TestStoreOfTheLayoutBefore(t *testing.T) {
 		t.Fatalf("the current record: %s at revision %d, intent %+v, overrides %v, api-2 %s, %s", cur.ID, rev, cur.Intent, cur.Overrides,
 			cur.Members["api-2"].Step, cur.State)
 	}
+	requests := func(when string, rev Revision) {
+		t.Helper()
+		r, err := ro.ReadRequests(id)
+		if err != nil || r.Revision != rev || r.Intent != cur.Intent || !slices.Equal(r.Overrides, cur.Overrides) {
+			t.Fatalf("ReadRequests %s: %+v %v, want revision %d, the intent %+v and the override", when, r, err, rev, cur.Intent)
+		}
+	}
+	requests("of the record whole", 1)
 	if evs, err := ro.Events(id, 0, 0); err != nil || len(evs) != 4 {
 		t.Fatalf("events: %d, %v; want 4", len(evs), err)
 	}
@@ -136,6 +145,7 @@ func TestStoreOfTheLayoutBefore(t *testing.T) {
 	if rev2 != 2 || encoded(t, got) != encoded(t, want) {
 		t.Fatalf("after the engine's save: revision %d (want 2), and the record reads otherwise than saved:\n%s\nwant\n%s", rev2, encoded(t, got), encoded(t, want))
 	}
+	requests("of the record in parts", 2)
 	if err := s.view(func(tx *bolt.Tx) error {
 		if value(tx, bucketRecords, []byte(id)) == nil || value(tx, bucketMembers, memberKey(id, "api-2")) == nil {
 			t.Errorf("the record is not kept in parts after its save")

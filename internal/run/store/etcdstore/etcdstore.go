@@ -182,6 +182,36 @@ func (s *Store) Read(id string) (upgrade.Upgrade, store.Revision, error) {
 	return u, rev, err
 }
 
+// ReadRequests returns the operator's request and overrides of upgrade
+// id, from their keys, and its record's revision (the key's version,
+// read without its value): what the engine reads each tick, without
+// decoding the record.
+func (s *Store) ReadRequests(id string) (store.Requests, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.recordKey(id), clientv3.WithKeysOnly()), clientv3.OpGet(s.intentKey(id)),
+		clientv3.OpGet(s.overridesKey(id))).Commit()
+	if err != nil {
+		return store.Requests{}, s.etcdError("read the requests of upgrade "+id, err)
+	}
+	rec := resp.Responses[0].GetResponseRange().Kvs
+	if len(rec) == 0 {
+		return store.Requests{}, fmt.Errorf("%w: upgrade %s", store.ErrNotFound, id)
+	}
+	r := store.Requests{Revision: store.Revision(rec[0].Version)}
+	if kv := resp.Responses[1].GetResponseRange().Kvs; len(kv) > 0 {
+		if err := json.Unmarshal(kv[0].Value, &r.Intent); err != nil {
+			return r, fmt.Errorf("etcdstore: the intent of upgrade %s: %w", id, err)
+		}
+	}
+	if kv := resp.Responses[2].GetResponseRange().Kvs; len(kv) > 0 {
+		if err := json.Unmarshal(kv[0].Value, &r.Overrides); err != nil {
+			return r, fmt.Errorf("etcdstore: the overrides of upgrade %s: %w", id, err)
+		}
+	}
+	return r, nil
+}
+
 // errNoCurrent is Read's store.ErrNotFound when no upgrade is current
 // (no current key), as opposed to a current key naming no record.
 var errNoCurrent = fmt.Errorf("%w: no current upgrade", store.ErrNotFound)
