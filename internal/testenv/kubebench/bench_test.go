@@ -81,7 +81,7 @@ func BenchmarkDaemonSet1000(b *testing.B) {
 	}
 	ctx := context.Background()
 	for _, name := range []string{"native", "ferry"} {
-		if d, err := rolled(ctx, cs, name, 5*time.Minute); err != nil {
+		if d, err := rolled(ctx, cs, name, 15*time.Minute); err != nil {
 			b.Fatal(err)
 		} else {
 			b.Logf("DaemonSet %s: %d pods available after %s", name, nodes, d.Round(time.Millisecond))
