@@ -91,7 +91,11 @@ func testStore(t *testing.T) (*store.Store, upgrade.Upgrade) {
 	if err := st.Create(u); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Append(store.Event{Time: now, Upgrade: u.ID, Kind: "output", Member: "a-1", Message: "a-1: crash loop on 2.0.0: its last output:\npanic: boom"},
+	f, err := st.Fence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(f, store.Event{Time: now, Upgrade: u.ID, Kind: "output", Member: "a-1", Message: "a-1: crash loop on 2.0.0: its last output:\npanic: boom"},
 		store.Event{Time: now, Upgrade: "other", Kind: "state", Message: "another upgrade's event"}); err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +253,11 @@ func TestWriteBadDays(t *testing.T) {
 // has the server's when one is given.
 func TestWriteReportOfTrafficUpgrade(t *testing.T) {
 	st, u := testStore(t)
-	if _, err := st.Append(store.Event{Time: time.Now(), Upgrade: u.ID, Kind: "impact", Component: "a", Message: "a batch 1 hurt the clients: p99 ×3"}); err != nil {
+	f, err := st.Fence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(f, store.Event{Time: time.Now(), Upgrade: u.ID, Kind: "impact", Component: "a", Message: "a batch 1 hurt the clients: p99 ×3"}); err != nil {
 		t.Fatal(err)
 	}
 	dataDir := filepath.Dir(st.Path())

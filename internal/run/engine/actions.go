@@ -446,7 +446,7 @@ func (l *loop) crashLoopOutput(ctx context.Context, a, b upgrade.Upgrade) {
 				msg += "; its last output:\n" + bounded(out)
 			}
 		}
-		l.e.emit(l.e.now(), b, store.Event{Kind: "output", Member: n, Component: mb.Component, Message: msg})
+		l.emit(b, store.Event{Kind: "output", Member: n, Component: mb.Component, Message: msg})
 	}
 }
 

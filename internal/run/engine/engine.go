@@ -67,8 +67,6 @@ type Store interface {
 	store.Records
 	// Current returns the current upgrade record, if any.
 	Current() (upgrade.Upgrade, bool, error)
-	// Append records events alone.
-	Append(evs ...store.Event) ([]store.Event, error)
 }
 
 var _ Store = (*store.Store)(nil)
@@ -281,10 +279,11 @@ func (e *Engine) BeginWith(ctx context.Context, to string, opts BeginOptions) (u
 	if u.Final != "" {
 		msg += fmt.Sprintf(" (step 1 of the path %s → %s)", u.From, strings.Join(p.Path, " → "))
 	}
-	e.emit(now, u, store.Event{Kind: "state", Message: msg})
+	evs := []store.Event{{Kind: "state", Message: msg}}
 	for _, w := range SingleMembers(e.c, p) {
-		e.emit(now, u, store.Event{Kind: "warning", Message: w.Detail})
+		evs = append(evs, store.Event{Kind: "warning", Message: w.Detail})
 	}
+	e.emit(f, now, u, evs...)
 	return u, nil
 }
 
@@ -346,21 +345,29 @@ func newID(now time.Time) string {
 	return "upg-" + now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
 }
 
-// emit stores events and hands them to OnEvent; a store error is
-// logged, not fatal: the record is what resumes an upgrade.
-func (e *Engine) emit(now time.Time, u upgrade.Upgrade, evs ...store.Event) {
+// emit stores events under fence f and hands them to OnEvent; a store
+// error is logged, not fatal: the record is what resumes an upgrade.
+// A refusal of the fence (another engine claimed the store since) is
+// returned, and the events are neither stored nor handed on: they are
+// no longer the upgrade's.
+func (e *Engine) emit(f store.Fence, now time.Time, u upgrade.Upgrade, evs ...store.Event) error {
 	for i := range evs {
 		if evs[i].Time.IsZero() {
 			evs[i].Time = now
 		}
 		evs[i].Upgrade = u.ID
 	}
-	stored, err := e.cfg.Store.Append(evs...)
+	stored, err := e.cfg.Store.Append(f, evs...)
+	if errors.Is(err, store.ErrFenced) {
+		e.cfg.Logger.Error("events not stored: this engine's claim on the store was taken over", "upgrade", u.ID, "err", err)
+		return err
+	}
 	if err != nil {
 		e.cfg.Logger.Error("store events", "err", err)
 		stored = evs
 	}
 	e.publish(stored)
+	return nil
 }
 
 func (e *Engine) publish(evs []store.Event) {

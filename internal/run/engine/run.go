@@ -161,6 +161,24 @@ func (e *Engine) takeUp() (upgrade.Upgrade, store.Revision, error) {
 	return u, rev, nil
 }
 
+// requestsReader is a store that reads the operator's requests of an
+// upgrade without its record (store.Store keeps them beside it): the
+// engine reads them each tick, and a record of thousands of members
+// costs milliseconds to decode.
+type requestsReader interface {
+	ReadRequests(id string) (store.Requests, error)
+}
+
+// requests reads the operator's requests of upgrade id and its
+// record's revision.
+func (e *Engine) requests(id string) (store.Requests, error) {
+	if rr, ok := e.cfg.Store.(requestsReader); ok {
+		return rr.ReadRequests(id)
+	}
+	u, rev, err := e.cfg.Store.Read(id)
+	return store.Requests{Intent: u.Intent, Overrides: u.Overrides, Revision: rev}, err
+}
+
 func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 	e := l.e
 	tick := l.ob.tick
@@ -183,11 +201,11 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 		// whichever process took them.
 		if now.Sub(lastIntent) >= tick {
 			lastIntent = now
-			if cur, rev, err := e.cfg.Store.Read(l.u.ID); err == nil {
-				if rev != l.rev {
+			if cur, err := e.requests(l.u.ID); err == nil {
+				if cur.Revision != l.rev {
 					// Another engine saved the record: it acts on the
 					// upgrade, and this one must not, from now on.
-					return l.u, l.depose(&store.ConflictError{Upgrade: l.u.ID, Read: l.rev, Stored: rev})
+					return l.u, l.depose(&store.ConflictError{Upgrade: l.u.ID, Read: l.rev, Stored: cur.Revision})
 				}
 				if cur.Intent.Seq > l.u.Intent.Seq {
 					l.u.Intent = cur.Intent
@@ -250,6 +268,9 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 			l.saved = now
 		}
 		l.crashLoopOutput(actx, l.u, d.Upgrade)
+		if l.deposed != nil {
+			return l.u, l.deposed // its events were refused: nothing is started
+		}
 		l.ob.setMoving(d.Upgrade, upgrade.Touched(l.u, d.Upgrade))
 		l.u = d.Upgrade
 		for _, seq := range d.Cancel {
@@ -493,6 +514,17 @@ func (l *loop) save(now time.Time, u upgrade.Upgrade, evs []store.Event) error {
 	l.rev = rev
 	l.e.publish(stored)
 	return nil
+}
+
+// emit stores events of no save (a crash loop's output) under the
+// run's fence: a refusal deposes the run, as a save's does.
+func (l *loop) emit(u upgrade.Upgrade, evs ...store.Event) {
+	if l.deposed != nil {
+		return
+	}
+	if err := l.e.emit(l.fence, l.e.now(), u, evs...); err != nil {
+		l.depose(err)
+	}
 }
 
 // ErrDeposed is matched (errors.Is) by the error a run ends with when

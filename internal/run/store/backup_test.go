@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/ferry-upgrade/ferry/internal/core/effect"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
@@ -30,7 +31,7 @@ func longLived(tb testing.TB) (*Store, upgrade.Upgrade) {
 		for i := range evs {
 			evs[i] = Event{Upgrade: past.ID, Kind: "step", Member: "kv-1", Message: msg}
 		}
-		if _, err := s.Append(evs...); err != nil {
+		if _, err := logged(s, evs...); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -76,34 +77,43 @@ func BenchmarkSaveLongLived(b *testing.B) {
 	}
 }
 
-// backupID is the backup's identity: a rewrite is a new file renamed
-// into place, hence a new inode.
-func backupID(t *testing.T, s *Store) (uint64, time.Time) {
+// backupAt is the backup's generation (keyBackupGen: moved by each
+// write it gets) and its modification time.
+func backupAt(t *testing.T, s *Store) (uint64, time.Time) {
 	t.Helper()
 	fi, err := os.Stat(s.BackupPath())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fi.Sys().(*syscall.Stat_t).Ino, fi.ModTime()
+	db, err := bolt.Open(s.BackupPath(), 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var gen uint64
+	if err := db.View(func(tx *bolt.Tx) error { gen = token(tx.Bucket(bucketMeta).Get(keyBackupGen)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return gen, fi.ModTime()
 }
 
-// TestBackupSkipsHeartbeats (a rewrite renames a new file into place,
-// so a new inode shows it whatever the clock): a save that only moves the record's times
+// TestBackupSkipsHeartbeats: a save that only moves the record's times
 // (the engine's heartbeat, also while paused) leaves the backup as it
-// is; a save that adds an effect to the journal rewrites it before it
-// returns, and so do a change of state and of the current upgrade. The
-// backup holds the records, not the events, so its size does not follow
-// the store's.
+// is (its generation, and the file untouched); a save that adds an
+// effect to the journal gives the backup its writes before it returns,
+// and so do a change of state and of the current upgrade. The backup
+// holds the records, not the events, so its size does not follow the
+// store's.
 func TestBackupSkipsHeartbeats(t *testing.T) {
 	s, u := longLived(t)
-	ino, mtime := backupID(t, s)
+	gen, mtime := backupAt(t, s)
 	for i := range 3 {
 		u.Alive, u.Updated = time.Now(), time.Now()
 		if _, err := saveWithEvents(s, u, []Event{{Kind: "health", Message: "ok"}}); err != nil {
 			t.Fatal(err)
 		}
-		if i2, m2 := backupID(t, s); i2 != ino || !m2.Equal(mtime) {
-			t.Fatalf("heartbeat %d rewrote the backup (inode %d → %d, mtime %v → %v)", i, ino, i2, mtime, m2)
+		if g2, m2 := backupAt(t, s); g2 != gen || !m2.Equal(mtime) {
+			t.Fatalf("heartbeat %d wrote the backup (generation %d → %d, mtime %v → %v)", i, gen, g2, mtime, m2)
 		}
 	}
 	u.Effects.Open(effect.Effect{Key: "lb/kv-1", What: "kv-1 out of the load balancer"}, &u.EffectSeq, time.Now())
@@ -111,8 +121,8 @@ func TestBackupSkipsHeartbeats(t *testing.T) {
 	if err := s.Save(u); err != nil {
 		t.Fatal(err)
 	}
-	if i2, _ := backupID(t, s); i2 == ino {
-		t.Fatalf("the save of a new effect did not rewrite the backup")
+	if g2, _ := backupAt(t, s); g2 != gen+1 {
+		t.Fatalf("the save of a new effect did not write the backup: generation %d → %d", gen, g2)
 	}
 	b, ok, err := Backup(s.dir)
 	if err != nil || !ok || b.ID != "now" || b.Effects.Find("lb/kv-1") < 0 {
@@ -125,12 +135,12 @@ func TestBackupSkipsHeartbeats(t *testing.T) {
 		{"the state", func() error { u.State = upgrade.StateCompleted; return s.Save(u) }},
 		{"the current upgrade", func() error { _, err := s.ClearCurrent(); return err }},
 	} {
-		ino, _ = backupID(t, s)
+		gen, _ = backupAt(t, s)
 		if err := change.do(); err != nil {
 			t.Fatal(err)
 		}
-		if i2, _ := backupID(t, s); i2 == ino {
-			t.Errorf("a change of %s did not rewrite the backup", change.name)
+		if g2, _ := backupAt(t, s); g2 != gen+1 {
+			t.Errorf("a change of %s did not write the backup: generation %d → %d", change.name, gen, g2)
 		}
 	}
 	if last, ok, err := s.LastFinalized(); err != nil || ok {
@@ -158,7 +168,7 @@ func TestBackupSkipsHeartbeats(t *testing.T) {
 	if got, err := s.Get("now"); err != nil || got.State != upgrade.StateCompleted || got.Effects.Find("lb/kv-1") < 0 {
 		t.Errorf("the record after the restore: %v %s %+v", err, got.State, got.Effects)
 	}
-	evs, err := s.Append(Event{Kind: "recover", Message: "restored"})
+	evs, err := logged(s, Event{Kind: "recover", Message: "restored"})
 	if err != nil || evs[0].Seq <= 20000 {
 		t.Errorf("the first event after the restore: %+v %v, want a sequence past the lost ones", evs, err)
 	}
@@ -185,5 +195,39 @@ func TestBackupRewrittenWhenMissing(t *testing.T) {
 	}
 	if err := Diagnose(s.dir); err != nil {
 		t.Errorf("Diagnose: %v", err)
+	}
+}
+
+// TestBackupBehindIsWrittenAnew: a backup that missed a write of the
+// store (here, put back as it was before one; a write whose backup
+// failed, or whose store's commit did, leaves the two apart likewise)
+// is not given the next write alone, which would leave the missed one
+// out (a member written then and not since): its generation says it is
+// behind, and it is written anew, with both.
+func TestBackupBehindIsWrittenAnew(t *testing.T) {
+	s, u := longLived(t)
+	before, err := os.ReadFile(s.BackupPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Members["kv-2"].Step = upgrade.StepStopping
+	if err := s.Save(u); err != nil {
+		t.Fatal(err)
+	}
+	gen, _ := backupAt(t, s)
+	if err := os.WriteFile(s.BackupPath(), before, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	u.Members["kv-3"].Step = upgrade.StepDraining
+	if err := s.Save(u); err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := backupAt(t, s); g != gen+1 {
+		t.Fatalf("the backup's generation after the write: %d, want %d", g, gen+1)
+	}
+	b, ok, err := Backup(s.dir)
+	if err != nil || !ok || b.Members["kv-2"].Step != upgrade.StepStopping || b.Members["kv-3"].Step != upgrade.StepDraining {
+		t.Fatalf("the backup after a write while it was behind: %v %v, kv-2 %s, kv-3 %s: want both writes", ok, err,
+			b.Members["kv-2"].Step, b.Members["kv-3"].Step)
 	}
 }

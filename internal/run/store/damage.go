@@ -50,7 +50,7 @@ func (e *DamagedError) Error() string {
 
 // BackupPath is where the store keeps what a recovery needs of itself
 // (its records, not its events), written with every write of an
-// upgrade's record that changes it (backup).
+// upgrade's record that changes it (syncBackup).
 func (s *Store) BackupPath() string { return s.path + ".bak" }
 
 // damaged returns a *DamagedError for the store's file, with the
@@ -190,31 +190,105 @@ func inspect(path string) (problem string, err error) {
 	return "", nil
 }
 
-// backup writes to BackupPath what a recovery needs of the store as
-// tx holds it (the write of a record, before it commits): the meta
-// bucket (which upgrade is current) and every upgrade's record (the
-// journal of effects, the state; LastFinalized reads the past ones),
-// not the events, which are the bulk of a long-lived store and which no
-// recovery reads (the events bucket is there, empty, its sequence
-// carried on). So its cost does not grow with the store's history. It
-// is a bbolt file of its own, built beside the backup, synced and
-// renamed into place, so that the backup is always one complete store.
-// It is written before the record's write commits, hence before the
-// write returns and before the engine acts on it, so that it holds
-// every effect the engine goes on to make (if the commit then fails,
-// the backup is ahead of the store, which restores nothing while it is
-// readable). updateRecord writes it only when the record changed for a
-// recovery (put), or when there is no usable backup. A backup that
-// cannot be written is removed rather than left behind its store
+// The backup: what a recovery needs of the store (RestoreBackup), in a
+// bbolt file of its own at BackupPath: the meta bucket (which upgrade
+// is current, the revisions, the operator's requests) and every
+// upgrade's record (its head and its members: the journal of effects,
+// the state; LastFinalized reads the past ones), not the events, which
+// are the bulk of a long-lived store and which no recovery reads (the
+// events bucket is there, empty, its sequence carried on).
+//
+// A write of a record that changes it for a recovery (put) gives the
+// backup the same writes (the ones rtx noted), in a transaction of the
+// backup's own, committed (synced) before the store's commits, hence
+// before the write returns and before the engine acts on it: the backup
+// holds every effect the engine goes on to make (if the store's commit
+// then fails, the backup is ahead of the store, which restores nothing
+// while it is readable). So a save costs the backup what it changed,
+// not the store's every record. The backup's generation (keyBackupGen,
+// in both) says the backup had every such write: when the two differ
+// (a write whose backup failed, or whose store's commit did), or when
+// the backup is missing or not usable, it is written anew from the
+// transaction (writeBackup): built beside it, synced and renamed into
+// place, so that the backup is always one complete store. A backup
+// that cannot be written is removed rather than left behind its store
 // (restoring it would forget effects); the store's own write still
 // stands.
-func (s *Store) backup(tx *bolt.Tx) {
-	if err := s.writeBackup(tx); err != nil {
-		os.Remove(s.BackupPath())
+var keyBackupGen = []byte("backup-generation")
+
+// syncBackup gives the backup t's writes, or writes it anew.
+func (s *Store) syncBackup(t *rtx) {
+	gen := token(t.Bucket(bucketMeta).Get(keyBackupGen)) + 1
+	if err := s.mirror(t, gen); err != nil {
+		if err := s.writeBackup(t.Tx, gen); err != nil {
+			os.Remove(s.BackupPath())
+			return
+		}
 	}
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], gen)
+	_ = t.Bucket(bucketMeta).Put(keyBackupGen, b[:]) // not noted: the backup has its own
 }
 
-func (s *Store) writeBackup(src *bolt.Tx) error {
+// errBackupBehind: the backup missed writes of the store.
+var errBackupBehind = errors.New("the backup is not at the store's generation")
+
+// mirror writes t's writes to the backup, which must be at generation
+// gen-1, and moves it to gen.
+func (s *Store) mirror(t *rtx, gen uint64) (err error) {
+	if !s.backupUsable() {
+		return errBackupBehind
+	}
+	db, err := bolt.Open(s.BackupPath(), 0o600, &bolt.Options{Timeout: s.timeout})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if v := recover(); v != nil { // pages bbolt cannot read: written anew
+			db.Close()
+			err = fmt.Errorf("backup: %v", v)
+		}
+	}()
+	err = db.Update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		if meta == nil || token(meta.Get(keyBackupGen)) != gen-1 {
+			return errBackupBehind
+		}
+		for _, o := range t.ops {
+			b, err := tx.CreateBucketIfNotExists(o.bucket)
+			if err != nil {
+				return err
+			}
+			if o.del {
+				err = b.Delete(o.key)
+			} else {
+				err = b.Put(o.key, o.val)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		// The events' sequence carried on, so that a restored store
+		// numbers its events after the ones it lost.
+		ev, err := tx.CreateBucketIfNotExists(bucketEvents)
+		if err != nil {
+			return err
+		}
+		if err := ev.SetSequence(t.Bucket(bucketEvents).Sequence()); err != nil {
+			return err
+		}
+		var g [8]byte
+		binary.BigEndian.PutUint64(g[:], gen)
+		return meta.Put(keyBackupGen, g[:])
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// writeBackup writes the backup anew from src, at generation gen.
+func (s *Store) writeBackup(src *bolt.Tx, gen uint64) error {
 	f, err := os.CreateTemp(s.dir, "."+filepath.Base(s.BackupPath())+".*.tmp")
 	if err != nil {
 		return err
@@ -229,7 +303,7 @@ func (s *Store) writeBackup(src *bolt.Tx) error {
 		return err
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketMeta, bucketUpgrades, bucketEvents} {
+		for _, name := range buckets {
 			dst, err := tx.CreateBucket(name)
 			if err != nil {
 				return err
@@ -249,7 +323,9 @@ func (s *Store) writeBackup(src *bolt.Tx) error {
 				return err
 			}
 		}
-		return nil
+		var g [8]byte
+		binary.BigEndian.PutUint64(g[:], gen)
+		return tx.Bucket(bucketMeta).Put(keyBackupGen, g[:])
 	})
 	if err == nil {
 		err = db.Sync()

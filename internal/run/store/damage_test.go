@@ -103,7 +103,7 @@ func TestDamagedStoreRefused(t *testing.T) {
 				ops["Create"] = func() error { return s.Create(rec("b", upgrade.StateStarted)) }
 				ops["Save"] = func() error { return s.Save(rec("a", upgrade.StatePaused)) }
 				ops["SaveWithEvents"] = func() error { _, err := saveWithEvents(s, rec("a", upgrade.StatePaused), nil); return err }
-				ops["Append"] = func() error { _, err := s.Append(Event{Kind: "x"}); return err }
+				ops["Append"] = func() error { _, err := s.Append(Fence{}, Event{Kind: "x"}); return err }
 				ops["Request"] = func() error {
 					_, err := s.Request("a", upgrade.IntentResume, time.Now(), nil)
 					return err
@@ -257,7 +257,7 @@ func BenchmarkSaveWithEventsBackedUp(b *testing.B) {
 	for i := range evs {
 		evs[i] = Event{Kind: "step", Message: strings.Repeat("m", 120)}
 	}
-	if _, err := s.Append(evs...); err != nil {
+	if _, err := logged(s, evs...); err != nil {
 		b.Fatal(err)
 	}
 	f, err := s.Fence()

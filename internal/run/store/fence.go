@@ -62,6 +62,11 @@ type Records interface {
 	// refused with a *ConflictError, a fence no longer current with a
 	// *FencedError; neither writes anything.
 	SaveAt(u upgrade.Upgrade, at Revision, f Fence, evs []Event) (Revision, []Event, error)
+	// Append records events alone (those of no save), under f: the
+	// events with their sequence numbers. A fence no longer current is
+	// refused with a *FencedError, and nothing is written: a writer
+	// deposed appends no event either.
+	Append(f Fence, evs ...Event) ([]Event, error)
 }
 
 var _ Records = (*Store)(nil)
@@ -133,10 +138,10 @@ func revision(tx *bolt.Tx, id string) Revision {
 	return Revision(binary.BigEndian.Uint64(b))
 }
 
-func setRevision(tx *bolt.Tx, id string, r Revision) error {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(r))
-	return tx.Bucket(bucketMeta).Put(revisionKey(id), b[:])
+func setRevision(t *rtx, id string, r Revision) error {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, uint64(r))
+	return t.put(bucketMeta, revisionKey(id), b)
 }
 
 func storedFence(tx *bolt.Tx) Fence {
@@ -195,11 +200,13 @@ func (s *Store) Read(id string) (u upgrade.Upgrade, rev Revision, err error) {
 
 // CreateAt is Create under fence f: the new record is at revision 1.
 func (s *Store) CreateAt(u upgrade.Upgrade, f Fence) (Revision, error) {
-	err := s.updateRecord(func(tx *bolt.Tx) (bool, error) {
-		if err := checkFence(tx, u.ID, f); err != nil {
-			return false, err
+	last := s.takeLast()
+	err := s.updateRecord(func(t *rtx) (bool, *lastWrite, error) {
+		if err := checkFence(t.Tx, u.ID, f); err != nil {
+			return false, nil, err
 		}
-		return true, create(tx, u)
+		w, err := create(t, u, last)
+		return true, w, err
 	})
 	if err != nil {
 		return 0, err
@@ -208,29 +215,61 @@ func (s *Store) CreateAt(u upgrade.Upgrade, f Fence) (Revision, error) {
 }
 
 // SaveAt writes the record read at revision at, with its events, in
-// one transaction, under fence f.
+// one transaction, under fence f. It writes the parts of the record
+// that changed (put): the fence and the revision are in the meta
+// bucket, so that nothing of the stored record is decoded.
 func (s *Store) SaveAt(u upgrade.Upgrade, at Revision, f Fence, evs []Event) (Revision, []Event, error) {
 	var next Revision
-	err := s.updateRecord(func(tx *bolt.Tx) (bool, error) {
-		if tx.Bucket(bucketUpgrades).Get([]byte(u.ID)) == nil {
-			return false, fmt.Errorf("%w: upgrade %s", ErrNotFound, u.ID)
+	last := s.takeLast()
+	err := s.updateRecord(func(t *rtx) (bool, *lastWrite, error) {
+		if !exists(t.Tx, u.ID) {
+			return false, nil, fmt.Errorf("%w: upgrade %s", ErrNotFound, u.ID)
 		}
-		if err := checkFence(tx, u.ID, f); err != nil {
-			return false, err
+		if err := checkFence(t.Tx, u.ID, f); err != nil {
+			return false, nil, err
 		}
-		if cur := revision(tx, u.ID); cur != at {
-			return false, &ConflictError{Upgrade: u.ID, Read: at, Stored: cur}
+		if cur := revision(t.Tx, u.ID); cur != at {
+			return false, nil, &ConflictError{Upgrade: u.ID, Read: at, Stored: cur}
 		}
-		changed, err := put(tx, u)
+		changed, w, err := put(t, u, last)
 		if err != nil {
-			return false, err
+			return false, nil, err
 		}
 		next = at + 1
-		if err := setRevision(tx, u.ID, next); err != nil {
-			return false, err
+		if err := setRevision(t, u.ID, next); err != nil {
+			return false, nil, err
 		}
-		evs, err = appendEvents(tx, evs)
-		return changed, err
+		evs, err = appendEvents(t.Tx, evs)
+		return changed, w, err
 	})
 	return next, evs, err
+}
+
+// Append adds events to the log under fence f, and returns them with
+// their Seq set; a fence no longer current is refused (*FencedError)
+// and nothing is written.
+func (s *Store) Append(f Fence, evs ...Event) ([]Event, error) {
+	err := s.update(func(tx *bolt.Tx) error {
+		if err := checkFence(tx, eventsUpgrade(evs), f); err != nil {
+			return err
+		}
+		var err error
+		evs, err = appendEvents(tx, evs)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return evs, nil
+}
+
+// eventsUpgrade is the upgrade events are about, for a refusal to name
+// ("" when they name none).
+func eventsUpgrade(evs []Event) string {
+	for _, e := range evs {
+		if e.Upgrade != "" {
+			return e.Upgrade
+		}
+	}
+	return ""
 }

@@ -53,21 +53,33 @@ func (s *Store) LastCompleted() (u upgrade.Upgrade, ok bool, err error) {
 }
 
 // latest is the stored upgrade whose time at (Created, Finalized) is
-// the latest; upgrades where it is zero do not count.
+// the latest; upgrades where it is zero do not count. It compares the
+// records' heads (at reads no member), and reads the latest whole.
 func latest(tx *bolt.Tx, at func(upgrade.Upgrade) time.Time) (u upgrade.Upgrade, ok bool, err error) {
-	ub := bucket(tx, bucketUpgrades)
+	ub, rb := bucket(tx, bucketUpgrades), bucket(tx, bucketRecords)
 	if ub == nil {
 		return u, false, nil
 	}
+	var id string
+	var when time.Time
 	err = ub.ForEach(func(k, v []byte) error {
+		if rb != nil {
+			if head := rb.Get(k); head != nil {
+				v = head // the record's head; v is its stub
+			}
+		}
 		c, err := upgrade.Decode(v)
 		if err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
-		if t := at(c); !t.IsZero() && (!ok || t.After(at(u))) {
-			u, ok = c, true
+		if t := at(c); !t.IsZero() && (!ok || t.After(when)) {
+			id, when, ok = string(k), t, true
 		}
 		return nil
 	})
-	return u, ok, err
+	if err != nil || !ok {
+		return u, false, err
+	}
+	u, err = get(tx, id)
+	return u, err == nil, err
 }

@@ -88,7 +88,7 @@ func TestOpenReadOnly(t *testing.T) {
 	if err := rw.Create(u); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rw.Append(Event{Kind: "state", Upgrade: "a", Message: "upgrading-kv"}); err != nil {
+	if _, err := logged(rw, Event{Kind: "state", Upgrade: "a", Message: "upgrading-kv"}); err != nil {
 		t.Fatal(err)
 	}
 	before := fileSum(t, rw.Path())
@@ -105,7 +105,7 @@ func TestOpenReadOnly(t *testing.T) {
 	for name, write := range map[string]func() error{
 		"Create":       func() error { return ro.Create(rec("b", upgrade.StateStarted)) },
 		"Save":         func() error { return ro.Save(u) },
-		"Append":       func() error { _, err := ro.Append(Event{Kind: "x"}); return err },
+		"Append":       func() error { _, err := ro.Append(Fence{}, Event{Kind: "x"}); return err },
 		"Request":      func() error { _, err := ro.Request("a", upgrade.IntentPause, time.Now(), nil); return err },
 		"ClearCurrent": func() error { _, err := ro.ClearCurrent(); return err },
 		"LockEngine":   func() error { _, err := ro.LockEngine(); return err },
@@ -185,7 +185,7 @@ func TestUnwritableDataDir(t *testing.T) {
 			if err := rw.Create(rec("a", upgrade.Upgrading("kv"))); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := rw.Append(Event{Kind: "state", Upgrade: "a", Message: "upgrading-kv"}); err != nil {
+			if _, err := logged(rw, Event{Kind: "state", Upgrade: "a", Message: "upgrading-kv"}); err != nil {
 				t.Fatal(err)
 			}
 			before := fileSum(t, rw.Path())
@@ -306,7 +306,7 @@ func TestLockedStoreNamesHolder(t *testing.T) {
 	ro.timeout = 300 * time.Millisecond
 	for what, op := range map[string]func() error{
 		"a read":  func() error { _, _, err := ro.Current(); return err },
-		"a write": func() error { _, err := s.Append(Event{Kind: "x"}); return err },
+		"a write": func() error { _, err := s.Append(Fence{}, Event{Kind: "x"}); return err },
 	} {
 		began := time.Now()
 		err := op()

@@ -19,7 +19,6 @@
 package store
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -27,6 +26,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -68,6 +68,11 @@ type Store struct {
 	path     string
 	timeout  time.Duration
 	readOnly bool
+
+	// last is what this handle last wrote of a record (put), which its
+	// next save compares with.
+	mu   sync.Mutex
+	last *lastWrite
 }
 
 // Open prepares the store in dir (created 0700 if missing) for reading
@@ -80,7 +85,7 @@ func Open(dir string) (*Store, error) {
 		return nil, s.writeError(err)
 	}
 	err := s.update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketUpgrades, bucketEvents, bucketMeta} {
+		for _, b := range buckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -157,7 +162,7 @@ func (s *Store) create() error {
 		return s.writeError(err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketUpgrades, bucketEvents, bucketMeta} {
+		for _, b := range buckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -225,22 +230,31 @@ func (s *Store) readError(err error) error {
 func (s *Store) update(fn func(tx *bolt.Tx) error) error { return s.write(fn) }
 
 // updateRecord is update for a transaction that writes an upgrade's
-// record: fn says whether it changed what a recovery needs (changed,
-// see put), and if so, or if the backup is missing or not usable, the
-// backup is rewritten from the transaction, before it commits (backup).
-// A save that only moves the record's times (the engine's heartbeat)
-// rewrites nothing.
-func (s *Store) updateRecord(fn func(tx *bolt.Tx) (changed bool, err error)) error {
-	return s.write(func(tx *bolt.Tx) error {
-		changed, err := fn(tx)
+// record, through t (rtx), which notes what it writes: fn says whether
+// it changed what a recovery needs (changed, see put), and if so, or if
+// the backup is missing or not usable, the backup gets the same writes
+// (or is written anew from the transaction), before it commits
+// (syncBackup). A save that only moves the record's times (the engine's
+// heartbeat) writes nothing there. What fn wrote (the parts of a record
+// it returns) is kept once the transaction commits.
+func (s *Store) updateRecord(fn func(t *rtx) (changed bool, w *lastWrite, err error)) error {
+	var w *lastWrite
+	err := s.write(func(tx *bolt.Tx) error {
+		t := &rtx{Tx: tx}
+		changed, written, err := fn(t)
 		if err != nil {
 			return err
 		}
 		if changed || !s.backupUsable() {
-			s.backup(tx)
+			s.syncBackup(t)
 		}
+		w = written
 		return nil
 	})
+	if err == nil && w != nil {
+		s.kept(w)
+	}
+	return err
 }
 
 func (s *Store) write(fn func(tx *bolt.Tx) error) (err error) {
@@ -312,22 +326,30 @@ func bucket(tx *bolt.Tx, name []byte) *bolt.Bucket {
 // not ended. It takes no fence: it is for tests and tools that write a
 // record by hand; the engine creates with CreateAt.
 func (s *Store) Create(u upgrade.Upgrade) error {
-	return s.updateRecord(func(tx *bolt.Tx) (bool, error) { return true, create(tx, u) })
+	last := s.takeLast()
+	return s.updateRecord(func(t *rtx) (bool, *lastWrite, error) {
+		w, err := create(t, u, last)
+		return true, w, err
+	})
 }
 
-func create(tx *bolt.Tx, u upgrade.Upgrade) error {
-	if cur, ok, err := current(tx); err != nil {
-		return err
+func create(t *rtx, u upgrade.Upgrade, last *lastWrite) (*lastWrite, error) {
+	if cur, ok, err := current(t.Tx); err != nil {
+		return nil, err
 	} else if ok && !cur.State.Terminal() {
-		return fmt.Errorf("%w: %s (%s, %s → %s)", ErrActive, cur.ID, cur.State, cur.From, cur.To)
+		return nil, fmt.Errorf("%w: %s (%s, %s → %s)", ErrActive, cur.ID, cur.State, cur.From, cur.To)
 	}
-	if _, err := put(tx, u); err != nil {
-		return err
+	_, w, err := put(t, u, last)
+	if err != nil {
+		return nil, err
 	}
-	if err := setRevision(tx, u.ID, 1); err != nil {
-		return err
+	if err := t.put(bucketUpgrades, []byte(u.ID), stub(u.ID)); err != nil {
+		return nil, err
 	}
-	return tx.Bucket(bucketMeta).Put(keyCurrent, []byte(u.ID))
+	if err := setRevision(t, u.ID, 1); err != nil {
+		return nil, err
+	}
+	return w, t.put(bucketMeta, keyCurrent, []byte(u.ID))
 }
 
 // Save writes the upgrade record (which must exist) and moves its
@@ -335,15 +357,16 @@ func create(tx *bolt.Tx, u upgrade.Upgrade) error {
 // checks no revision and takes no fence: it is for tests and tools
 // that write a record by hand; the engine saves with SaveAt.
 func (s *Store) Save(u upgrade.Upgrade) error {
-	return s.updateRecord(func(tx *bolt.Tx) (bool, error) {
-		if tx.Bucket(bucketUpgrades).Get([]byte(u.ID)) == nil {
-			return false, fmt.Errorf("%w: upgrade %s", ErrNotFound, u.ID)
+	last := s.takeLast()
+	return s.updateRecord(func(t *rtx) (bool, *lastWrite, error) {
+		if !exists(t.Tx, u.ID) {
+			return false, nil, fmt.Errorf("%w: upgrade %s", ErrNotFound, u.ID)
 		}
-		changed, err := put(tx, u)
+		changed, w, err := put(t, u, last)
 		if err != nil {
-			return false, err
+			return false, nil, err
 		}
-		return changed, setRevision(tx, u.ID, revision(tx, u.ID)+1)
+		return changed, w, setRevision(t, u.ID, revision(t.Tx, u.ID)+1)
 	})
 }
 
@@ -373,27 +396,27 @@ func (s *Store) Override(id string, o upgrade.Override, check func(u upgrade.Upg
 
 // operate applies an operator's change to upgrade id in one
 // transaction, with the event change returns; check refuses it, from
-// the record as stored.
+// the record as stored. It writes the operator's keys beside the
+// record, never the record: its revision does not move.
 func (s *Store) operate(id string, check func(u upgrade.Upgrade) error, change func(u *upgrade.Upgrade) Event) (upgrade.Upgrade, error) {
 	var u upgrade.Upgrade
-	err := s.updateRecord(func(tx *bolt.Tx) (bool, error) {
+	err := s.updateRecord(func(t *rtx) (bool, *lastWrite, error) {
 		var err error
-		if u, err = get(tx, id); err != nil {
-			return false, err
+		if u, err = get(t.Tx, id); err != nil {
+			return false, nil, err
 		}
 		if check != nil {
 			if err := check(u); err != nil {
-				return false, err
+				return false, nil, err
 			}
 		}
 		ev := change(&u)
 		ev.Upgrade = id
-		changed, err := put(tx, u)
-		if err != nil {
-			return false, err
+		if err := setRequests(t, u); err != nil {
+			return false, nil, err
 		}
-		_, err = appendEvents(tx, []Event{ev})
-		return changed, err
+		_, err = appendEvents(t.Tx, []Event{ev})
+		return true, nil, err
 	})
 	return u, err
 }
@@ -417,25 +440,9 @@ func (s *Store) Get(id string) (u upgrade.Upgrade, err error) {
 	return u, err
 }
 
-// get reads upgrade id's record, migrated to the current schema.
-func get(tx *bolt.Tx, id string) (upgrade.Upgrade, error) {
-	var b []byte
-	if ub := bucket(tx, bucketUpgrades); ub != nil {
-		b = ub.Get([]byte(id))
-	}
-	if b == nil {
-		return upgrade.Upgrade{}, fmt.Errorf("%w: upgrade %s", ErrNotFound, id)
-	}
-	u, err := upgrade.Decode(b)
-	if err != nil {
-		return u, fmt.Errorf("store: %w", err)
-	}
-	return u, nil
-}
-
 func current(tx *bolt.Tx) (upgrade.Upgrade, bool, error) {
 	var u upgrade.Upgrade
-	meta, ups := bucket(tx, bucketMeta), bucket(tx, bucketUpgrades)
+	meta := bucket(tx, bucketMeta)
 	if meta == nil {
 		return u, false, nil
 	}
@@ -443,48 +450,11 @@ func current(tx *bolt.Tx) (upgrade.Upgrade, bool, error) {
 	if id == nil {
 		return u, false, nil
 	}
-	if ups == nil || ups.Get(id) == nil {
+	if !exists(tx, string(id)) {
 		return u, false, fmt.Errorf("%w: current upgrade %s", ErrNotFound, id)
 	}
 	u, err := get(tx, string(id))
 	return u, err == nil, err
-}
-
-// put writes u, keeping the stored operator intent and overrides: they
-// belong to the operator's commands (Request, Override), never to the
-// engine's saves. changed is false when the record as stored differs
-// from u in its times only (Alive and Updated: the engine's heartbeat),
-// which a recovery does not need: the backup is not rewritten for them.
-func put(tx *bolt.Tx, u upgrade.Upgrade) (changed bool, err error) {
-	old := tx.Bucket(bucketUpgrades).Get([]byte(u.ID))
-	var prev upgrade.Upgrade
-	known := false
-	if old != nil {
-		var err error
-		prev, err = upgrade.Decode(old)
-		known = err == nil
-	}
-	if known {
-		if prev.Intent.Seq > u.Intent.Seq {
-			u.Intent = prev.Intent
-		}
-		// Overrides are the operator's: the engine's saves keep them.
-		if len(prev.Overrides) > len(u.Overrides) {
-			u.Overrides = prev.Overrides
-		}
-	}
-	b, err := upgrade.Encode(u)
-	if err != nil {
-		return false, fmt.Errorf("store: encode upgrade %s: %w", u.ID, err)
-	}
-	changed = !bytes.Equal(b, old)
-	if changed && known {
-		v := u
-		v.Alive, v.Updated = prev.Alive, prev.Updated
-		same, _ := upgrade.Encode(v)
-		changed = !bytes.Equal(same, old)
-	}
-	return changed, tx.Bucket(bucketUpgrades).Put([]byte(u.ID), b)
 }
 
 // Event is one thing that happened: a state change, an action and its
@@ -503,16 +473,6 @@ type Event struct {
 	// one-line message (kept-output: the last lines of an instance the
 	// driver replaced), for `ferry bundle`; bounded by the driver.
 	Output string `json:"output,omitempty"`
-}
-
-// Append adds events to the log and returns them with their Seq set.
-func (s *Store) Append(evs ...Event) ([]Event, error) {
-	err := s.update(func(tx *bolt.Tx) error {
-		var err error
-		evs, err = appendEvents(tx, evs)
-		return err
-	})
-	return evs, err
 }
 
 func appendEvents(tx *bolt.Tx, evs []Event) ([]Event, error) {
@@ -574,19 +534,19 @@ func seqKey(n uint64) []byte {
 // there is none, ErrActive while it has not ended.
 func (s *Store) ClearCurrent() (upgrade.Upgrade, error) {
 	var u upgrade.Upgrade
-	err := s.updateRecord(func(tx *bolt.Tx) (bool, error) {
-		cur, ok, err := current(tx)
+	err := s.updateRecord(func(t *rtx) (bool, *lastWrite, error) {
+		cur, ok, err := current(t.Tx)
 		if err != nil {
-			return false, err
+			return false, nil, err
 		}
 		if !ok {
-			return false, fmt.Errorf("%w: no current upgrade", ErrNotFound)
+			return false, nil, fmt.Errorf("%w: no current upgrade", ErrNotFound)
 		}
 		if !cur.State.Terminal() {
-			return false, fmt.Errorf("%w: %s (%s, %s → %s) has not ended", ErrActive, cur.ID, cur.State, cur.From, cur.To)
+			return false, nil, fmt.Errorf("%w: %s (%s, %s → %s) has not ended", ErrActive, cur.ID, cur.State, cur.From, cur.To)
 		}
 		u = cur
-		return true, tx.Bucket(bucketMeta).Delete(keyCurrent)
+		return true, nil, t.delete(bucketMeta, keyCurrent)
 	})
 	return u, err
 }

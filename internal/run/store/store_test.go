@@ -83,7 +83,7 @@ func TestEventsFilterAndOrder(t *testing.T) {
 	}
 	now := time.Now()
 	for i, up := range []string{"a", "b", "a", "a"} {
-		if _, err := s.Append(Event{Time: now, Upgrade: up, Kind: "action", Message: string(rune('0' + i))}); err != nil {
+		if _, err := logged(s, Event{Time: now, Upgrade: up, Kind: "action", Message: string(rune('0' + i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -204,7 +204,7 @@ func TestClearCurrent(t *testing.T) {
 	if err := s.Create(u); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Append(Event{Upgrade: "a", Kind: "state", Message: "x"}); err != nil {
+	if _, err := logged(s, Event{Upgrade: "a", Kind: "state", Message: "x"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.ClearCurrent(); !errors.Is(err, ErrActive) {
@@ -235,15 +235,9 @@ func TestClearCurrent(t *testing.T) {
 // saveWithEvents saves u and evs as an engine does (SaveAt), under the
 // store's fence (taken if none was) at the revision stored.
 func saveWithEvents(s *Store, u upgrade.Upgrade, evs []Event) ([]Event, error) {
-	var f Fence
-	if err := s.view(func(tx *bolt.Tx) error { f = storedFence(tx); return nil }); err != nil {
+	f, err := fenceOf(s)
+	if err != nil {
 		return nil, err
-	}
-	if f.Term == 0 {
-		var err error
-		if f, err = s.Fence(); err != nil {
-			return nil, err
-		}
 	}
 	_, rev, err := s.Read(u.ID)
 	if err != nil {
@@ -251,4 +245,25 @@ func saveWithEvents(s *Store, u upgrade.Upgrade, evs []Event) ([]Event, error) {
 	}
 	_, evs, err = s.SaveAt(u, rev, f, evs)
 	return evs, err
+}
+
+// fenceOf is the store's fence, claimed if it has none.
+func fenceOf(s *Store) (Fence, error) {
+	var f Fence
+	if err := s.view(func(tx *bolt.Tx) error { f = storedFence(tx); return nil }); err != nil {
+		return f, err
+	}
+	if f.Term == 0 {
+		return s.Fence()
+	}
+	return f, nil
+}
+
+// logged appends evs under the store's fence (fenceOf).
+func logged(s *Store, evs ...Event) ([]Event, error) {
+	f, err := fenceOf(s)
+	if err != nil {
+		return nil, err
+	}
+	return s.Append(f, evs...)
 }

@@ -120,9 +120,13 @@ func (s *Store) SaveAt(u upgrade.Upgrade, at store.Revision, f store.Fence, evs 
 	return at + 1, s.appendLocked(evs), nil
 }
 
-func (s *Store) Append(evs ...store.Event) ([]store.Event, error) {
+// Append records events under fence f, as the real stores do.
+func (s *Store) Append(f store.Fence, evs ...store.Event) ([]store.Event, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.checkFence(s.current, f); err != nil {
+		return nil, err
+	}
 	return s.appendLocked(evs), nil
 }
 

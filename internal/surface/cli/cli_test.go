@@ -355,7 +355,11 @@ func TestViewsOnReadOnlyDataDir(t *testing.T) {
 	file := description(t, dir, agent, token)
 	data := filepath.Join(dir, "data")
 	st, u := midwayStore(t, data)
-	if _, err := st.Append(store.Event{Time: time.Now(), Upgrade: u.ID, Kind: "state", Message: "upgrading-app: the first batch"}); err != nil {
+	f, err := st.Fence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(f, store.Event{Time: time.Now(), Upgrade: u.ID, Kind: "state", Message: "upgrading-app: the first batch"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(st.Path(), 0o444); err != nil {

@@ -27,8 +27,12 @@ func TestDamagedStoreAtEveryCommand(t *testing.T) {
 	file := offlineDescription(t, dir)
 	good := filepath.Join(dir, "good")
 	st, u := midwayStore(t, good)
+	f, err := st.Fence()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range 40 {
-		if _, err := st.Append(store.Event{Time: time.Now(), Upgrade: u.ID, Kind: "state", Message: strings.Repeat("e", 300) + string(rune('a'+i%26))}); err != nil {
+		if _, err := st.Append(f, store.Event{Time: time.Now(), Upgrade: u.ID, Kind: "state", Message: strings.Repeat("e", 300) + string(rune('a'+i%26))}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -231,10 +231,13 @@ func (s *statusStore) fenced(id string, f store.Fence, change func(*Upgrade) err
 	})
 }
 
-func (s *statusStore) Append(evs ...store.Event) ([]store.Event, error) {
+// Append records events of no save under fence f, checked as a save's
+// is (fenced): a replica whose lease ended or went to another appends
+// nothing.
+func (s *statusStore) Append(f store.Fence, evs ...store.Event) ([]store.Event, error) {
 	var out []store.Event
 	var saved *Upgrade
-	err := s.write(func(obj *Upgrade) error {
+	err := s.fenced(s.key.String(), f, func(obj *Upgrade) error {
 		out, saved = s.appendEvents(obj, evs), obj
 		return nil
 	})

@@ -238,8 +238,12 @@ func TestEventsPagesAndStream(t *testing.T) {
 	s := newTestServer(t, offlineCluster(t))
 	st := boltOf(s)
 	now := time.Now()
+	f, err := st.Fence()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, up := range []string{"a", "b", "a", "a", "b"} {
-		if _, err := st.Append(store.Event{Time: now, Upgrade: up, Kind: "action", Message: fmt.Sprint("m", i+1)}); err != nil {
+		if _, err := st.Append(f, store.Event{Time: now, Upgrade: up, Kind: "action", Message: fmt.Sprint("m", i+1)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -275,7 +279,7 @@ func TestEventsPagesAndStream(t *testing.T) {
 	defer str.close()
 	waitFor(t, 5*time.Second, "the backlog m3..m5", func() bool { evs, _, _ := str.snapshot(); return len(evs) >= 3 })
 	for i := 6; i <= 7; i++ {
-		if _, err := st.Append(store.Event{Time: time.Now(), Upgrade: "a", Kind: "state", Message: fmt.Sprint("m", i)}); err != nil {
+		if _, err := st.Append(f, store.Event{Time: time.Now(), Upgrade: "a", Kind: "state", Message: fmt.Sprint("m", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}

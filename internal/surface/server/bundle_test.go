@@ -41,7 +41,11 @@ func TestBundleWithTheClusterAway(t *testing.T) {
 	if err := boltOf(s).Create(u); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := boltOf(s).Append(
+	f, err := boltOf(s).Fence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := boltOf(s).Append(f,
 		store.Event{Time: now, Upgrade: u.ID, Kind: "output", Member: "app-1", Message: "app-1: crash loop on 2.0.0: its last output:\nfatal: bad config"},
 		store.Event{Time: now, Upgrade: u.ID, Kind: "action", Message: "hook answered: echo of Authorization: Bearer " + s.cfg.Token},
 		store.Event{Time: now, Upgrade: u.ID, Kind: "state", Message: "state rolling-back → rolled-back"},

@@ -23,6 +23,7 @@ import (
 	"runtime/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,7 +81,7 @@ func BenchmarkDaemonSet1000(b *testing.B) {
 	}
 	ctx := context.Background()
 	for _, name := range []string{"native", "ferry"} {
-		if d, err := rolled(ctx, cs, name, 5*time.Minute); err != nil {
+		if d, err := rolled(ctx, cs, name, 15*time.Minute); err != nil {
 			b.Fatal(err)
 		} else {
 			b.Logf("DaemonSet %s: %d pods available after %s", name, nodes, d.Round(time.Millisecond))
@@ -116,9 +117,9 @@ func BenchmarkDaemonSet1000(b *testing.B) {
 		b.ReportMetric(float64(run.peak.heap)/(1<<20), "ferry-heap-MiB")
 		b.ReportMetric(float64(run.peak.sys)/(1<<20), "ferry-sys-MiB")
 		b.ReportMetric(float64(run.requests)/nodes, "ferry-requests/node")
-		b.Logf("%d nodes, max unavailable %d: Kubernetes RollingUpdate %s, ferry %s (×%.2f); ferry's peak Go heap %.0f MiB (runtime total %.0f MiB); %d API requests, %.2f per node (%v)",
+		b.Logf("%d nodes, max unavailable %d: Kubernetes RollingUpdate %s, ferry %s (×%.2f); ferry's peak Go heap %.0f MiB (runtime total %.0f MiB); %d API requests, %.2f per node (%v); its store: %s",
 			nodes, maxUnavailable, native.Round(time.Millisecond), ferry.Round(time.Millisecond), ferry.Seconds()/native.Seconds(),
-			float64(run.peak.heap)/(1<<20), float64(run.peak.sys)/(1<<20), run.requests, float64(run.requests)/nodes, run.byMethod)
+			float64(run.peak.heap)/(1<<20), float64(run.peak.sys)/(1<<20), run.requests, float64(run.requests)/nodes, run.byMethod, run.store)
 
 		// ferry again, with a member check and a soak.
 		checks := 0
@@ -140,9 +141,9 @@ func BenchmarkDaemonSet1000(b *testing.B) {
 		b.ReportMetric(withGates.Seconds(), "ferry-gated-s")
 		b.ReportMetric(withGates.Seconds()/native.Seconds(), "ferry-gated/native")
 		checksMu.Lock()
-		b.Logf("with a member check (%d checks answered) and a 1 s soak: ferry %s (×%.2f of the native rollout above); peak Go heap %.0f MiB; %d API requests, %.2f per node (%v)",
+		b.Logf("with a member check (%d checks answered) and a 1 s soak: ferry %s (×%.2f of the native rollout above); peak Go heap %.0f MiB; %d API requests, %.2f per node (%v); its store: %s",
 			checks, withGates.Round(time.Millisecond), withGates.Seconds()/native.Seconds(), float64(gated.peak.heap)/(1<<20),
-			gated.requests, float64(gated.requests)/nodes, gated.byMethod)
+			gated.requests, float64(gated.requests)/nodes, gated.byMethod, gated.store)
 		checksMu.Unlock()
 	}
 }
@@ -171,12 +172,49 @@ func done(ds *appsv1.DaemonSet) bool {
 
 type memPeak struct{ heap, sys uint64 }
 
+// timedStore is the embedded store with the engine's writes and reads
+// of it counted and timed: how much of an upgrade's time ferry spends
+// in its own store (the engine waits on each write before it acts).
+type timedStore struct {
+	*store.Store
+	saves, reads       atomic.Int64
+	saveTime, readTime atomic.Int64 // nanoseconds
+}
+
+func (s *timedStore) SaveAt(u upgrade.Upgrade, at store.Revision, f store.Fence, evs []store.Event) (store.Revision, []store.Event, error) {
+	defer s.took(&s.saves, &s.saveTime, time.Now())
+	return s.Store.SaveAt(u, at, f, evs)
+}
+
+func (s *timedStore) Read(id string) (upgrade.Upgrade, store.Revision, error) {
+	defer s.took(&s.reads, &s.readTime, time.Now())
+	return s.Store.Read(id)
+}
+
+func (s *timedStore) ReadRequests(id string) (store.Requests, error) {
+	defer s.took(&s.reads, &s.readTime, time.Now())
+	return s.Store.ReadRequests(id)
+}
+
+func (s *timedStore) took(n, total *atomic.Int64, began time.Time) {
+	n.Add(1)
+	total.Add(int64(time.Since(began)))
+}
+
+func (s *timedStore) String() string {
+	d := func(ns *atomic.Int64) time.Duration { return time.Duration(ns.Load()).Round(time.Millisecond) }
+	return fmt.Sprintf("%d saves in %s, %d reads in %s", s.saves.Load(), d(&s.saveTime), s.reads.Load(), d(&s.readTime))
+}
+
 // ferryRun is what one of ferry's upgrades cost: the peak of its Go
 // heap and its requests to the API server (discovery included).
 type ferryRun struct {
 	peak     memPeak
 	requests int64
 	byMethod map[string]int64
+	// store says how many writes and reads of its store the engine
+	// made and the time it spent in them.
+	store string
 }
 
 // ferryUpgrade runs ferry's engine in this process on the "ferry"
@@ -221,10 +259,11 @@ policy: {tick: 200ms}
 	if err := engine.Discover(ctx, c, d); err != nil {
 		return ferryRun{}, err
 	}
-	st, err := store.Open(filepath.Join(dir, "ferry"))
+	bolt, err := store.Open(filepath.Join(dir, "ferry"))
 	if err != nil {
 		return ferryRun{}, err
 	}
+	st := &timedStore{Store: bolt}
 	e, err := engine.New(engine.Config{Cluster: c, Driver: d, Store: st})
 	if err != nil {
 		return ferryRun{}, err
@@ -293,5 +332,5 @@ policy: {tick: 200ms}
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return ferryRun{peak: peak, requests: d.Requests().Total(), byMethod: d.Requests().ByMethod()}, nil
+	return ferryRun{peak: peak, requests: d.Requests().Total(), byMethod: d.Requests().ByMethod(), store: st.String()}, nil
 }

@@ -182,6 +182,36 @@ func (s *Store) Read(id string) (upgrade.Upgrade, store.Revision, error) {
 	return u, rev, err
 }
 
+// ReadRequests returns the operator's request and overrides of upgrade
+// id, from their keys, and its record's revision (the key's version,
+// read without its value): what the engine reads each tick, without
+// decoding the record.
+func (s *Store) ReadRequests(id string) (store.Requests, error) {
+	ctx, cancel := s.ctx()
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).Then(clientv3.OpGet(s.recordKey(id), clientv3.WithKeysOnly()), clientv3.OpGet(s.intentKey(id)),
+		clientv3.OpGet(s.overridesKey(id))).Commit()
+	if err != nil {
+		return store.Requests{}, s.etcdError("read the requests of upgrade "+id, err)
+	}
+	rec := resp.Responses[0].GetResponseRange().Kvs
+	if len(rec) == 0 {
+		return store.Requests{}, fmt.Errorf("%w: upgrade %s", store.ErrNotFound, id)
+	}
+	r := store.Requests{Revision: store.Revision(rec[0].Version)}
+	if kv := resp.Responses[1].GetResponseRange().Kvs; len(kv) > 0 {
+		if err := json.Unmarshal(kv[0].Value, &r.Intent); err != nil {
+			return r, fmt.Errorf("etcdstore: the intent of upgrade %s: %w", id, err)
+		}
+	}
+	if kv := resp.Responses[2].GetResponseRange().Kvs; len(kv) > 0 {
+		if err := json.Unmarshal(kv[0].Value, &r.Overrides); err != nil {
+			return r, fmt.Errorf("etcdstore: the overrides of upgrade %s: %w", id, err)
+		}
+	}
+	return r, nil
+}
+
 // errNoCurrent is Read's store.ErrNotFound when no upgrade is current
 // (no current key), as opposed to a current key naming no record.
 var errNoCurrent = fmt.Errorf("%w: no current upgrade", store.ErrNotFound)
@@ -400,15 +430,25 @@ func (s *Store) events(evs []store.Event) ([]store.Event, []clientv3.Cmp, []clie
 		[]clientv3.Op{clientv3.OpPut(s.eventKey(last), string(b)), clientv3.OpPut(s.seqKey(), strconv.FormatUint(last, 10))}, nil
 }
 
-// Append adds events to the log, with their Seq set.
-func (s *Store) Append(evs ...store.Event) ([]store.Event, error) {
+// Append adds events to the log under fence f, with their Seq set: one
+// Txn comparing the fence key, as a save does, so that a deposed
+// leader, or one whose lease expired, appends nothing.
+func (s *Store) Append(f store.Fence, evs ...store.Event) ([]store.Event, error) {
+	id := ""
+	for _, e := range evs {
+		if e.Upgrade != "" {
+			id = e.Upgrade
+			break
+		}
+	}
 	for {
 		batch, cmps, ops, err := s.events(evs)
-		if err != nil || len(batch) == 0 {
-			return batch, err
+		if err != nil {
+			return nil, err
 		}
 		ctx, cancel := s.ctx()
-		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		cmps = append(cmps, clientv3.Compare(clientv3.Value(s.fenceKey()), "=", fenceValue(f)))
+		resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Else(clientv3.OpGet(s.fenceKey())).Commit()
 		cancel()
 		if err != nil {
 			return nil, s.etcdError("append events", err)
@@ -416,6 +456,10 @@ func (s *Store) Append(evs ...store.Event) ([]store.Event, error) {
 		if resp.Succeeded {
 			return batch, nil
 		}
+		if err := s.fenced(id, f, resp.Responses[0]); err != nil {
+			return nil, err
+		}
+		// Only the event sequence moved (another write's events): again.
 	}
 }
 

@@ -142,6 +142,13 @@ func TestOperatorAndEvents(t *testing.T) {
 	if u, rev, _ = op.Read("upg-ops"); rev != 2 || u.Intent.Kind != upgrade.IntentPause || len(u.Overrides) != 1 {
 		t.Fatalf("after the engine's save: revision %d, intent %+v, overrides %d: the operator's were lost", rev, u.Intent, len(u.Overrides))
 	}
+	// What the engine reads each tick, without the record.
+	if r, err := w.ReadRequests("upg-ops"); err != nil || r.Revision != 2 || r.Intent.Kind != upgrade.IntentPause || r.Intent.Seq != 1 || len(r.Overrides) != 1 {
+		t.Fatalf("ReadRequests: %+v %v, want revision 2, pause 1, one override", r, err)
+	}
+	if _, err := w.ReadRequests("upg-none"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("ReadRequests of no upgrade: %v, want store.ErrNotFound", err)
+	}
 
 	const writers, each = 4, 10
 	var wg sync.WaitGroup
@@ -151,7 +158,7 @@ func TestOperatorAndEvents(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := range each {
-				if _, err := s.Append(store.Event{Upgrade: fmt.Sprint("upg-", i%2), Kind: "step", Message: fmt.Sprint(i, "/", j)}); err != nil {
+				if _, err := s.Append(f, store.Event{Upgrade: fmt.Sprint("upg-", i%2), Kind: "step", Message: fmt.Sprint(i, "/", j)}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -196,4 +203,48 @@ func TestOperatorAndEvents(t *testing.T) {
 	if last, ok, err := op.Last(); !ok || err != nil || last.ID != "upg-ops" {
 		t.Fatalf("the last upgrade: %s %v %v", last.ID, ok, err)
 	}
+}
+
+// BenchmarkTickRead1000 is what the engine reads of an etcd store each
+// tick, on a record of 1,000 members: the record itself ("Read", which
+// it read before) or the operator's requests and the revision alone
+// ("ReadRequests").
+func BenchmarkTickRead1000(b *testing.B) {
+	c := etcdtest.Start(b, 1, 2111)
+	s, err := etcdstore.Open(etcdstore.Config{Endpoints: c.Endpoints, Prefix: "/ferry-bench/", Name: "engine", TTL: 5})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Campaign(b.Context(), "engine"); err != nil {
+		b.Fatal(err)
+	}
+	f, err := s.Fence()
+	if err != nil {
+		b.Fatal(err)
+	}
+	u := storetest.Record("upg-big", "a thousand members")
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 1000 {
+		n := fmt.Sprintf("agent-kwok-node-%d", i)
+		u.Members[n] = &upgrade.Member{Name: n, Component: "kv", From: "1.0.0", Target: "2.0.0", Step: upgrade.StepDone,
+			Since: t0, Began: t0, HealthySince: t0, Started: t0, StartDone: t0, Stopped: t0, LastTry: t0, Tries: 1, Acted: true}
+	}
+	if _, err := s.CreateAt(u, f); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("Read", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := s.Read("upg-big"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ReadRequests", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.ReadRequests("upg-big"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

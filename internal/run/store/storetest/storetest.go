@@ -1,10 +1,11 @@
 // Package storetest is the one suite every store of upgrade records
-// passes (store.Records: the bbolt store, the controller's status store,
-// the simulation's memory): saves at the revision read, one winner per
-// revision among concurrent writers, a stale revision refused, a writer
-// whose claim was taken over, or whose lease expired, refused, and a
-// refused save writing nothing. Each store's own tests call Run with
-// how to reach it.
+// passes (store.Records: the bbolt store, the etcd store, the
+// controller's status store, the simulation's memory): saves at the
+// revision read, one winner per revision among concurrent writers, a
+// stale revision refused, a writer whose claim was taken over, or whose
+// lease expired, refused, its saves and its appends of events alike,
+// and a refused write writing nothing. Each store's own tests call Run
+// with how to reach it.
 package storetest
 
 import (
@@ -109,6 +110,10 @@ func savesAtTheRevisionRead(t *testing.T, s Subject) {
 		rev = next
 	}
 	stored(t, w, 4, "save 2")
+	evs, err := w.Append(f, store.Event{Upgrade: "upg-suite", Kind: "output", Message: "appended"})
+	if err != nil || len(evs) != 1 || evs[0].Seq == 0 {
+		t.Fatalf("an append under the store's fence: %+v %v", evs, err)
+	}
 	if _, _, err := w.Read("upg-none"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("Read of no such upgrade: %v, want store.ErrNotFound", err)
 	}
@@ -198,8 +203,15 @@ func concurrentWriters(t *testing.T, s Subject) {
 	t.Logf("%d writers × %d rounds: %d saves won (revisions 2..%d, one each), %d refused as stale", Writers, Rounds, len(wins), last, conflicts)
 }
 
+// takenOver: once b claimed the store, a's save, create and append are
+// refused naming a's fence, and write nothing (b's next event follows
+// a's last: the refused append numbered none).
 func takenOver(t *testing.T, s Subject) {
 	a, fa, rev := begin(t, s, "a")
+	before, err := a.Append(fa, store.Event{Upgrade: "upg-suite", Kind: "step", Message: "a, while it holds the store"})
+	if err != nil {
+		t.Fatalf("a's append: %v", err)
+	}
 	b := s.Writer(t, "b")
 	if s.TakeOver != nil {
 		s.TakeOver(t, "b")
@@ -224,10 +236,19 @@ func takenOver(t *testing.T, s Subject) {
 	if _, err := a.CreateAt(Record("upg-a", "a again"), fa); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("a's create after b took over: %v, want store.ErrFenced", err)
 	}
+	evs, err := a.Append(fa, store.Event{Upgrade: "upg-suite", Kind: "output", Message: "a, deposed"})
+	if !errors.As(err, &fe) || fe.Yours != fa || len(evs) != 0 {
+		t.Fatalf("a's append after b took over: %+v %v, want a *store.FencedError with a's fence, and no event", evs, err)
+	}
+	t.Log(err)
 	if _, _, err := b.SaveAt(Record("upg-suite", "b"), rev, fb, nil); err != nil {
 		t.Fatalf("b's save: %v", err)
 	}
 	stored(t, a, rev+1, "b")
+	next, err := b.Append(fb, store.Event{Upgrade: "upg-suite", Kind: "step", Message: "b"})
+	if err != nil || len(next) != 1 || next[0].Seq != before[0].Seq+1 {
+		t.Fatalf("b's append: %+v %v, want the event after a's last (%d): a's refused append numbered none", next, err, before[0].Seq)
+	}
 }
 
 func expired(t *testing.T, s Subject) {
@@ -242,4 +263,8 @@ func expired(t *testing.T, s Subject) {
 	}
 	t.Log(err)
 	stored(t, a, rev, "created by a")
+	if _, err := a.Append(fa, store.Event{Upgrade: "upg-suite", Kind: "output", Message: "a, expired"}); !errors.Is(err, store.ErrFenced) ||
+		!strings.Contains(err.Error(), "expired") {
+		t.Fatalf("an append after the lease expired: %v, want store.ErrFenced saying it expired", err)
+	}
 }
