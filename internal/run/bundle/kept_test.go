@@ -47,7 +47,11 @@ func TestKeptOutputOfReplacedInstances(t *testing.T) {
 	}
 	// a-1 failed once: its step's event.
 	evs = append(evs, store.Event{Time: now, Upgrade: u.ID, Kind: "step", Member: "a-1", Message: "a-1: soaking → failed (not ready)"})
-	if _, err := st.Append(evs...); err != nil {
+	f, err := st.Fence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Append(f, evs...); err != nil {
 		t.Fatal(err)
 	}
 	live := fakeLive{members: []driver.Member{{Name: "a-1", Host: "h"}, {Name: "n-1", Host: "n-1"}, {Name: "n-2", Host: "n-2"}}}

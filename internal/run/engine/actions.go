@@ -396,8 +396,9 @@ func (l *loop) record(r journalReq) error {
 	if r.output != nil {
 		ev := *r.output
 		ev.Component = l.e.componentOf(upgrade.Action{Member: r.member})
-		l.e.emit(now, l.u, ev)
-		return nil
+		ev.Time = now
+		l.emit(l.u, ev) // under the run's fence, as a save's events
+		return l.deposed
 	}
 	var ev store.Event
 	if r.done != "" {
