@@ -27,6 +27,8 @@ type admission struct {
 	members []strategy.Member // every member of the description, in its order
 	index   map[string]int    // members' positions by name
 	own     map[string][2]int // each component's members: members[from:to]
+	// tally counts the members as the predicates do, kept with them.
+	tally *strategy.Tally
 	// steps are the members' steps in the record (as members), which
 	// runBatch reads to pass over those done; batchPos are the
 	// positions of the members of the batch whose members' list
@@ -119,9 +121,11 @@ func (a *admission) build(s *stepper) {
 			a.waits = append(a.waits, waitLine{})
 		}
 	}
+	a.tally = nil // counted once every member is in
 	for i := range a.members {
 		a.refresh(s, i)
 	}
+	a.tally = strategy.NewTally(a.members)
 	s.stepped = s.stepped[:0]
 	a.asOf = s.u.Members
 }
@@ -131,7 +135,9 @@ func (a *admission) observe(obs Observation) {
 	for i := range a.members {
 		m := &a.members[i]
 		o := obs.Members[m.Name]
+		was := *m
 		m.Healthy, m.Unknown, m.Role, m.Version = o.Healthy, o.Unknown, o.Role, o.Version
+		a.tally.Change(was, *m)
 		a.health[i] = o
 		a.waits[i] = waitLine{}
 	}
@@ -149,8 +155,10 @@ func observedMember(cc *config.Component, mm *config.Member, o MemberHealth) str
 func (a *admission) refresh(s *stepper, i int) {
 	m := &a.members[i]
 	r := s.u.Members[m.Name]
+	was := *m
 	m.InFlight = r != nil && r.Step.InFlight()
 	m.Pending = r != nil && r.Step == StepPending && a.inPhase[m.Name]
+	a.tally.Change(was, *m)
 	a.steps[i] = ""
 	if r != nil {
 		a.steps[i] = r.Step
@@ -236,6 +244,9 @@ func (a *admission) verify(s *stepper) {
 	saved := slices.Clone(s.stepped)
 	fresh.build(s)
 	s.stepped = saved
+	if !a.tally.Equal(fresh.tally) {
+		panic("upgrade: the admission view's tally differs from its members' counted anew")
+	}
 	if !slices.Equal(a.members, fresh.members) || !maps.Equal(a.index, fresh.index) || !maps.Equal(a.own, fresh.own) || !slices.Equal(a.steps, fresh.steps) ||
 		!slices.Equal(a.health, fresh.health) {
 		for i := range fresh.members {
