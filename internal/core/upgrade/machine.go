@@ -141,6 +141,10 @@ type stepper struct {
 	// hooksIn is hasHooks' answer for component hooksOf.
 	hooksOf *config.Component
 	hooksIn func(string) bool
+	// refs are the template data's Members list of component refsOf
+	// (callData).
+	refsOf *config.Component
+	refs   []config.MemberRef
 	// active are the overrides in force at now, found once a step
 	// (activeOverrides): admission asks for each member and predicate.
 	active     []Override
