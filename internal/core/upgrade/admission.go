@@ -130,17 +130,26 @@ func (a *admission) build(s *stepper) {
 	a.asOf = s.u.Members
 }
 
-// observe says anew what observation obs says of each member.
-func (a *admission) observe(obs Observation) {
+// observe says anew what observation obs says of each member, and
+// returns the summary of obs's members (Summarize's) it found meanwhile,
+// and whether they were all of obs's members.
+func (a *admission) observe(obs Observation) (*summary, bool) {
+	sum, seen, found := &summary{}, false, 0
 	for i := range a.members {
 		m := &a.members[i]
-		o := obs.Members[m.Name]
+		o, ok := obs.Members[m.Name]
+		if ok {
+			found++
+			sum.note(m.Name, o, obs.Since, &seen)
+		}
 		was := *m
 		m.Healthy, m.Unknown, m.Role, m.Version = o.Healthy, o.Unknown, o.Role, o.Version
 		a.tally.Change(was, *m)
 		a.health[i] = o
 		a.waits[i] = waitLine{}
 	}
+	sum.sort()
+	return sum, found == len(obs.Members)
 }
 
 // observedMember is member mm of cc as admission sees it from the
@@ -227,6 +236,20 @@ func (s *stepper) settle() {
 	s.adm.patch(s, s.stepped)
 	s.stepped = s.stepped[:0]
 	s.adm.asOf = s.u.Members
+}
+
+// verifySummary panics if the summary obs carries differs from its
+// members' summarized anew.
+func verifySummary(obs Observation) {
+	sum := obs.summary
+	if sum == nil {
+		return
+	}
+	made := obs.Summarize().summary
+	if !slices.Equal(sum.unknown, made.unknown) || !slices.Equal(sum.unchecked, made.unchecked) || !sum.oldestSeen.Equal(made.oldestSeen) {
+		panic(fmt.Sprintf("upgrade: the observation's summary (%v not known, %v not checked, oldest seen %s) differs from its members' (%v, %v, %s)",
+			sum.unknown, sum.unchecked, sum.oldestSeen, made.unknown, made.unchecked, made.oldestSeen))
+	}
 }
 
 // verify panics if the members differ from those built anew, or the
