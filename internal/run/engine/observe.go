@@ -41,8 +41,10 @@ type observer struct {
 	first map[string]int
 	// statusGen counts the changes of a member's status, snapStatuses
 	// the count the snapshot's Statuses were made at: the same count,
-	// the same map (it is never changed).
+	// the same map (it is never changed); restated are the positions
+	// of the members whose status changed since.
 	statusGen, snapStatuses uint64
+	restated                []int
 	// verdicts are the members' verdicts as the snapshot made last
 	// said them, by position, which the next compares with.
 	verdicts []upgrade.MemberHealth
@@ -234,6 +236,9 @@ func (o *observer) pollStatuses(ctx context.Context) {
 		}
 		if !had || prev != st {
 			o.statusGen++
+			if len(o.restated) <= len(o.e.order) { // past it, the snapshot makes the map anew
+				o.restated = append(o.restated, i)
+			}
 		}
 		ms.status, ms.asked, ms.at = st, true, now
 	}
@@ -473,12 +478,20 @@ func (o *observer) snapshot() Snapshot {
 	all := o.snap.Obs.Members == nil
 	snap := Snapshot{gen: o.gen, all: all, Time: o.e.now(), Statuses: o.snap.Statuses,
 		Obs: upgrade.Observation{Members: make(map[string]upgrade.MemberHealth, len(o.e.order)), Gates: make(map[string]upgrade.Gate, len(o.gates))}}
-	// The statuses' map is made anew only when one changed: the
-	// members' (their Seen moves at each poll) always.
-	statuses := snap.Statuses == nil || o.snapStatuses != o.statusGen
-	if statuses {
+	// The statuses' map is made anew only when one changed, from the
+	// one before when few did: the members' (their Seen moves at each
+	// poll) always.
+	statuses := snap.Statuses == nil || o.snapStatuses != o.statusGen && len(o.restated) > len(o.e.order)/8
+	switch {
+	case statuses:
 		snap.Statuses = make(map[string]driver.Status, len(o.e.order))
+	case o.snapStatuses != o.statusGen:
+		snap.Statuses = maps.Clone(snap.Statuses)
+		for _, i := range o.restated {
+			snap.Statuses[o.e.order[i]] = o.seen[i].status // asked: not "not observed yet"
+		}
 	}
+	o.restated = o.restated[:0]
 	if len(o.verdicts) != len(o.e.order) {
 		o.verdicts = make([]upgrade.MemberHealth, len(o.e.order))
 	}
