@@ -74,6 +74,16 @@ func (c *Cluster) DataFor(comp *Component, m *Member) TemplateData {
 	return dataFor(comp, m, memberRefs(comp))
 }
 
+// MemberRefs is comp's members as TemplateData.Members lists them, for
+// DataWith: made once for many members' data.
+func MemberRefs(comp *Component) []MemberRef { return memberRefs(comp) }
+
+// DataWith is DataFor with comp's Members list made already
+// (MemberRefs(comp)).
+func DataWith(comp *Component, m *Member, refs []MemberRef) TemplateData {
+	return dataFor(comp, m, refs)
+}
+
 // MembersData is DataFor of every member of comp, in order, sharing one
 // Members list: a component of a thousand members would otherwise hold
 // a million references.

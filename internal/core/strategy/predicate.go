@@ -79,6 +79,16 @@ type View struct {
 	// then finds the admitted members there, instead of looking each
 	// member up in Admitted (ten thousand lookups per candidate).
 	Index map[string]int
+	// Tally, if set with Index, counts Members as they stand (kept with
+	// them): the budgets, the quorum and the substrate then read their
+	// counts there, and the admitted members' from what Admit counted,
+	// instead of walking Members for each candidate. Verify checks
+	// every such count against the walk (tests; it panics at a
+	// difference).
+	Tally  *Tally
+	Verify bool
+	// admitted counts what Admit added to Admitted.
+	admitted admittedTally
 	// Stopping: the check is made again at the moment a member that was
 	// admitted goes down (another member may have failed meanwhile);
 	// only the budgets, quorum and substrate apply then.
@@ -189,11 +199,17 @@ func substrate(v *View, c Member) string {
 	if c.Unknown {
 		return "its substrate does not answer"
 	}
+	if v.counted() && v.Tally.unknown[v.Component] == 0 && !v.Verify {
+		return ""
+	}
 	var away []string
 	for _, m := range v.mine() {
 		if m.Component == v.Component && m.Unknown {
 			away = append(away, m.Name)
 		}
+	}
+	if v.Verify && v.counted() && (v.Tally.unknown[v.Component] == 0) != (len(away) == 0) {
+		panic(fmt.Sprintf("strategy: the tally counts %d of %s not known, the members %d", v.Tally.unknown[v.Component], v.Component, len(away)))
 	}
 	if len(away) > 0 {
 		return "the substrate does not answer for " + names(away) + ": the budgets cannot be counted"
@@ -272,13 +288,24 @@ func unavailable(v *View, c Member, among []Member, in func(Member) bool) []stri
 // budget refuses c when more than max of the members among those given
 // and matching in would be down with it. among holds every member of
 // the view that matches in.
-func budget(v *View, c Member, max int, label string, among []Member, in func(Member) bool) string {
+func budget(v *View, c Member, max int, label string, scope int, among []Member, in func(Member) bool) string {
 	if max < 1 {
 		return ""
 	}
 	// Counted first, named only when refused: admission asks at every
 	// stop, with a thousand members in flight in a large batch.
-	n, ok := countIndexed(v, c, among, in)
+	var n int
+	ok := v.counted()
+	if ok {
+		n = v.countTallied(c, scope)
+		if v.Verify {
+			if walked, _ := countIndexed(v, c, among, in); walked != n {
+				panic(fmt.Sprintf("strategy: the tally counts %d against %s's budget %q, the members %d", n, c.Name, label, walked))
+			}
+		}
+	} else {
+		n, ok = countIndexed(v, c, among, in)
+	}
 	if !ok {
 		n = 0
 		for _, m := range among {
@@ -330,7 +357,7 @@ func countIndexed(v *View, c Member, among []Member, in func(Member) bool) (int,
 }
 
 func maxUnavailable(v *View, c Member) string {
-	return budget(v, c, max(1, v.Settings.MaxUnavailable), "", v.mine(), v.own)
+	return budget(v, c, max(1, v.Settings.MaxUnavailable), "", scopeComponent, v.mine(), v.own)
 }
 
 // perHost counts the members of every component on c's host: a host
@@ -339,14 +366,14 @@ func perHost(v *View, c Member) string {
 	if c.Host == "" {
 		return ""
 	}
-	return budget(v, c, v.Settings.MaxUnavailablePerHost, "host "+c.Host, v.Members, func(m Member) bool { return m.Host == c.Host })
+	return budget(v, c, v.Settings.MaxUnavailablePerHost, "host "+c.Host, scopeHost, v.Members, func(m Member) bool { return m.Host == c.Host })
 }
 
 func perDomain(v *View, c Member) string {
 	if c.Domain == "" {
 		return ""
 	}
-	return budget(v, c, v.Settings.MaxUnavailablePerDomain, c.Domain, v.mine(), func(m Member) bool { return v.own(m) && m.Domain == c.Domain })
+	return budget(v, c, v.Settings.MaxUnavailablePerDomain, c.Domain, scopeDomain, v.mine(), func(m Member) bool { return v.own(m) && m.Domain == c.Domain })
 }
 
 // own reports whether m is of the view's component.
@@ -366,6 +393,10 @@ func quorum(v *View, c Member) string {
 	if v.Quorum < 1 || cost(c) == 0 {
 		return ""
 	}
+	counted := v.counted()
+	if counted && !v.Verify && v.quorumTallied(c) >= v.Quorum {
+		return ""
+	}
 	healthy := 0
 	var down []string
 	for _, m := range v.mine() {
@@ -382,6 +413,9 @@ func quorum(v *View, c Member) string {
 		default:
 			healthy++
 		}
+	}
+	if counted && v.Verify && v.quorumTallied(c) != healthy {
+		panic(fmt.Sprintf("strategy: the tally counts %d healthy beside %s, the members %d", v.quorumTallied(c), c.Name, healthy))
 	}
 	if healthy >= v.Quorum {
 		return ""

@@ -27,6 +27,8 @@ type admission struct {
 	members []strategy.Member // every member of the description, in its order
 	index   map[string]int    // members' positions by name
 	own     map[string][2]int // each component's members: members[from:to]
+	// tally counts the members as the predicates do, kept with them.
+	tally *strategy.Tally
 	// steps are the members' steps in the record (as members), which
 	// runBatch reads to pass over those done; batchPos are the
 	// positions of the members of the batch whose members' list
@@ -119,22 +121,35 @@ func (a *admission) build(s *stepper) {
 			a.waits = append(a.waits, waitLine{})
 		}
 	}
+	a.tally = nil // counted once every member is in
 	for i := range a.members {
 		a.refresh(s, i)
 	}
+	a.tally = strategy.NewTally(a.members)
 	s.stepped = s.stepped[:0]
 	a.asOf = s.u.Members
 }
 
-// observe says anew what observation obs says of each member.
-func (a *admission) observe(obs Observation) {
+// observe says anew what observation obs says of each member, and
+// returns the summary of obs's members (Summarize's) it found meanwhile,
+// and whether they were all of obs's members.
+func (a *admission) observe(obs Observation) (*summary, bool) {
+	sum, seen, found := &summary{}, false, 0
 	for i := range a.members {
 		m := &a.members[i]
-		o := obs.Members[m.Name]
+		o, ok := obs.Members[m.Name]
+		if ok {
+			found++
+			sum.note(m.Name, o, obs.Since, &seen)
+		}
+		was := *m
 		m.Healthy, m.Unknown, m.Role, m.Version = o.Healthy, o.Unknown, o.Role, o.Version
+		a.tally.Change(was, *m)
 		a.health[i] = o
 		a.waits[i] = waitLine{}
 	}
+	sum.sort()
+	return sum, found == len(obs.Members)
 }
 
 // observedMember is member mm of cc as admission sees it from the
@@ -149,8 +164,10 @@ func observedMember(cc *config.Component, mm *config.Member, o MemberHealth) str
 func (a *admission) refresh(s *stepper, i int) {
 	m := &a.members[i]
 	r := s.u.Members[m.Name]
+	was := *m
 	m.InFlight = r != nil && r.Step.InFlight()
 	m.Pending = r != nil && r.Step == StepPending && a.inPhase[m.Name]
+	a.tally.Change(was, *m)
 	a.steps[i] = ""
 	if r != nil {
 		a.steps[i] = r.Step
@@ -221,6 +238,20 @@ func (s *stepper) settle() {
 	s.adm.asOf = s.u.Members
 }
 
+// verifySummary panics if the summary obs carries differs from its
+// members' summarized anew.
+func verifySummary(obs Observation) {
+	sum := obs.summary
+	if sum == nil {
+		return
+	}
+	made := obs.Summarize().summary
+	if !slices.Equal(sum.unknown, made.unknown) || !slices.Equal(sum.unchecked, made.unchecked) || !sum.oldestSeen.Equal(made.oldestSeen) {
+		panic(fmt.Sprintf("upgrade: the observation's summary (%v not known, %v not checked, oldest seen %s) differs from its members' (%v, %v, %s)",
+			sum.unknown, sum.unchecked, sum.oldestSeen, made.unknown, made.unchecked, made.oldestSeen))
+	}
+}
+
 // verify panics if the members differ from those built anew, or the
 // effects' index, when it is of the journal as it is, from one made
 // anew.
@@ -236,6 +267,9 @@ func (a *admission) verify(s *stepper) {
 	saved := slices.Clone(s.stepped)
 	fresh.build(s)
 	s.stepped = saved
+	if !a.tally.Equal(fresh.tally) {
+		panic("upgrade: the admission view's tally differs from its members' counted anew")
+	}
 	if !slices.Equal(a.members, fresh.members) || !maps.Equal(a.index, fresh.index) || !maps.Equal(a.own, fresh.own) || !slices.Equal(a.steps, fresh.steps) ||
 		!slices.Equal(a.health, fresh.health) {
 		for i := range fresh.members {

@@ -79,7 +79,12 @@ func (s *stepper) openHookEffects(calls []config.Call, list, component, member s
 func (s *stepper) callData(component, member string) config.TemplateData {
 	if member != "" {
 		if comp, m := s.c.MemberOf(member); comp != nil {
-			return s.c.DataFor(comp, m)
+			// The component's Members list is made once a step: a
+			// batch of a thousand members opens an effect each.
+			if s.refsOf != comp {
+				s.refsOf, s.refs = comp, config.MemberRefs(comp)
+			}
+			return config.DataWith(comp, m, s.refs)
 		}
 	}
 	if comp := s.c.Component(component); comp != nil {
@@ -149,7 +154,10 @@ func (s *stepper) memberEffects(n string) []int {
 // effect's ID. A journal is changed in place only in the state of its
 // effects (the machine copies one before it closes an effect), and an
 // effect is opened at its end with an ID never used before, so a
-// journal whose positions changed differs in one of those three.
+// journal whose positions changed differs in one of those three; one
+// that only grew holds the last effect indexed where it was, and only
+// its new effects are indexed (a batch of a thousand members opens an
+// effect each, one after the other).
 type effectIndex struct {
 	first *effect.Effect
 	n     int
@@ -166,8 +174,12 @@ func (x *effectIndex) of(j effect.Journal, n string) []int {
 		first, last = &j[0], j[len(j)-1].ID
 	}
 	if x.at == nil || x.first != first || x.n != len(j) || x.last != last {
-		x.first, x.n, x.last, x.at = first, len(j), last, map[string][]int{}
-		for i := range j {
+		from := x.n
+		if x.at == nil || x.first != first || x.n == 0 || x.n > len(j) || j[x.n-1].ID != x.last {
+			from, x.at = 0, map[string][]int{}
+		}
+		x.first, x.n, x.last = first, len(j), last
+		for i := from; i < len(j); i++ {
 			if j[i].Scope.Kind == effect.ScopeMember {
 				x.at[j[i].Scope.Name] = append(x.at[j[i].Scope.Name], i)
 			}

@@ -81,6 +81,9 @@ func majority(versions map[string]string) string {
 // It never mutates u; the returned record must be persisted before any
 // returned action is taken.
 func Step(c *config.Cluster, u Upgrade, obs Observation, now time.Time) Decision {
+	if VerifyAdmission {
+		verifySummary(obs)
+	}
 	s := stepper{c: c, in: u, u: u.clone(), obs: obs, now: now, probe: map[string]bool{}, ask: map[string]bool{}}
 	// u's members are shared with s.u until s.edit copies one.
 	s.away()
@@ -141,6 +144,10 @@ type stepper struct {
 	// hooksIn is hasHooks' answer for component hooksOf.
 	hooksOf *config.Component
 	hooksIn func(string) bool
+	// refs are the template data's Members list of component refsOf
+	// (callData).
+	refsOf *config.Component
+	refs   []config.MemberRef
 	// active are the overrides in force at now, found once a step
 	// (activeOverrides): admission asks for each member and predicate.
 	active     []Override

@@ -169,10 +169,11 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 	passed := map[string][]string{}
 	admit := func(c strategy.Member, chosen []string) *strategy.Refusal {
 		if len(chosen) < len(inView) || !slices.Equal(chosen[:len(inView)], inView) {
-			v.Admitted, inView = map[string]bool{}, nil
+			v.ResetAdmitted()
+			inView = nil
 		}
 		for _, n := range chosen[len(inView):] {
-			v.Admitted[n] = true
+			v.Admit(n)
 		}
 		inView = append(inView, chosen[len(inView):]...) // only appended: a prefix kept in passed stays as it was
 		r := check(c.Name)
@@ -186,7 +187,7 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		s.fail("%s", err)
 		return
 	}
-	v.Admitted = map[string]bool{}
+	v.ResetAdmitted()
 	var admitted []string
 	for _, n := range chosen {
 		if v.Admitted[n] || !slices.Contains(left, n) {
@@ -200,7 +201,7 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 			}
 		}
 		admitted = append(admitted, n)
-		v.Admitted[n] = true
+		v.Admit(n)
 	}
 	if len(asking) > 0 && len(admitted) < size {
 		// The system's answers are on their way (each within its
@@ -496,8 +497,9 @@ func (s *stepper) addGateBound() {
 // down (budgets, quorum and substrate only).
 func (s *stepper) view(comp *config.Component, ph plan.Phase, stopping bool) *strategy.View {
 	u := &s.u
-	v := &strategy.View{Component: comp.Name, Settings: ph.Settings, Quorum: ph.Quorum, Admitted: map[string]bool{}, Stopping: stopping,
-		RollingBack: u.RollingBack(), AskSystem: comp.OKToStop != nil}
+	v := &strategy.View{Component: comp.Name, Settings: ph.Settings, Quorum: ph.Quorum, Stopping: stopping,
+		RollingBack: u.RollingBack(), AskSystem: comp.OKToStop != nil, Verify: VerifyAdmission}
+	v.ResetAdmitted()
 	if v.Settings.MaxUnavailable < 1 {
 		v.Settings.MaxUnavailable = max(1, ph.MaxUnavailable)
 	}
@@ -507,7 +509,7 @@ func (s *stepper) view(comp *config.Component, ph plan.Phase, stopping bool) *st
 	// Every member, kept from step to step (admission.go): shared,
 	// never changed by the predicates or the strategies.
 	a := s.admission(ph)
-	v.Members, v.Index = a.members, a.index
+	v.Members, v.Index, v.Tally = a.members, a.index, a.tally
 	if v.AskSystem {
 		v.Members = slices.Clone(v.Members)
 		for i := range v.Members {

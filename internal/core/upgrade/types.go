@@ -500,20 +500,30 @@ func (obs Observation) Summarize() Observation {
 	sum := &summary{}
 	seen := false
 	for n, o := range obs.Members {
-		switch {
-		case o.Unknown:
-			sum.unknown = append(sum.unknown, n)
-		case !seen || o.Seen.Before(sum.oldestSeen):
-			sum.oldestSeen, seen = o.Seen, true
-		}
-		if unchecked(obs.Since, o) {
-			sum.unchecked = append(sum.unchecked, n)
-		}
+		sum.note(n, o, obs.Since, &seen)
 	}
-	slices.Sort(sum.unknown)
-	slices.Sort(sum.unchecked)
+	sum.sort()
 	obs.summary = sum
 	return obs
+}
+
+// note counts member n, observed o, in the summary (seen: a member
+// known was noted before).
+func (sum *summary) note(n string, o MemberHealth, since time.Time, seen *bool) {
+	switch {
+	case o.Unknown:
+		sum.unknown = append(sum.unknown, n)
+	case !*seen || o.Seen.Before(sum.oldestSeen):
+		sum.oldestSeen, *seen = o.Seen, true
+	}
+	if unchecked(since, o) {
+		sum.unchecked = append(sum.unchecked, n)
+	}
+}
+
+func (sum *summary) sort() {
+	slices.Sort(sum.unknown)
+	slices.Sort(sum.unchecked)
 }
 
 // SummarizeAfter is Summarize for an observation of the same members
@@ -522,13 +532,19 @@ func (obs Observation) Summarize() Observation {
 // record kept and what was observed of each member said anew, instead
 // of built again (once a second, for ten thousand members).
 func (obs Observation) SummarizeAfter(prev Observation) Observation {
-	obs = obs.Summarize()
-	if prev.summary != nil && prev.summary.admission != nil {
-		a := prev.summary.admission
-		prev.summary.admission = nil
-		a.observe(obs)
-		obs.summary.admission = a
+	if prev.summary == nil || prev.summary.admission == nil {
+		return obs.Summarize()
 	}
+	a := prev.summary.admission
+	prev.summary.admission = nil
+	// The summary is made as the admission's members are said anew,
+	// when they are every member observed (else from the members).
+	if sum, all := a.observe(obs); all {
+		obs.summary = sum
+	} else {
+		obs = obs.Summarize()
+	}
+	obs.summary.admission = a
 	return obs
 }
 

@@ -99,6 +99,8 @@ type memberInfo struct {
 	member *config.Member
 	spec   driver.Member
 	data   config.TemplateData
+	// pos is the member's position in the engine's order.
+	pos int
 }
 
 // New checks the configuration and renders every member's run spec.
@@ -129,7 +131,7 @@ func New(cfg Config) (*Engine, error) {
 			if err != nil {
 				return nil, err
 			}
-			e.members[m.Name] = memberInfo{comp: comp, member: m, spec: spec, data: data}
+			e.members[m.Name] = memberInfo{comp: comp, member: m, spec: spec, data: data, pos: len(e.order)}
 			e.order = append(e.order, m.Name)
 		}
 	}

@@ -28,18 +28,28 @@ type observer struct {
 	// specs are the members the substrate is asked about at each poll.
 	specs []driver.Member
 
-	mu       sync.Mutex
-	statuses map[string]driver.Status
-	seen     map[string]time.Time // when each status was read
-	probed   map[string]time.Time // when each member's last probe began
-	members  map[string]health.State
-	roles    map[string]bool
-	roleAt   map[string]time.Time // when each role probe began
-	gates    map[string]upgrade.Gate
-	anyFrom  map[string]int // where each gate starts looking for a member to ask
-	// moving are the members the upgrade has in flight: a gate is not
-	// asked through one of them (it is being drained, or stopped).
-	moving map[string]bool
+	mu sync.Mutex
+	// seen is what was observed of each member, by its position in the
+	// engine's order (memberInfo.pos): a poll of ten thousand members
+	// writes a slice, not maps.
+	seen    []memberSeen
+	comps   []*config.Component // each member's component, by position
+	gates   map[string]upgrade.Gate
+	anyFrom map[string]int // where each gate starts looking for a member to ask
+	// first is the position of each component's first member (its
+	// members follow it, in the description's order).
+	first map[string]int
+	// statusGen counts the changes of a member's status, snapStatuses
+	// the count the snapshot's Statuses were made at: the same count,
+	// the same map (it is never changed); restated are the positions
+	// of the members whose status changed since.
+	statusGen, snapStatuses uint64
+	restated                []int
+	// verdicts are the members' verdicts as the snapshot made last
+	// said them, by position, which the next compares with.
+	verdicts []upgrade.MemberHealth
+	// movingSet: setMoving was told of a record (every member then).
+	movingSet bool
 	// since is when this watch began without a gap (the observer's
 	// start, or the engine's return from a stall): what was checked
 	// before it says nothing of now (upgrade.Observation.Since).
@@ -76,22 +86,42 @@ type observer struct {
 	capacity capacity
 }
 
+// memberSeen is what the observer saw of one member.
+type memberSeen struct {
+	status driver.Status
+	asked  bool      // status is the substrate's (it was asked)
+	at     time.Time // when status was read
+	// probed is when its last probe began, health that probe's verdict
+	// with its thresholds (checked: one was made).
+	probed  time.Time
+	health  health.State
+	checked bool
+	role    bool
+	roleAt  time.Time // when the role probe began
+	// moving: the upgrade has it in flight, so a gate is not asked
+	// through it (it is being drained, or stopped).
+	moving bool
+}
+
 func (e *Engine) newObserver() *observer {
 	tick := e.c.Policy.Tick.D()
 	if tick <= 0 {
 		tick = 100 * time.Millisecond
 	}
-	o := &observer{e: e, tick: tick, statuses: map[string]driver.Status{}, seen: map[string]time.Time{},
-		probed: map[string]time.Time{}, members: map[string]health.State{}, roles: map[string]bool{}, roleAt: map[string]time.Time{},
+	o := &observer{e: e, tick: tick, seen: make([]memberSeen, len(e.order)), first: map[string]int{},
 		gates: map[string]upgrade.Gate{}, anyFrom: map[string]int{}, since: e.now(),
 		changed: make(chan struct{}, 1), kicks: map[string]chan struct{}{}, answers: map[string]upgrade.Answer{}, asking: map[string]bool{},
 		specs: e.Members()}
 	for _, n := range e.order {
 		o.kicks["member:"+n] = make(chan struct{}, 1)
 		o.kicks["role:"+n] = make(chan struct{}, 1)
+		o.comps = append(o.comps, e.members[n].comp)
 	}
 	for _, comp := range e.c.ComponentsInOrder() {
 		o.kicks["gate:"+comp.Name] = make(chan struct{}, 1)
+		if len(comp.Members) > 0 {
+			o.first[comp.Name] = e.members[comp.Members[0].Name].pos
+		}
 	}
 	o.kicks["status"] = make(chan struct{}, 1)
 	return o
@@ -183,11 +213,15 @@ func (o *observer) pollStatuses(ctx context.Context) {
 	} else {
 		o.e.learnVersions(ctx, sts)
 	}
-	changed := false
 	var restarted []string
 	o.mu.Lock()
-	for _, st := range sts {
-		prev, had := o.statuses[st.Name]
+	for k, st := range sts {
+		i, ok := o.position(k, st.Name)
+		if !ok {
+			continue // not a member: nothing asks about it
+		}
+		ms := &o.seen[i]
+		prev, had := ms.status, ms.asked
 		if st.Unknown && had && !prev.Unknown {
 			// Keep what was last known; say it is not known now.
 			keep := prev
@@ -196,13 +230,17 @@ func (o *observer) pollStatuses(ctx context.Context) {
 		}
 		if !had || prev.Running != st.Running || prev.Version != st.Version || !prev.Since.Equal(st.Since) ||
 			prev.Unknown != st.Unknown || prev.Restarts != st.Restarts || prev.Detail != st.Detail {
-			changed = true
 			if st.Running && (!prev.Running || !prev.Since.Equal(st.Since)) {
 				restarted = append(restarted, st.Name)
 			}
 		}
-		o.statuses[st.Name] = st
-		o.seen[st.Name] = now
+		if !had || prev != st {
+			o.statusGen++
+			if len(o.restated) <= len(o.e.order) { // past it, the snapshot makes the map anew
+				o.restated = append(o.restated, i)
+			}
+		}
+		ms.status, ms.asked, ms.at = st, true, now
 	}
 	o.gen++
 	o.memberGen++
@@ -213,8 +251,17 @@ func (o *observer) pollStatuses(ctx context.Context) {
 	}
 	// Every observation is news to the machine: a start it waits on
 	// may now be seen (Seen moved).
-	_ = changed
 	o.notify()
+}
+
+// position is the position of member n, the k-th status of a poll (the
+// driver answers in the order asked, mostly).
+func (o *observer) position(k int, n string) (int, bool) {
+	if k < len(o.e.order) && o.e.order[k] == n {
+		return k, true
+	}
+	info, ok := o.e.members[n]
+	return info.pos, ok
 }
 
 // refuse notes what err says of the substrate's trust: a refusal
@@ -242,10 +289,14 @@ func (o *observer) refuse(err error) {
 }
 
 func (o *observer) status(n string) (driver.Status, bool) {
+	info, ok := o.e.members[n]
+	if !ok {
+		return driver.Status{}, false
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	st, ok := o.statuses[n]
-	return st, ok
+	ms := &o.seen[info.pos]
+	return ms.status, ms.asked
 }
 
 // probeMember makes member n's check (when it runs) and applies its
@@ -268,9 +319,9 @@ func (o *observer) probeMember(ctx context.Context, n string) {
 	now := o.e.now()
 	hs := o.e.tracker.Observe(n, res, now, chk.SuccessThreshold, chk.FailureThreshold)
 	o.mu.Lock()
-	prev, had := o.members[n]
-	o.members[n] = hs
-	o.probed[n] = start
+	ms := &o.seen[info.pos]
+	prev, had := ms.health, ms.checked
+	ms.health, ms.checked, ms.probed = hs, true, start
 	o.gen++
 	o.memberGen++
 	o.mu.Unlock()
@@ -294,12 +345,13 @@ func (o *observer) probeRole(ctx context.Context, n string) {
 		return
 	}
 	o.mu.Lock()
-	prev := o.roles[n]
-	if start.Before(o.roleAt[n]) {
+	ms := &o.seen[info.pos]
+	prev := ms.role
+	if start.Before(ms.roleAt) {
 		o.mu.Unlock()
 		return // a later probe answered first
 	}
-	o.roles[n], o.roleAt[n] = res.OK, start
+	ms.role, ms.roleAt = res.OK, start
 	o.gen++
 	o.memberGen++
 	o.mu.Unlock()
@@ -316,21 +368,23 @@ func (o *observer) probeGate(ctx context.Context, comp *config.Component) {
 	o.mu.Lock()
 	from := o.anyFrom[comp.Name]
 	var pick *config.Member
-	score := func(m *config.Member) int {
-		s := 0
-		if o.members[m.Name].Healthy {
+	first := o.first[comp.Name]
+	score := func(j int) int {
+		ms, s := &o.seen[first+j], 0
+		if ms.health.Healthy {
 			s += 2
 		}
-		if !o.moving[m.Name] {
+		if !ms.moving {
 			s += 3
 		}
 		return s
 	}
+	best := 0
 	for k := range comp.Members {
-		m := &comp.Members[(from+k)%len(comp.Members)]
-		st := o.statuses[m.Name]
-		if st.Running && !st.Unknown && (pick == nil || score(m) > score(pick)) {
-			pick = m
+		j := (from + k) % len(comp.Members)
+		st := o.seen[first+j].status
+		if st.Running && !st.Unknown && (pick == nil || score(j) > best) {
+			pick, best = &comp.Members[j], score(j)
 		}
 	}
 	o.mu.Unlock()
@@ -421,32 +475,54 @@ func (o *observer) snapshot() Snapshot {
 		o.snap, o.snapGen = snap, o.gen
 		return snap
 	}
-	prev := o.snap.Obs.Members
-	snap := Snapshot{gen: o.gen, all: prev == nil, Time: o.e.now(), Statuses: make(map[string]driver.Status, len(o.statuses)),
+	all := o.snap.Obs.Members == nil
+	snap := Snapshot{gen: o.gen, all: all, Time: o.e.now(), Statuses: o.snap.Statuses,
 		Obs: upgrade.Observation{Members: make(map[string]upgrade.MemberHealth, len(o.e.order)), Gates: make(map[string]upgrade.Gate, len(o.gates))}}
-	for _, n := range o.e.order {
-		st, ok := o.statuses[n]
-		if !ok {
+	// The statuses' map is made anew only when one changed, from the
+	// one before when few did: the members' (their Seen moves at each
+	// poll) always.
+	statuses := snap.Statuses == nil || o.snapStatuses != o.statusGen && len(o.restated) > len(o.e.order)/8
+	switch {
+	case statuses:
+		snap.Statuses = make(map[string]driver.Status, len(o.e.order))
+	case o.snapStatuses != o.statusGen:
+		snap.Statuses = maps.Clone(snap.Statuses)
+		for _, i := range o.restated {
+			snap.Statuses[o.e.order[i]] = o.seen[i].status // asked: not "not observed yet"
+		}
+	}
+	o.restated = o.restated[:0]
+	if len(o.verdicts) != len(o.e.order) {
+		o.verdicts = make([]upgrade.MemberHealth, len(o.e.order))
+	}
+	for i, n := range o.e.order {
+		ms := &o.seen[i]
+		st := ms.status
+		if !ms.asked {
 			// Not asked yet: not known, and not a failure.
 			st = driver.Status{Name: n, Unknown: true, Detail: "not observed yet"}
 		}
-		snap.Statuses[n] = st
-		info, probed := o.e.members[n], o.probed[n]
-		mh := o.e.memberHealth(info, st, o.members[n], probed)
+		if statuses {
+			snap.Statuses[n] = st
+		}
+		comp := o.comps[i]
+		mh := memberHealth(comp, st, ms.health, ms.probed)
 		// A role seen before the process started belongs to the one
 		// before it.
-		mh.Role = o.roles[n] && st.Running && !o.roleAt[n].Before(st.Since)
-		mh.Seen = o.seen[n]
+		mh.Role = ms.role && st.Running && !ms.roleAt.Before(st.Since)
+		mh.Seen = ms.at
 		mh.Checked = mh.Seen
-		if info.comp.Health.Member != nil && st.Running && !st.Unknown && probed.Before(mh.Checked) {
-			mh.Checked = probed
+		if comp.Health.Member != nil && st.Running && !st.Unknown && ms.probed.Before(mh.Checked) {
+			mh.Checked = ms.probed
 		}
-		if p, ok := prev[n]; prev != nil && (!ok || p.Healthy != mh.Healthy || p.Role != mh.Role || p.Unknown != mh.Unknown ||
+		if p := &o.verdicts[i]; !all && (p.Healthy != mh.Healthy || p.Role != mh.Role || p.Unknown != mh.Unknown ||
 			p.Version != mh.Version || p.Detail != mh.Detail) {
 			snap.verdicts = append(snap.verdicts, n)
 		}
+		o.verdicts[i] = mh
 		snap.Obs.Members[n] = mh
 	}
+	o.snapStatuses = o.statusGen
 	snap.Obs.Since = o.since
 	snap.Obs.Gates, snap.Obs.Answers, snap.Obs.Capacity = o.gatesAndAnswers()
 	snap.Obs.Refused = o.refused
@@ -483,7 +559,7 @@ func (o *observer) gatesAndAnswers() (map[string]upgrade.Gate, map[string]upgrad
 // memberHealth is what the machine sees of one member: its status, and
 // its check's verdict if the check was made on the process that runs
 // now (a verdict from before a restart belongs to the process before).
-func (e *Engine) memberHealth(info memberInfo, st driver.Status, hs health.State, probed time.Time) upgrade.MemberHealth {
+func memberHealth(comp *config.Component, st driver.Status, hs health.State, probed time.Time) upgrade.MemberHealth {
 	mh := upgrade.MemberHealth{Running: st.Running, Version: st.Version, Unknown: st.Unknown, Started: st.Since, PID: st.PID, Restarts: st.Restarts}
 	switch {
 	case st.Unknown:
@@ -493,7 +569,7 @@ func (e *Engine) memberHealth(info memberInfo, st driver.Status, hs health.State
 	case st.Adopted && st.Version == "":
 		// Not a member ferry can plan for: what it runs is not known.
 		mh.Detail = "adopted, its version not known" + suffix(st.Detail)
-	case info.comp.Health.Member == nil:
+	case comp.Health.Member == nil:
 		mh.Healthy, mh.HealthySince, mh.Detail = true, st.Since, "running (no member check)"
 	case probed.IsZero() || probed.Before(st.Since):
 		mh.Detail = "started, not checked yet"
@@ -586,15 +662,14 @@ func (o *observer) returned(now time.Time) {
 func (o *observer) setMoving(u upgrade.Upgrade, touched []string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.moving == nil {
-		o.moving = map[string]bool{}
+	if !o.movingSet {
+		o.movingSet = true
 		touched = slices.Collect(maps.Keys(u.Members))
 	}
 	for _, n := range touched {
-		if m := u.Members[n]; m != nil && m.Step.InFlight() {
-			o.moving[n] = true
-		} else {
-			delete(o.moving, n)
+		if info, ok := o.e.members[n]; ok {
+			m := u.Members[n]
+			o.seen[info.pos].moving = m != nil && m.Step.InFlight()
 		}
 	}
 }

@@ -357,7 +357,10 @@ func actionRecord(u upgrade.Upgrade, a upgrade.Action) upgrade.Upgrade {
 		}
 	}
 	keep(a.Member)
-	if i := u.Effects.ByID(a.Effect); a.Kind == upgrade.ActUndo && i >= 0 {
+	if a.Kind != upgrade.ActUndo {
+		return r
+	}
+	if i := u.Effects.ByID(a.Effect); i >= 0 {
 		r.Effects = effect.Journal{u.Effects[i]}
 		if h := u.Effects[i].Undo.Hook; h != nil {
 			keep(h.Member)

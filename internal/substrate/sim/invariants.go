@@ -75,17 +75,21 @@ func (w *World) checkDown(m *member, why string) {
 	s := comp.Strategy
 	down, onHost, inDomain, healthy := 1, 1, 1, 0
 	var others []string
-	for _, o := range w.list {
-		if o == m {
-			continue
-		}
-		if o.comp != m.comp {
+	span := w.span[m.comp]
+	for _, part := range [][]*member{w.list[:span[0]], w.list[span[1]:]} {
+		for _, o := range part {
 			if o.ferryDown && !w.hosts.movesWith(m.comp, o.comp) {
 				others = append(others, o.name+" ("+o.comp+")")
 			}
-			if !o.ready && o.host == m.host {
-				onHost++
-			}
+		}
+	}
+	for _, o := range w.onHost[m.host] {
+		if o.comp != m.comp && !o.ready {
+			onHost++
+		}
+	}
+	for _, o := range w.list[span[0]:span[1]] {
+		if o == m {
 			continue
 		}
 		if o.ready {

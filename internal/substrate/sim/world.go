@@ -131,6 +131,11 @@ type World struct {
 	members map[string]*member
 	order   []string
 	list    []*member         // members, in order
+	// span is where each component's members are in list (from, to),
+	// onHost each host's members: a member taken down is counted
+	// against its own component and host, not all ten thousand.
+	span   map[string][2]int
+	onHost map[string][]*member
 	leader  map[string]string // component → member holding its role ("" while it moves)
 	moving  map[string]bool   // components whose role is moving (a switchover)
 	inv     *Invariants
@@ -164,15 +169,19 @@ func note(m *map[string]int, key string, n int) {
 
 func newWorld(clock *Clock, c *config.Cluster, seed uint64, timing Timing, faults Faults, from string, statusIsHealth bool) *World {
 	w := &World{clock: clock, c: c, seed: seed, timing: timing, faults: faults, statusIsHealth: statusIsHealth,
-		members: map[string]*member{}, leader: map[string]string{}, moving: map[string]bool{}, inv: newInvariants()}
+		members: map[string]*member{}, leader: map[string]string{}, moving: map[string]bool{}, inv: newInvariants(),
+		span: map[string][2]int{}, onHost: map[string][]*member{}}
 	for _, comp := range c.ComponentsInOrder() {
+		first := len(w.list)
 		for _, m := range comp.Members {
 			wm := &member{name: m.Name, comp: comp.Name, host: m.Host, domain: m.Domain, version: from,
 				up: true, ready: true, since: Epoch, readySince: Epoch}
 			w.members[m.Name] = wm
 			w.order = append(w.order, m.Name)
 			w.list = append(w.list, wm)
+			w.onHost[m.Host] = append(w.onHost[m.Host], wm)
 		}
+		w.span[comp.Name] = [2]int{first, len(w.list)}
 		if comp.Role != nil && len(comp.Members) > 0 {
 			w.leader[comp.Name] = comp.Members[len(comp.Members)/2].Name
 		}
