@@ -28,9 +28,9 @@ func thousand() upgrade.Upgrade {
 		batches = append(batches, plan.Batch{Members: names[i:min(i+size, n)]})
 		i += size
 	}
-	set := strategy.Settings{Type: "canary", MaxBatch: 100, MaxUnavailable: 100}
+	set := strategy.Settings{Type: strategy.Canary, MaxBatch: 100, MaxUnavailable: 100}
 	u := upgrade.Upgrade{ID: "upg-20300101-000000-abcdef", From: "1.0.0", To: "2.0.0", State: upgrade.Upgrading("agent"),
-		Plan: plan.Plan{From: []string{"1.0.0"}, To: "2.0.0", Phases: []plan.Phase{{Component: "agent", Strategy: "canary",
+		Plan: plan.Plan{From: []string{"1.0.0"}, To: "2.0.0", Phases: []plan.Phase{{Component: "agent", Strategy: strategy.Canary,
 			MaxUnavailable: 100, Settings: set, Batches: batches}}},
 		Members: make(map[string]*upgrade.Member, n), Pin: "1.0.0", Description: fmt.Sprintf("%064x", 1),
 		Created: t0, Updated: t0, Alive: t0}
