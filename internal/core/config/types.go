@@ -638,6 +638,11 @@ type Member struct {
 	// Domain is the member's failure domain (default: its host's; a member
 	// found on Kubernetes takes its node's topology.kubernetes.io/zone).
 	Domain string `yaml:"domain" text:"name"`
+	// Labels are the labels the substrate found on the member's host
+	// when the description does not list it (a Kubernetes node's):
+	// what a phase's host_labels select the member by. Never read from
+	// a description, whose hosts carry their own.
+	Labels map[string]string `yaml:"-"`
 	// Adopt, if set, replaces its component's adopt for this member.
 	Adopt *Adopt `yaml:"adopt"`
 	pos   positions
@@ -907,16 +912,33 @@ type FlowStage struct {
 	// with a member of its components. A component may span several
 	// hosts stages: each of its members is moved by the stage that
 	// moves its host.
+	//
+	// A phase may take a part of its component's members the same way
+	// (its hosts by name or label: a member's labels are its host's,
+	// or, found on Kubernetes, its node's), or by Take: then it is
+	// named (Name), and the component may have several phases, each
+	// moving its part (StarlingX's first control plane, the networking,
+	// the second control plane).
 	Hosts      []string          `yaml:"hosts"`
 	HostLabels map[string]string `yaml:"host_labels"`
-	// Name names an action (its state is action-NAME), or a hosts
-	// stage (its state is upgrading-NAME: upgrading-hosts by default,
-	// StarlingX's; no component may have its name).
+	// Take (phase) is how many of its component's members the phase
+	// moves: the first in the plan's order of those still to move, not
+	// taken by a phase that selects them by host. A part that selects
+	// none moves the rest.
+	Take int `yaml:"take"`
+	// Name names an action (its state is action-NAME), a hosts stage
+	// (its state is upgrading-NAME: upgrading-hosts by default,
+	// StarlingX's; no component may have its name), or a phase that
+	// moves a part of its component (upgrading-NAME, then
+	// upgraded-NAME: StarlingX's upgrading-first-master).
 	Name string `yaml:"name"`
 	// MaxUnavailable bounds the hosts a hosts stage has locked at once,
 	// counting those with a member down for any reason: a number, or a
 	// share of the stage's hosts (50%: StarlingX's storage hosts at most
-	// half at once; rounded down, at least 1).
+	// half at once; rounded down, at least 1). In a phase, it bounds
+	// the part's members down at once instead of the component's
+	// strategy (StarlingX's kubelets: the controllers one at a time,
+	// the workers two), and caps its batches.
 	MaxUnavailable HostBudget `yaml:"max_unavailable"`
 	// MaxUnavailablePerDomain bounds the hosts a hosts stage has locked
 	// at once in one failure domain.

@@ -21,6 +21,9 @@ func StageState(st plan.Stage) State {
 	case config.StageExpand:
 		return StateExpanding
 	case config.StagePhase:
+		if st.Name != "" {
+			return Upgrading(st.Name) // a part of its component
+		}
 		return Upgrading(st.Component)
 	case config.StageRollout:
 		return RollingOut(st.Component)

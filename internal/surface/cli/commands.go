@@ -177,12 +177,16 @@ func printPlan(g *globals, p plan.Plan, c *config.Cluster) {
 		if ph.Quorum > 0 {
 			strategy += fmt.Sprintf(", quorum %d", ph.Quorum)
 		}
+		name := ph.Component
+		if ph.Part != "" {
+			name += " (" + ph.Part + ")" // a part of the component
+		}
 		for j, b := range ph.Batches {
-			fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\n", i+1, ph.Component, strategy, j+1, strings.Join(b.Members, ", "))
+			fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\n", i+1, name, strategy, j+1, strings.Join(b.Members, ", "))
 			strategy = ""
 		}
 		for _, s := range ph.Skipped {
-			fmt.Fprintf(w, "%d\t%s\t%s\t-\t%s (skipped: %s)\n", i+1, ph.Component, strategy, s.Member, s.Reason)
+			fmt.Fprintf(w, "%d\t%s\t%s\t-\t%s (skipped: %s)\n", i+1, name, strategy, s.Member, s.Reason)
 			strategy = ""
 		}
 		if ph.Note != "" {

@@ -289,7 +289,11 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 		if u.RollingBack() {
 			what = "rollback phase"
 		}
-		fmt.Fprintf(g.stdout, "phase:    %s %d/%d (%s), batch %d/%d", what, u.Phase+1, len(active.Phases), ph.Component, n, of)
+		name := ph.Component
+		if ph.Part != "" {
+			name += ", " + ph.Part // a part of the component
+		}
+		fmt.Fprintf(g.stdout, "phase:    %s %d/%d (%s), batch %d/%d", what, u.Phase+1, len(active.Phases), name, n, of)
 		if b := u.Current(); b != nil {
 			fmt.Fprintf(g.stdout, ": %s (size %d: %s)", strings.Join(b.Members, ", "), b.Size, b.Why)
 		}
