@@ -104,3 +104,20 @@ func TestSelectsMember(t *testing.T) {
 		t.Error("IsPart: a named phase, not a whole phase or a hosts stage")
 	}
 }
+
+// TestValidateShownStates: a release names the upgrade's own states
+// as its operators know them (StarlingX's upgrade-complete and
+// upgrade-failed); a key that is no such state, or a name that is no
+// state's, is refused at its line.
+func TestValidateShownStates(t *testing.T) {
+	states := func(s string) []edit {
+		return []edit{{"    downgrade_to: [2.0.x]\n", "    downgrade_to: [2.0.x]\n    states: " + s + "\n"}}
+	}
+	runTable(t, []tcase{
+		{"StarlingX's", states("{completed: upgrade-complete, paused-on-failure: upgrade-failed, rolled-back: upgrade-aborted}"), nil},
+		{"a stage's state, a name that is none", states(`{upgrading-kv: kv-now, failed: "failed badly"}`),
+			[]string{
+				`t.yaml:31: releases[1].states.failed: "failed badly" is not a state's name: letters, digits, _ and -, starting with a letter`,
+				`t.yaml:31: releases[1].states.upgrading-kv: "upgrading-kv" is no state of an upgrade outside its flow's stages (those are named by each stage's state:); known: upgrade-started, preflight, completed, failed, paused, paused-on-failure, rolling-back, rolled-back`}},
+	})
+}

@@ -857,6 +857,14 @@ type Release struct {
 	// APIs, unpin rollout, migrate; StarlingX's networking upgraded
 	// between its two controller phases.
 	Flow []FlowStage `yaml:"flow"`
+	// States name the upgrade's own states, those of no flow stage, as
+	// the operator sees them in ferry upgrade status and the events
+	// (StarlingX's {completed: upgrade-complete, paused-on-failure:
+	// upgrade-failed}): keys are upgrade-started, preflight, completed,
+	// failed, paused, rolling-back, rolled-back, and paused-on-failure
+	// (paused by a failure, not by the operator; paused when left out).
+	// The record keeps the machine's own word.
+	States map[string]string `yaml:"states"`
 	// SigningKey is the public key this release's artifacts are signed
 	// with, when not the description's signing_key (a key rotated at
 	// this release).

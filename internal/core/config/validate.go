@@ -912,6 +912,7 @@ func (v *validator) releases() {
 		v.artifacts(r, path, at)
 		v.migrations(r, path, at)
 		v.flow(r, path, at)
+		v.shownStates(r, path, at)
 	}
 }
 

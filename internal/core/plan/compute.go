@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"sort"
 	"strings"
@@ -46,7 +47,7 @@ func Compute(c *config.Cluster, obs Observed, to string) (Plan, error) {
 		return Plan{}, fmt.Errorf("%w: %q is not in the catalog of cluster %s (releases: %s)",
 			ErrUnknownRelease, to, c.Name, cmp.Or(strings.Join(known, ", "), "none"))
 	}
-	p := Plan{From: observedVersions(c, obs), To: to}
+	p := Plan{From: observedVersions(c, obs), To: to, States: maps.Clone(rel.States)}
 	from := newUpgradeFrom(c, rel)
 	var errs []error
 	phases := map[string]Phase{}

@@ -21,6 +21,9 @@ type Plan struct {
 	// (config.Release.Flow, a rollout one stage per component); empty
 	// for the default order (Stages).
 	Flow []Stage `json:"flow,omitempty"`
+	// States are the release's names for the upgrade's own states, as
+	// shown (config.Release.States).
+	States map[string]string `json:"states,omitempty"`
 }
 
 // Stage is one stage of an upgrade's flow: Kind is one of
