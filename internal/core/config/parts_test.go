@@ -121,3 +121,22 @@ func TestValidateShownStates(t *testing.T) {
 				`t.yaml:31: releases[1].states.upgrading-kv: "upgrading-kv" is no state of an upgrade outside its flow's stages (those are named by each stage's state:); known: upgrade-started, preflight, completed, failed, paused, paused-on-failure, rolling-back, rolled-back`}},
 	})
 }
+
+// TestValidateApplications: each application is named once and says
+// which releases it supports (versions or x-ranges), or has a check to
+// ask, at its line.
+func TestValidateApplications(t *testing.T) {
+	apps := func(s string) []edit {
+		return []edit{{"policy: {on_failure: rollback}\n", "policy: {on_failure: rollback}\napplications:\n" + s}}
+	}
+	runTable(t, []tcase{
+		{"a list, a check, both", apps("  - {name: cert-manager, supports: [1.0.x, 2.0.0]}\n  - {name: vault, check: {http: \"http://vault/supports?k8s={{.Version}}\"}}\n  - {name: x, supports: [2.x], check: {exec: [x-supports, \"{{.Version}}\"]}}\n"), nil},
+		{"unnamed, twice, saying nothing, a bad range, a bad check", apps("  - {supports: [1.0.x]}\n  - {name: a, supports: [1.0.x]}\n  - {name: a, supports: [one]}\n  - {name: b}\n  - {name: c, check: {http: \"http://x/{{.Versoin}}\"}}\n"),
+			[]string{
+				"t.yaml:34: applications[0].name: must be set: the health query lists the application by it",
+				`t.yaml:36: applications[2].name: duplicate application "a" (also applications[1])`,
+				`t.yaml:36: applications[2].supports[0]: "one" is not a version (1.2.3) or an x-range (1.2.x, 1.x, *)`,
+				"t.yaml:37: applications[3].supports: must be set, or check: which releases the application runs on (versions or x-ranges like 1.38.x), or a call that answers for {{.Version}}",
+				"t.yaml:38: applications[4].check.http: template: no field Versoin (there are .Name, .Component, .Host, .Address, .Version, .Any, .Pin, .To, .Backup, .Vars, .Members, .PID)"}},
+	})
+}

@@ -63,6 +63,13 @@ type Cluster struct {
 	// alarms", a monitoring system's firing alerts. Each must pass for
 	// an upgrade to start; {{.Version}} is the target.
 	Alarms []Alarm `yaml:"alarms"`
+	// Applications are what runs on the cluster that an upgrade must
+	// not leave behind (StarlingX's container applications on
+	// Kubernetes): each says which releases it supports, or is asked.
+	// The health query checks each against the target (and every
+	// release of a chain to it), and the start is refused naming the
+	// application that does not support one.
+	Applications []Application `yaml:"applications"`
 
 	// File is the path the description was read from, for messages.
 	File string `yaml:"-"`
@@ -833,6 +840,22 @@ type Alarm struct {
 	// Name is how the health query lists it ("alarm NAME").
 	Name string `yaml:"name"`
 	Call `yaml:",inline"`
+}
+
+// Application is one application of Cluster.Applications: the
+// cluster's releases it supports (a list, a call, or both: each must
+// say yes).
+type Application struct {
+	// Name is how the health query lists it ("application NAME
+	// supports V").
+	Name string `yaml:"name"`
+	// Supports lists the releases it runs on: versions or x-ranges
+	// (1.38.x).
+	Supports []string `yaml:"supports"`
+	// Check is asked whether it supports release {{.Version}} (an
+	// application's own plugin, StarlingX's): passing means yes, and
+	// its detail is said with a refusal.
+	Check *Call `yaml:"check"`
 }
 
 // Release is one version in the catalog, with its artifacts.

@@ -136,6 +136,7 @@ func (v *validator) cluster() {
 	v.traffic()
 	v.upgradeHooks()
 	v.alarms()
+	v.applications()
 }
 
 // upgradeHooks checks the cluster's pre_upgrade and post_upgrade hooks:
