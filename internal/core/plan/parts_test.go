@@ -20,7 +20,10 @@ func TestComputeParts(t *testing.T) {
 	part := func(name string, take int, hosts []string, l map[string]string) config.FlowStage {
 		return config.FlowStage{Stage: config.StagePhase, Component: "kubelet", Name: name, Take: take, Hosts: hosts, HostLabels: l}
 	}
-	budget := func(st config.FlowStage, n int) config.FlowStage { st.MaxUnavailable = config.HostBudget{Count: n}; return st }
+	budget := func(st config.FlowStage, n int) config.FlowStage {
+		st.MaxUnavailable = config.HostBudget{Count: n}
+		return st
+	}
 	net := config.FlowStage{Stage: "action", Name: "networking", Component: "kubelet"}
 	for _, tc := range []struct {
 		name    string
