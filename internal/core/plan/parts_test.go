@@ -1,9 +1,12 @@
 package plan
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+
+	"pgregory.net/rapid"
 
 	"github.com/ferry-upgrade/ferry/internal/core/config"
 )
@@ -113,4 +116,89 @@ func TestComputeParts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPartsProperties: whatever the members, their labels, what they
+// run and which are down, a component moved in parts (a count first,
+// then its controllers by label with a budget of its own, then the
+// rest) has every member in exactly one part, moved or skipped; a
+// count's part moves at most its count, none on the target; the
+// label's part only members with the label; no batch above its part's
+// budget.
+func TestPartsProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 20).Draw(t, "members")
+		take := rapid.IntRange(1, 4).Draw(t, "take")
+		budget := rapid.IntRange(1, 3).Draw(t, "controllers' budget")
+		kubelet := comp("kubelet", 1, canary(rapid.IntRange(1, 4).Draw(t, "max_batch"), rapid.IntRange(1, 4).Draw(t, "max_unavailable")), 0)
+		obs := Observed{Version: map[string]string{}, Down: map[string]bool{}}
+		personality := map[string]string{}
+		for i := range n {
+			name := fmt.Sprintf("k-%d", i)
+			p := rapid.SampledFrom([]string{"controller", "worker"}).Draw(t, "personality")
+			personality[name] = p
+			kubelet.Members = append(kubelet.Members, config.Member{Name: name, Host: "node-" + name, Labels: map[string]string{"personality": p}})
+			obs.Version[name] = rapid.SampledFrom([]string{"1.0.0", "1.0.0", "2.0.0"}).Draw(t, "version")
+			obs.Down[name] = rapid.Float64Range(0, 1).Draw(t, "down") < 0.15
+		}
+		c := cluster(kubelet)
+		c.Releases[1].Flow = []config.FlowStage{
+			{Stage: config.StagePhase, Component: "kubelet", Name: "first", Take: take},
+			{Stage: config.StagePhase, Component: "kubelet", Name: "controllers", HostLabels: map[string]string{"personality": "controller"}, MaxUnavailable: config.HostBudget{Count: budget}},
+			{Stage: config.StagePhase, Component: "kubelet", Name: "rest"},
+		}
+		p, err := Compute(c, obs, "2.0.0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Phases) != 3 {
+			t.Fatalf("%d phases, want one per part", len(p.Phases))
+		}
+		seen := map[string]string{}
+		for _, ph := range p.Phases {
+			limit := max(1, ph.MaxUnavailable)
+			var moved []string
+			for _, b := range ph.Batches {
+				if len(b.Members) > limit {
+					t.Fatalf("part %s: a batch of %d above its budget %d", ph.Part, len(b.Members), limit)
+				}
+				moved = append(moved, b.Members...)
+			}
+			for _, m := range moved {
+				if obs.Version[m] == "2.0.0" {
+					t.Fatalf("part %s moves %s, on the target", ph.Part, m)
+				}
+			}
+			for _, m := range append(moved, skippedNames(ph)...) {
+				if other, dup := seen[m]; dup {
+					t.Fatalf("%s in parts %s and %s", m, other, ph.Part)
+				}
+				seen[m] = ph.Part
+				if ph.Part == "controllers" && personality[m] != "controller" {
+					t.Fatalf("part controllers has %s, a %s", m, personality[m])
+				}
+			}
+			switch ph.Part {
+			case "first":
+				if len(moved) > take || len(ph.Skipped) > 0 {
+					t.Fatalf("part first moves %d (take %d), skips %d", len(moved), take, len(ph.Skipped))
+				}
+			case "controllers":
+				if ph.MaxUnavailable != budget {
+					t.Fatalf("part controllers' budget %d, want %d", ph.MaxUnavailable, budget)
+				}
+			}
+		}
+		if len(seen) != n {
+			t.Fatalf("%d of %d members in a part", len(seen), n)
+		}
+	})
+}
+
+func skippedNames(ph Phase) []string {
+	var out []string
+	for _, s := range ph.Skipped {
+		out = append(out, s.Member)
+	}
+	return out
 }
