@@ -187,6 +187,11 @@ func (c *Cluster) ApplyDefaults() {
 	for i := range c.Alarms {
 		c.Alarms[i].applyDefaults(DefaultHookTimeout)
 	}
+	for i := range c.Applications {
+		if a := c.Applications[i].Check; a != nil {
+			a.applyDefaults(DefaultHookTimeout)
+		}
+	}
 	c.applyHostsDefaults()
 	if c.Policy.UndoDeadline == 0 && !c.pos.written("policy.undo_deadline") {
 		c.Policy.UndoDeadline = DefaultUndoDeadline

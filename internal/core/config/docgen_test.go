@@ -189,6 +189,7 @@ cluster: {http: "http://{{.Any}}/health", json: {path: health, equals: "true"}}`
 	"Hooks": `pre_stop: [{http: "http://lb:8001/admin/backends/{{.Name}}/drain", method: POST,
             undo: {http: "http://lb:8001/admin/backends/{{.Name}}/enable", method: POST}}]`,
 	"Alarm":        `{name: no management-affecting alarms, exec: [fm, alarm-list, --mgmt_affecting, --nowrap], pattern: '^$', timeout: 10s}`,
+	"Application":  `{name: cert-manager, supports: [1.37.x, 1.38.x], check: {exec: [cert-manager-supports, "{{.Version}}"]}}`,
 	"UpgradeHooks": `pre_upgrade: [{exec: [alerts, silence, "{{.Version}}"], undo: {exec: [alerts, unsilence]}}]`,
 	"Release": `version: 2.0.0
 upgrade_from: ["1.0.x"]
@@ -375,7 +376,7 @@ func text(cg *ast.CommentGroup) string {
 // order is the order of the reference's sections: the description's
 // shape, top down.
 var order = []string{"Cluster", "Host", "HostTLS", "HostSSH", "HostCalls", "HostCommands", "HostCommand", "RunOn", "Component", "Member", "Strategy", "Run", "RunFile", "Health", "Check", "Call",
-	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Backup", "Workload", "Commands", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks", "Alarm",
+	"JSONMatch", "Hooks", "Role", "CrashLoop", "Adopt", "Backup", "Workload", "Commands", "Release", "Artifact", "Migrations", "FlowStage", "UpgradeHooks", "Alarm", "Application",
 	"Policy", "Window", "Kubernetes", "Traffic", "TrafficRequest", "Verdict", "Prometheus", "TrafficControl"}
 
 // typeDoc writes a field's type as a reader of YAML sees it.

@@ -60,7 +60,10 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 				pinMoved = i
 			}
 		case StagePhase:
-			unused("component")
+			unused("component", "name", "take", "hosts", "host_labels", "max_unavailable")
+			if st.IsPart() {
+				v.phasePart(st, spath, sat, at, rel, hostsNamed)
+			}
 			switch {
 			case st.Component == "":
 				v.add(line, spath+".component", "a phase must name its component%s", knownList(componentNames(v.c)))
@@ -68,11 +71,17 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 				v.add(sat("component"), spath+".component", "no component %q%s", st.Component, knownList(componentNames(v.c)))
 			default:
 				if first, dup := phaseAt[st.Component]; dup {
-					v.add(sat("component"), spath+".component", "component %s has a second phase (also %s): a component is upgraded once", st.Component, index(fpath, first))
-					byPhase[st.Component] = true // said once: not again as members no hosts stage moves
-					continue
+					// A component may span phases that each move a part
+					// of it (named: parts checks how they divide it).
+					if !st.IsPart() || !r.Flow[first].IsPart() || !byPhase[st.Component] {
+						v.add(sat("component"), spath+".component", "component %s has a second phase (also %s): a component is upgraded once, or in parts, each phase named with the part it takes (take:, hosts: or host_labels:)", st.Component, index(fpath, first))
+						byPhase[st.Component] = true // said once: not again as members no hosts stage moves
+						continue
+					}
+				} else {
+					phaseAt[st.Component] = i
 				}
-				phaseAt[st.Component], lastAt[st.Component], byPhase[st.Component] = i, i, true
+				lastAt[st.Component], byPhase[st.Component] = i, true
 				lastPhase = i
 				if pinMoved >= 0 {
 					v.add(sat("component"), spath+".component", "the phase of %s comes after %s (%s), which moved the pin to %s: members of %s still on the release before would run with a pin they cannot honour; put every phase before it",
@@ -146,6 +155,7 @@ func (v *validator) flow(r *Release, path string, at func(string) int) {
 		}
 	}
 	v.stagesCover(fpath, at, moved, byPhase, lastAt)
+	v.phaseParts(r, fpath, at)
 	m := &r.Migrations
 	for _, s := range []struct {
 		name  string

@@ -22,7 +22,7 @@ func TestValidateFlow(t *testing.T) {
 		{"stage missing", flow(kv, api, "{component: kv}"),
 			[]string{"t.yaml:35: releases[1].flow[2].stage: must be set: one of expand, phase, rollout, migrate, finalize, contract, hosts, action"}},
 		{"a component twice", flow(kv, api, kv),
-			[]string{"t.yaml:35: releases[1].flow[2].component: component kv has a second phase (also releases[1].flow[0]): a component is upgraded once"}},
+			[]string{"t.yaml:35: releases[1].flow[2].component: component kv has a second phase (also releases[1].flow[0]): a component is upgraded once, or in parts, each phase named with the part it takes (take:, hosts: or host_labels:)"}},
 		{"a component missing", flow(kv),
 			[]string{"t.yaml:32: releases[1].flow: component api has no phase: a flow upgrades every component once ({stage: phase, component: api})"}},
 		{"unknown component", flow(kv, api, "{stage: phase, component: db}"),
@@ -61,7 +61,6 @@ func TestValidateFlow(t *testing.T) {
 			"{stage: rollout, components: [kv], component: kv, gate: {http: \"http://{{.Any}}/ok\"}}",
 			`{stage: action, name: net, component: kv, components: [kv], calls: [{http: "http://{{.Any}}/net", method: POST}]}`),
 			[]string{
-				"t.yaml:33: releases[1].flow[0].name: the phase stage takes no name",
 				"t.yaml:33: releases[1].flow[0].deadline: the phase stage takes no deadline",
 				"t.yaml:35: releases[1].flow[2].component: the rollout stage takes no component",
 				"t.yaml:35: releases[1].flow[2].gate: the rollout stage takes no gate",

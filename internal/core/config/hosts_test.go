@@ -37,7 +37,7 @@ func TestValidateHosts(t *testing.T) {
 		{"a lock with an undo of its own", []edit{defaults(`{lock: [{http: "http://lb/l", undo: {http: "http://lb/u"}}], unlock: [{http: "http://lb/u"}]}`)},
 			[]string{"t.yaml:4: host_defaults.lock[0].undo: undo applies only to the hooks that change something for a while: pre_upgrade, pre_phase, pre_stop"}},
 		{"a component in a hosts stage and a phase", []edit{flow(hosts, "{stage: phase, component: kv}")},
-			[]string{"t.yaml:34: releases[1].flow[1].component: component kv has a second phase (also releases[1].flow[0]): a component is upgraded once"}},
+			[]string{"t.yaml:34: releases[1].flow[1].component: component kv has a second phase (also releases[1].flow[0]): a component is upgraded once, or in parts, each phase named with the part it takes (take:, hosts: or host_labels:)"}},
 		{"a component left out", []edit{flow("{stage: hosts, components: [kv]}")},
 			[]string{"t.yaml:32: releases[1].flow: component api has no phase: a flow upgrades every component once ({stage: phase, component: api})"}},
 		{"a hosts stage named as a component", []edit{flow("{stage: hosts, name: kv, components: [kv]}", "{stage: phase, component: api}")},
@@ -49,8 +49,8 @@ func TestValidateHosts(t *testing.T) {
 				"t.yaml:35: releases[1].flow[2].max_unavailable_per_domain: 3 is more than max_unavailable 1: it would never bind"}},
 		{"phase hooks a hosts stage would not run", []edit{{"      pre_stop: [{exec: [step-down, \"{{.Name}}\"]}]\n", "      pre_stop: [{exec: [step-down, \"{{.Name}}\"]}]\n      pre_phase: [{exec: [noout]}]\n"}, flow(hosts)},
 			[]string{"t.yaml:34: releases[1].flow[0].components[0]: component kv has pre_phase hooks, which a hosts stage does not run (it has no phase of the component alone); move them to host_defaults' lock and unlock, or upgrade kv in a phase"}},
-		{"a hosts stage's keys elsewhere", []edit{flow("{stage: phase, component: kv, max_unavailable: 2}", "{stage: phase, component: api}")},
-			[]string{"t.yaml:33: releases[1].flow[0].max_unavailable: the phase stage takes no max_unavailable"}},
+		{"a hosts stage's keys elsewhere", []edit{flow("{stage: phase, component: kv, max_unavailable_per_domain: 2}", "{stage: phase, component: api}")},
+			[]string{"t.yaml:33: releases[1].flow[0].max_unavailable_per_domain: the phase stage takes no max_unavailable_per_domain"}},
 		{"two hosts stages of one name", []edit{flow("{stage: hosts, components: [kv]}", "{stage: hosts, components: [api]}")},
 			[]string{"t.yaml:34: releases[1].flow[1].name: a second hosts stage hosts (also releases[1].flow[0]): name each its own"}},
 	})
@@ -108,12 +108,14 @@ func TestHostsStagesSelectHosts(t *testing.T) {
 		{"a share of no sense", flow("{stage: hosts, name: a, max_unavailable: 150%, components: [kv, api]}"),
 			[]string{`t.yaml:36: releases[1].flow[0].max_unavailable: not a share of the stage's hosts (from 1% to 100%): "150%"`}},
 		{"a spanning component's phase too", flow("{stage: hosts, name: a, components: [kv], hosts: [h1]}", "{stage: phase, component: kv}", "{stage: phase, component: api}"),
-			[]string{"t.yaml:37: releases[1].flow[1].component: component kv has a second phase (also releases[1].flow[0]): a component is upgraded once"}},
+			[]string{"t.yaml:37: releases[1].flow[1].component: component kv has a second phase (also releases[1].flow[0]): a component is upgraded once, or in parts, each phase named with the part it takes (take:, hosts: or host_labels:)"}},
 		{"stages shown in StarlingX's states", flow("{stage: hosts, name: storage, hosts: [h1], state: upgrading-hosts}", "{stage: hosts, name: workers, host_labels: {personality: worker}, state: upgrading-hosts}"), nil},
 		{"a shown state that is no name", flow("{stage: hosts, name: storage, hosts: [h1], state: \"upgrading hosts\"}", workers),
 			[]string{`t.yaml:36: releases[1].flow[0].state: "upgrading hosts" is not a state's name: letters, digits, _ and -, starting with a letter`}},
-		{"a phase selects no hosts", flow("{stage: phase, component: kv, hosts: [h1]}", "{stage: phase, component: api}"),
-			[]string{"t.yaml:36: releases[1].flow[0].hosts: the phase stage takes no hosts"}},
+		{"a phase takes a part unnamed, the rest by none", flow("{stage: phase, component: kv, hosts: [h1]}", "{stage: phase, component: api}"),
+			[]string{
+				"t.yaml:35: releases[1].flow: component kv: kv-2 (on h2), kv-3 (on h3) moved by no part: no phase of kv selects their hosts, and none moves the rest",
+				"t.yaml:36: releases[1].flow[0].name: a phase that moves a part of kv (take:, hosts: or host_labels:) must be named: its states are upgrading-NAME and upgraded-NAME"}},
 	})
 	c, err := Parse([]byte(edited(t, flow(storage, workers)...)), "t.yaml")
 	if err != nil {

@@ -114,7 +114,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key in a struct without positions", []edit{{"policy: {on_failure: rollback}", "policy: {on_failure: rollback,\n  ticks: 1s}"}},
 			[]string{"t.yaml:33: policy.ticks: unknown key (did you mean tick?); known keys: on_failure, on_impact, tick, finalize, undo_deadline, windows"}},
 		{"unknown top-level key", []edit{{"cluster: t\n", "cluster: t\nhostss: {}\n"}},
-			[]string{"t.yaml:2: hostss: unknown key (did you mean hosts?); known keys: cluster, substrate, hosts, host_defaults, components, releases, policy, kubernetes, traffic, hooks, signing_key, alarms"}},
+			[]string{"t.yaml:2: hostss: unknown key (did you mean hosts?); known keys: cluster, substrate, hosts, host_defaults, components, releases, policy, kubernetes, traffic, hooks, signing_key, alarms, applications"}},
 		{"duplicate key", []edit{{"cluster: t\n", "cluster: t\ncluster: u\n"}},
 			[]string{"t.yaml:2: cluster: duplicate key (first on line 1)"}},
 		{"string for an integer", []edit{{"order: 2", "order: two"}},

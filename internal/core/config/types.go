@@ -63,6 +63,13 @@ type Cluster struct {
 	// alarms", a monitoring system's firing alerts. Each must pass for
 	// an upgrade to start; {{.Version}} is the target.
 	Alarms []Alarm `yaml:"alarms"`
+	// Applications are what runs on the cluster that an upgrade must
+	// not leave behind (StarlingX's container applications on
+	// Kubernetes): each says which releases it supports, or is asked.
+	// The health query checks each against the target (and every
+	// release of a chain to it), and the start is refused naming the
+	// application that does not support one.
+	Applications []Application `yaml:"applications"`
 
 	// File is the path the description was read from, for messages.
 	File string `yaml:"-"`
@@ -638,6 +645,11 @@ type Member struct {
 	// Domain is the member's failure domain (default: its host's; a member
 	// found on Kubernetes takes its node's topology.kubernetes.io/zone).
 	Domain string `yaml:"domain" text:"name"`
+	// Labels are the labels the substrate found on the member's host
+	// when the description does not list it (a Kubernetes node's):
+	// what a phase's host_labels select the member by. Never read from
+	// a description, whose hosts carry their own.
+	Labels map[string]string `yaml:"-"`
 	// Adopt, if set, replaces its component's adopt for this member.
 	Adopt *Adopt `yaml:"adopt"`
 	pos   positions
@@ -830,6 +842,22 @@ type Alarm struct {
 	Call `yaml:",inline"`
 }
 
+// Application is one application of Cluster.Applications: the
+// cluster's releases it supports (a list, a call, or both: each must
+// say yes).
+type Application struct {
+	// Name is how the health query lists it ("application NAME
+	// supports V").
+	Name string `yaml:"name"`
+	// Supports lists the releases it runs on: versions or x-ranges
+	// (1.38.x).
+	Supports []string `yaml:"supports"`
+	// Check is asked whether it supports release {{.Version}} (an
+	// application's own plugin, StarlingX's): passing means yes, and
+	// its detail is said with a refusal.
+	Check *Call `yaml:"check"`
+}
+
 // Release is one version in the catalog, with its artifacts.
 type Release struct {
 	// Version is MAJOR.MINOR.PATCH with an optional -suffix, as the
@@ -852,6 +880,14 @@ type Release struct {
 	// APIs, unpin rollout, migrate; StarlingX's networking upgraded
 	// between its two controller phases.
 	Flow []FlowStage `yaml:"flow"`
+	// States name the upgrade's own states, those of no flow stage, as
+	// the operator sees them in ferry upgrade status and the events
+	// (StarlingX's {completed: upgrade-complete, paused-on-failure:
+	// upgrade-failed}): keys are upgrade-started, preflight, completed,
+	// failed, paused, rolling-back, rolled-back, and paused-on-failure
+	// (paused by a failure, not by the operator; paused when left out).
+	// The record keeps the machine's own word.
+	States map[string]string `yaml:"states"`
 	// SigningKey is the public key this release's artifacts are signed
 	// with, when not the description's signing_key (a key rotated at
 	// this release).
@@ -907,16 +943,33 @@ type FlowStage struct {
 	// with a member of its components. A component may span several
 	// hosts stages: each of its members is moved by the stage that
 	// moves its host.
+	//
+	// A phase may take a part of its component's members the same way
+	// (its hosts by name or label: a member's labels are its host's,
+	// or, found on Kubernetes, its node's), or by Take: then it is
+	// named (Name), and the component may have several phases, each
+	// moving its part (StarlingX's first control plane, the networking,
+	// the second control plane).
 	Hosts      []string          `yaml:"hosts"`
 	HostLabels map[string]string `yaml:"host_labels"`
-	// Name names an action (its state is action-NAME), or a hosts
-	// stage (its state is upgrading-NAME: upgrading-hosts by default,
-	// StarlingX's; no component may have its name).
+	// Take (phase) is how many of its component's members the phase
+	// moves: the first in the plan's order of those still to move, not
+	// taken by a phase that selects them by host. A part that selects
+	// none moves the rest.
+	Take int `yaml:"take"`
+	// Name names an action (its state is action-NAME), a hosts stage
+	// (its state is upgrading-NAME: upgrading-hosts by default,
+	// StarlingX's; no component may have its name), or a phase that
+	// moves a part of its component (upgrading-NAME, then
+	// upgraded-NAME: StarlingX's upgrading-first-master).
 	Name string `yaml:"name"`
 	// MaxUnavailable bounds the hosts a hosts stage has locked at once,
 	// counting those with a member down for any reason: a number, or a
 	// share of the stage's hosts (50%: StarlingX's storage hosts at most
-	// half at once; rounded down, at least 1).
+	// half at once; rounded down, at least 1). In a phase, it bounds
+	// the part's members down at once instead of the component's
+	// strategy (StarlingX's kubelets: the controllers one at a time,
+	// the workers two), and caps its batches.
 	MaxUnavailable HostBudget `yaml:"max_unavailable"`
 	// MaxUnavailablePerDomain bounds the hosts a hosts stage has locked
 	// at once in one failure domain.

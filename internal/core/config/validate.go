@@ -136,6 +136,7 @@ func (v *validator) cluster() {
 	v.traffic()
 	v.upgradeHooks()
 	v.alarms()
+	v.applications()
 }
 
 // upgradeHooks checks the cluster's pre_upgrade and post_upgrade hooks:
@@ -912,6 +913,7 @@ func (v *validator) releases() {
 		v.artifacts(r, path, at)
 		v.migrations(r, path, at)
 		v.flow(r, path, at)
+		v.shownStates(r, path, at)
 	}
 }
 

@@ -29,7 +29,7 @@ func TestValidateRules(t *testing.T) {
 			[]string{"t.yaml:3: hosts[0].agent: \":7101\" has no host: write host:port"}},
 		// components
 		{"no components", []edit{{"components:\n", "components: []\nx:\n"}},
-			[]string{"t.yaml:4: components: at least one component is needed", "t.yaml:5: x: unknown key; known keys: cluster, substrate, hosts, host_defaults, components, releases, policy, kubernetes, traffic, hooks, signing_key, alarms"}},
+			[]string{"t.yaml:4: components: at least one component is needed", "t.yaml:5: x: unknown key; known keys: cluster, substrate, hosts, host_defaults, components, releases, policy, kubernetes, traffic, hooks, signing_key, alarms, applications"}},
 		{"component name missing", []edit{{"  - name: api\n", "  - soak: 0s\n"}},
 			[]string{"t.yaml:19: components[1].name: must be set"}},
 		{"component name invalid", []edit{{"  - name: api\n", "  - name: Api_1\n"}},
@@ -182,7 +182,7 @@ func TestValidateRules(t *testing.T) {
 			[]string{"t.yaml:21: components[1].soak: soak 1m is not shorter than deadline 1m: no member could finish its step in time; shorten the soak, or lengthen the deadline (up to 24h)"}},
 		// releases
 		{"no releases", []edit{{"releases:\n", "releases: []\nx:\n"}},
-			[]string{"t.yaml:25: releases: at least one release is needed", "t.yaml:26: x: unknown key; known keys: cluster, substrate, hosts, host_defaults, components, releases, policy, kubernetes, traffic, hooks, signing_key, alarms"}},
+			[]string{"t.yaml:25: releases: at least one release is needed", "t.yaml:26: x: unknown key; known keys: cluster, substrate, hosts, host_defaults, components, releases, policy, kubernetes, traffic, hooks, signing_key, alarms, applications"}},
 		{"version missing", []edit{{"  - version: 1.0.0\n", "  - upgrade_from: []\n"}},
 			[]string{"t.yaml:26: releases[0].version: must be set"}},
 		{"version not semver", []edit{{"version: 2.0.0", "version: v2.0"}},

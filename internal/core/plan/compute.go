@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"sort"
 	"strings"
@@ -46,7 +47,7 @@ func Compute(c *config.Cluster, obs Observed, to string) (Plan, error) {
 		return Plan{}, fmt.Errorf("%w: %q is not in the catalog of cluster %s (releases: %s)",
 			ErrUnknownRelease, to, c.Name, cmp.Or(strings.Join(known, ", "), "none"))
 	}
-	p := Plan{From: observedVersions(c, obs), To: to}
+	p := Plan{From: observedVersions(c, obs), To: to, States: maps.Clone(rel.States)}
 	from := newUpgradeFrom(c, rel)
 	var errs []error
 	phases := map[string]Phase{}
@@ -68,7 +69,7 @@ func Compute(c *config.Cluster, obs Observed, to string) (Plan, error) {
 		return Plan{}, err
 	}
 	if len(rel.Flow) > 0 {
-		if err := p.flow(c, rel, phases, obs.Down); err != nil {
+		if err := p.flow(c, rel, phases, obs, from); err != nil {
 			return Plan{}, err
 		}
 	}
@@ -80,7 +81,9 @@ func Compute(c *config.Cluster, obs Observed, to string) (Plan, error) {
 // Validate has checked the flow; a Cluster built in Go may not have
 // been, so a component the flow names and the description lacks is an
 // error here, not a panic.
-func (p *Plan) flow(c *config.Cluster, rel *config.Release, phases map[string]Phase, down map[string]bool) error {
+func (p *Plan) flow(c *config.Cluster, rel *config.Release, phases map[string]Phase, obs Observed, from *upgradeFrom) error {
+	down := obs.Down
+	parts := map[string]map[int]Phase{} // component -> flow index -> its part's phase
 	for i := range rel.Flow {
 		fs := &rel.Flow[i]
 		st := Stage{Kind: fs.Stage, Component: fs.Component, Name: fs.Name, State: fs.State, PointOfNoReturn: fs.PointOfNoReturn}
@@ -96,6 +99,16 @@ func (p *Plan) flow(c *config.Cluster, rel *config.Release, phases map[string]Ph
 			ph, ok := phases[fs.Component]
 			if !ok {
 				return fmt.Errorf("plan: release %s: the flow's phase of %q: no such component", rel.Version, fs.Component)
+			}
+			if fs.IsPart() {
+				if parts[fs.Component] == nil {
+					ps, err := partsOf(c, rel, c.Component(fs.Component), ph, obs, from)
+					if err != nil {
+						return err
+					}
+					parts[fs.Component] = ps
+				}
+				ph = parts[fs.Component][i]
 			}
 			p.Phases = append(p.Phases, ph)
 		case config.StageRollout:

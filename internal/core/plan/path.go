@@ -76,6 +76,16 @@ func Path(c *config.Cluster, running []string, to string) ([]string, error) {
 	if len(target.UpgradeFrom) > 0 {
 		how = "it upgrades from [" + strings.Join(target.UpgradeFrom, ", ") + "]"
 	}
+	// A target older than everything that runs is a downgrade: what
+	// refuses it is the running releases' downgrade_to.
+	if len(running) > 0 && !slices.ContainsFunc(running, func(v string) bool { return config.CompareVersions(to, v) >= 0 }) {
+		from := newUpgradeFrom(c, target)
+		var whys []string
+		for _, v := range running {
+			whys = append(whys, from.why(v))
+		}
+		how = strings.Join(whys, "; ")
+	}
 	return nil, fmt.Errorf("%w from %s to %s: %s, and no chain of releases in the catalog leads there; from %s ferry can reach: %s",
 		ErrNoPath, strings.Join(running, ", "), to, how, strings.Join(running, ", "), cmp.Or(strings.Join(reach, ", "), "none"))
 }

@@ -40,7 +40,10 @@ func TestPath(t *testing.T) {
 		{"a skip with no path is refused, the path that works named", []string{"1.0.0"}, "3.0.0", nil,
 			"no upgrade path from 1.0.0 to 3.0.0: it upgrades from [2.x], and no chain of releases in the catalog leads there; from 1.0.0 ferry can reach: 1.1.0, 1.2.0, 1.2.1"},
 		{"a patch downgrade listed in downgrade_to", []string{"1.2.1"}, "1.2.0", []string{"1.2.0"}, ""},
-		{"a downgrade across minor versions is refused", []string{"1.2.0"}, "1.1.0", nil, "no upgrade path from 1.2.0 to 1.1.0"},
+		{"a downgrade across minor versions is refused, saying why", []string{"1.2.0"}, "1.1.0", nil,
+			"no upgrade path from 1.2.0 to 1.1.0: a downgrade to 1.1.0 needs release 1.2.0 to list it in downgrade_to, which is empty (downgrades go only to an earlier patch of the same MAJOR.MINOR), and no chain"},
+		{"past the patch it may go back to", []string{"1.2.1"}, "1.1.0", nil,
+			"no upgrade path from 1.2.1 to 1.1.0: a downgrade to 1.1.0 needs release 1.2.1 to list it in downgrade_to, which is [1.2.0], and no chain of releases in the catalog leads there; from 1.2.1 ferry can reach: 1.2.0"},
 		{"no chain of downgrades either", []string{"1.2.1"}, "1.0.0", nil, "from 1.2.1 ferry can reach: 1.2.0"},
 		{"an unknown target", []string{"1.0.0"}, "9.9.9", nil, `"9.9.9" is not in the catalog`},
 	}

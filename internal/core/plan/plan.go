@@ -21,6 +21,9 @@ type Plan struct {
 	// (config.Release.Flow, a rollout one stage per component); empty
 	// for the default order (Stages).
 	Flow []Stage `json:"flow,omitempty"`
+	// States are the release's names for the upgrade's own states, as
+	// shown (config.Release.States).
+	States map[string]string `json:"states,omitempty"`
 }
 
 // Stage is one stage of an upgrade's flow: Kind is one of
@@ -71,8 +74,12 @@ func (p Plan) PhaseOf(st Stage) int {
 	if !rollout && st.Kind != config.StagePhase {
 		return -1
 	}
+	part := ""
+	if !rollout {
+		part = st.Name // a named phase: a part of its component
+	}
 	for i, ph := range p.Phases {
-		if ph.Component == st.Component && ph.Rollout == rollout && ph.Hosts == nil {
+		if ph.Component == st.Component && ph.Rollout == rollout && ph.Hosts == nil && ph.Part == part {
 			return i
 		}
 	}
@@ -107,6 +114,20 @@ type Phase struct {
 	// stage's name), says which components it moves host by host and
 	// how; its batches are host batches.
 	Hosts *Hosts `json:"hosts,omitempty"`
+	// Part names the phase when it moves a part of its component (a
+	// flow's named phase stage: StarlingX's first-master): its states
+	// are upgrading-PART and upgraded-PART, and the component may have
+	// other parts in other phases.
+	Part string `json:"part,omitempty"`
+}
+
+// Name is what the phase's states are named after: its part, its
+// hosts stage, or its component.
+func (ph Phase) Name() string {
+	if ph.Part != "" {
+		return ph.Part
+	}
+	return ph.Component
 }
 
 // Batch is the members of a phase that move together; in a hosts

@@ -51,6 +51,9 @@ func (s Stage) label() string {
 	case config.StageHosts:
 		return "hosts " + s.Name
 	}
+	if s.Name != "" {
+		return "phase " + s.Component + " (" + s.Name + ")" // a part of it
+	}
 	return "phase " + s.Component
 }
 

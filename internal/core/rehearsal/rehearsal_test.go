@@ -36,6 +36,10 @@ func TestChooseCheckpoints(t *testing.T) {
 			[]string{StageBefore, "after phase conductor", "after phase api"}},
 		{"hosts stage", []Stage{{Kind: config.StageHosts, Name: "hosts", Components: []string{"kv", "api"}}, {Kind: config.StageFinalize}},
 			[]string{"after hosts hosts"}, []int{0}, []string{StageBefore, "after hosts hosts"}},
+		{"a component in parts: each part checked after it", []Stage{{Kind: config.StagePhase, Component: "kv", Name: "first"}, {Kind: "action", Name: "net"},
+			{Kind: config.StagePhase, Component: "kv", Name: "rest"}, {Kind: config.StagePhase, Component: "api"}},
+			[]string{"after phase kv (first)", "after phase kv (rest)", "after phase api"}, []int{0, 2, 3},
+			[]string{StageBefore, "after phase kv (first)", "after phase kv (rest)", "after phase api"}},
 		{"finalize marked early", []Stage{{Kind: config.StagePhase, Component: "kv", PointOfNoReturn: true}, {Kind: config.StagePhase, Component: "api"}},
 			[]string{"after phase kv", "after phase api"}, []int{0, 1}, []string{StageBefore}},
 	} {

@@ -21,6 +21,9 @@ func StageState(st plan.Stage) State {
 	case config.StageExpand:
 		return StateExpanding
 	case config.StagePhase:
+		if st.Name != "" {
+			return Upgrading(st.Name) // a part of its component
+		}
 		return Upgrading(st.Component)
 	case config.StageRollout:
 		return RollingOut(st.Component)
@@ -41,12 +44,20 @@ func StageState(st plan.Stage) State {
 
 // Shown is the state of u as the operator sees it: the state its flow's
 // stage names (StarlingX's upgrading-controllers for the stages of
-// controller-1 and controller-0, activating), the machine's own
-// otherwise. The record keeps the machine's, which names the stage.
+// controller-1 and controller-0, activating), or its release names
+// among the upgrade's own (upgrade-complete; upgrade-failed for paused
+// on a failure), the machine's own otherwise. The record keeps the
+// machine's, which names the stage.
 func Shown(u *Upgrade) string {
 	flow := u.Plan.Stages()
 	if i := flowAt(flow, u.State); i >= 0 && flow[i].State != "" {
 		return flow[i].State
+	}
+	if w, ok := u.Plan.States[config.StatePausedOnFailure]; ok && u.State == StatePaused && u.Reason != "" {
+		return w
+	}
+	if w, ok := u.Plan.States[u.State.String()]; ok && u.State.Component == "" {
+		return w
 	}
 	return u.State.String()
 }

@@ -101,3 +101,39 @@ func TestShownStates(t *testing.T) {
 		}
 	}
 }
+
+// TestShownReleaseStates: a release's states name the upgrade's own
+// states (StarlingX's upgrade-complete), and paused-on-failure names a
+// pause a failure made apart from the operator's (StarlingX's
+// upgrade-failed); a stage's own state: wins, and every key but
+// paused-on-failure is a state of the machine, without a component.
+func TestShownReleaseStates(t *testing.T) {
+	flow := []plan.Stage{{Kind: "phase", Component: "control-plane", Name: "first-master"}, {Kind: "action", Name: "networking", State: "upgrading-networking"}}
+	states := map[string]string{"completed": "upgrade-complete", config.StatePausedOnFailure: "upgrade-failed", "paused": "held"}
+	for _, tc := range []struct {
+		st            State
+		reason, shown string
+	}{
+		{StateStarted, "", "upgrade-started"},
+		{Upgrading("first-master"), "", "upgrading-first-master"},
+		{Upgraded("first-master"), "", "upgraded-first-master"},
+		{Acting("networking"), "", "upgrading-networking"},
+		{StateCompleted, "", "upgrade-complete"},
+		{StatePaused, "member k-w1: start did not succeed", "upgrade-failed"},
+		{StatePaused, "", "held"},
+		{StateRollingBack, "aborted by the operator", "rolling-back"},
+	} {
+		u := &Upgrade{State: tc.st, Reason: tc.reason, Plan: plan.Plan{Flow: flow, States: states}}
+		if got := Shown(u); got != tc.shown {
+			t.Errorf("%s (reason %q) shown %q, want %q", tc.st, tc.reason, got, tc.shown)
+		}
+	}
+	for _, k := range config.ShownStateKeys {
+		if k == config.StatePausedOnFailure {
+			continue
+		}
+		if st, err := ParseState(k); err != nil || st.Component != "" || st.String() != k {
+			t.Errorf("key %q of a release's states is no state of the machine without a component: %v, %v", k, st, err)
+		}
+	}
+}

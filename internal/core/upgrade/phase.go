@@ -89,7 +89,7 @@ func (s *stepper) phase() {
 		u.State = RolledOut(comp.Name)
 		return
 	}
-	u.State = Upgraded(comp.Name)
+	u.State = Upgraded(ph.Name())
 }
 
 // pendingOf lists the members of phase ph that still have to move, in

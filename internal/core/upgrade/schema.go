@@ -147,8 +147,8 @@ func Understood(u Upgrade) error {
 	if u.Plan.Phases != nil {
 		for _, st := range []State{u.State, u.ResumeTo, u.Ending} {
 			if st.Kind == KindUpgrading || st.Kind == KindUpgraded {
-				if !slices.ContainsFunc(u.Plan.Phases, func(ph plan.Phase) bool { return ph.Component == st.Component }) &&
-					(u.Rollback == nil || !slices.ContainsFunc(u.Rollback.Phases, func(ph plan.Phase) bool { return ph.Component == st.Component })) {
+				if !slices.ContainsFunc(u.Plan.Phases, func(ph plan.Phase) bool { return ph.Name() == st.Component }) &&
+					(u.Rollback == nil || !slices.ContainsFunc(u.Rollback.Phases, func(ph plan.Phase) bool { return ph.Name() == st.Component })) {
 					unknown = append(unknown, fmt.Sprintf("state %q (no phase of its plan is %s's)", st, st.Component))
 				}
 			}

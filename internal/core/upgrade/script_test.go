@@ -141,6 +141,9 @@ func TestScripts(t *testing.T) {
 					if ph.Rollout {
 						kind = " rollout"
 					}
+					if ph.Part != "" {
+						kind += " (" + ph.Part + ")"
+					}
 					fmt.Fprintf(&b, "%s%s %s: %s\n", ph.Component, kind, ph.Strategy, strings.Join(bs, " "))
 				}
 				if len(w.u.Plan.Flow) > 0 {

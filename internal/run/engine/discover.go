@@ -51,7 +51,7 @@ func Discover(ctx context.Context, c *config.Cluster, d driver.Driver) error {
 				return fmt.Errorf("component %s: member %s is also a member of %s: member names are unique across the cluster", comp.Name, m.Name, other)
 			}
 			seen[m.Name] = comp.Name
-			comp.Members = append(comp.Members, config.Member{Name: m.Name, Host: m.Host, Domain: m.Domain, Address: m.Address})
+			comp.Members = append(comp.Members, config.Member{Name: m.Name, Host: m.Host, Domain: m.Domain, Address: m.Address, Labels: m.Labels})
 		}
 	}
 	return nil

@@ -159,6 +159,15 @@ func (e *Engine) RunPreflight(ctx context.Context, to string) Preflight {
 				versions = append(versions, p.Path...)
 			}
 			versions = append(versions, to)
+			targets := []string{to}
+			if pf.Plan != nil && len(pf.Plan.Path) > 1 {
+				targets = pf.Plan.Path
+			}
+			for _, v := range targets {
+				for i := range e.c.Applications {
+					add(e.applicationSupports(ctx, &e.c.Applications[i], v))
+				}
+			}
 		}
 	}
 	seen := map[string]bool{}
@@ -253,4 +262,27 @@ func SingleMembers(c *config.Cluster, p plan.Plan) []Lone {
 			comp.Name, comp.Members[0].Name, comp.Name)})
 	}
 	return out
+}
+
+// applicationSupports is the health query's check that application a
+// supports release v (StarlingX's kube-upgrade-start refuses a
+// Kubernetes version an installed application does not support): its
+// list names v, and its check, asked with v, passes.
+func (e *Engine) applicationSupports(ctx context.Context, a *config.Application, v string) (string, bool, string) {
+	name := "application " + a.Name + " supports " + v
+	if !a.SupportsRelease(v) {
+		return name, false, fmt.Sprintf("%s supports %s, not %s: upgrade the application to a release that supports %s first", a.Name, a.SupportsText(), v, v)
+	}
+	detail := "supports " + a.SupportsText()
+	if a.Check != nil {
+		r := e.prober.Do(ctx, *a.Check, config.TemplateData{Version: v})
+		if !r.OK {
+			return name, false, fmt.Sprintf("%s says no: %s", a.Name, orDash(r.Detail))
+		}
+		detail = orDash(r.Detail)
+		if len(a.Supports) > 0 {
+			detail = "supports " + a.SupportsText() + "; " + detail
+		}
+	}
+	return name, true, detail
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -26,6 +27,9 @@ type MemberView struct {
 	// found it (adopt:); its version is what the member itself said.
 	// The first step that restarts it hands it over to the substrate.
 	Adopted bool `json:"adopted,omitempty"`
+	// HostLabels are the labels of its host (the description's, or a
+	// Kubernetes node's): StarlingX's personality.
+	HostLabels map[string]string `json:"host_labels,omitempty"`
 }
 
 // Members joins an observation with the upgrade record (if any).
@@ -35,7 +39,7 @@ func (e *Engine) MembersView(snap Snapshot, u *upgrade.Upgrade) []MemberView {
 		info := e.members[n]
 		mh := snap.Obs.Members[n]
 		v := MemberView{Name: n, Component: info.comp.Name, Host: info.member.Host, Address: info.member.Address,
-			Running: mh.Version, Detail: mh.Detail, Adopted: snap.Statuses[n].Adopted}
+			Running: mh.Version, Detail: mh.Detail, Adopted: snap.Statuses[n].Adopted, HostLabels: e.c.MemberLabels(info.member)}
 		switch {
 		case !mh.Running:
 			v.Status = "down"
@@ -97,8 +101,12 @@ func SortedVersions(m map[string]int) []string {
 // available (ferry can take the cluster there, in one step or a chain),
 // unavailable (no path from what runs).
 type ReleaseView struct {
-	Version     string   `json:"version"`
-	State       string   `json:"state"`
+	Version string `json:"version"`
+	State   string `json:"state"`
+	// Target marks the release selected to run (StarlingX's Target):
+	// the current upgrade's end, the release it began from once it
+	// rolled back, or with no upgrade the release every member runs.
+	Target      bool     `json:"target,omitempty"`
 	Members     int      `json:"members"` // members running it
 	Path        []string `json:"path,omitempty"`
 	UpgradeFrom []string `json:"upgrade_from,omitempty"`
@@ -168,11 +176,20 @@ func (e *Engine) ReleasesView(ctx context.Context, snap Snapshot) []ReleaseView 
 		}
 	}
 	sort.Slice(running, func(i, j int) bool { return config.CompareVersions(running[i], running[j]) < 0 })
+	target := ""
+	if u, ok, err := e.cfg.Store.Current(); err == nil && ok {
+		target = cmp.Or(u.Final, u.To)
+		if u.State == upgrade.StateRolledBack {
+			target = u.From
+		}
+	} else if len(running) == 1 && count[running[0]] == total {
+		target = running[0]
+	}
 	rels := append([]config.Release(nil), e.c.Releases...)
 	sort.Slice(rels, func(i, j int) bool { return config.CompareVersions(rels[i].Version, rels[j].Version) < 0 })
 	var out []ReleaseView
 	for _, r := range rels {
-		v := ReleaseView{Version: r.Version, Members: count[r.Version], UpgradeFrom: r.UpgradeFrom, DowngradeTo: r.DowngradeTo}
+		v := ReleaseView{Version: r.Version, Target: r.Version == target, Members: count[r.Version], UpgradeFrom: r.UpgradeFrom, DowngradeTo: r.DowngradeTo}
 		m := &r.Migrations
 		for _, st := range []struct {
 			name string

@@ -22,7 +22,11 @@ type Member struct {
 	// Domain is the member's failure domain as the substrate knows it
 	// (a Kubernetes node's topology.kubernetes.io/zone label), set by
 	// Discover; a described member's domain comes from its description.
-	Domain  string
+	Domain string
+	// Labels are the labels of the member's host as the substrate
+	// knows them (a Kubernetes node's), set by Discover: what a flow's
+	// phase selects members by (host_labels).
+	Labels  map[string]string
 	Address string
 	Args    []string
 	Env     map[string]string

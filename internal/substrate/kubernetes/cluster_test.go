@@ -334,6 +334,10 @@ func testDaemonSet(t *testing.T, c *cluster) {
 		if m.Domain != zones[i] {
 			t.Errorf("Discover: %s's domain is %q, want its node's zone %q", m.Name, m.Domain, zones[i])
 		}
+		// Its labels are its node's (what a flow's part selects by).
+		if m.Labels["kubernetes.io/hostname"] != m.Host || m.Labels[ZoneLabel] != zones[i] {
+			t.Errorf("Discover: %s's labels are %v, want its node's", m.Name, m.Labels)
+		}
 	}
 	before := c.podsByNode(t, "ds", "app=agent")
 

@@ -238,7 +238,8 @@ const ZoneLabel = "topology.kubernetes.io/zone"
 
 // domains sets each member's Domain to its node's zone (ZoneLabel), so
 // that strategies and budgets by domain see Kubernetes' own topology,
-// from one list of the nodes (a DaemonSet's thousand members are one
+// and its Labels to its node's (a flow's parts select by them), from
+// one list of the nodes (a DaemonSet's thousand members are one
 // request, not a thousand). A node without the label leaves its members
 // without a domain.
 func (d *Driver) domains(ctx context.Context, ms []driver.Member) error {
@@ -249,12 +250,12 @@ func (d *Driver) domains(ctx context.Context, ms []driver.Member) error {
 	if err != nil {
 		return apiError(ctx, err, "listing the nodes for their zones")
 	}
-	zone := make(map[string]string, len(l.Items))
+	labels := make(map[string]map[string]string, len(l.Items))
 	for _, n := range l.Items {
-		zone[n.Name] = n.Labels[ZoneLabel]
+		labels[n.Name] = n.Labels
 	}
 	for i := range ms {
-		ms[i].Domain = zone[ms[i].Host]
+		ms[i].Domain, ms[i].Labels = labels[ms[i].Host][ZoneLabel], labels[ms[i].Host]
 	}
 	return nil
 }

@@ -290,7 +290,10 @@ func (w *logWriter) Write(b []byte) (int, error) {
 		if line == "" {
 			continue
 		}
-		if w.err {
+		// The helper's warning that DaemonSets' pods stay is what a
+		// drain of a node does (they are the node's own): not a warning
+		// for the operator.
+		if w.err && !strings.HasPrefix(line, "WARNING: ignoring DaemonSet-managed Pods") {
 			w.r.d.log.Warn("drain: "+line, "node", w.r.node)
 		} else {
 			w.r.d.log.Info("drain: "+line, "node", w.r.node)

@@ -49,9 +49,11 @@ type Estimate struct {
 
 // PhaseEstimate is one phase's expected duration.
 type PhaseEstimate struct {
-	Component string        `json:"component"`
-	Batches   int           `json:"batches"`
-	Took      time.Duration `json:"took"`
+	Component string `json:"component"`
+	// Part names the phase when it moves a part of its component.
+	Part    string        `json:"part,omitempty"`
+	Batches int           `json:"batches"`
+	Took    time.Duration `json:"took"`
 }
 
 // Measure is what an upgrade's record says its members' moves took,
@@ -156,7 +158,7 @@ func EstimateUpgrade(ctx context.Context, cfg EstimateConfig) (Estimate, error) 
 	}
 	est.Total, est.MostDown = res.Took, res.MostDown
 	for i, ph := range res.Plan.Phases {
-		pe := PhaseEstimate{Component: ph.Component}
+		pe := PhaseEstimate{Component: ph.Component, Part: ph.Part}
 		var first, last time.Time
 		for _, b := range res.Record.Batches {
 			if b.Phase != i || b.Rollback {

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -110,4 +112,65 @@ func BenchmarkEstimate10000(b *testing.B) {
 		}
 		b.ReportMetric(est.Total.Seconds(), "estimated-s")
 	}
+}
+
+// TestEstimateParts: the estimate of a flow whose components move in
+// parts (StarlingX's control plane around the networking, the
+// controllers' kubelets before the workers') runs each part as its own
+// phase, named after it, within the part's budget.
+func TestEstimateParts(t *testing.T) {
+	c, err := config.Parse([]byte(`cluster: t
+hosts:
+  - {name: c0, agent: 127.0.0.1:7100, labels: {personality: controller}}
+  - {name: c1, agent: 127.0.0.2:7100, labels: {personality: controller}}
+  - {name: w0, agent: 127.0.0.3:7100, labels: {personality: worker}}
+  - {name: w1, agent: 127.0.0.4:7100, labels: {personality: worker}}
+  - {name: w2, agent: 127.0.0.5:7100, labels: {personality: worker}}
+  - {name: w3, agent: 127.0.0.6:7100, labels: {personality: worker}}
+components:
+  - name: control-plane
+    order: 1
+    strategy: {type: one-at-a-time, quorum: 1}
+    members: [{name: cp-0, host: c0, address: 127.0.0.1:6443}, {name: cp-1, host: c1, address: 127.0.0.2:6443}]
+  - name: kubelet
+    order: 2
+    strategy: {type: canary, max_batch: 2, max_unavailable: 2}
+    members:
+      - {name: k-c0, host: c0, address: 127.0.0.1:10250}
+      - {name: k-c1, host: c1, address: 127.0.0.2:10250}
+      - {name: k-w0, host: w0, address: 127.0.0.3:10250}
+      - {name: k-w1, host: w1, address: 127.0.0.4:10250}
+      - {name: k-w2, host: w2, address: 127.0.0.5:10250}
+      - {name: k-w3, host: w3, address: 127.0.0.6:10250}
+releases:
+  - version: 1.0.0
+    artifacts: {"*": {path: bin/a-1, sha256: 3f6c1e4b8a0d2f9c7e5b1a3d8f0e2c4b6a8d0f1e3c5b7a9d2f4e6c8b0a1d3f5e}}
+  - version: 2.0.0
+    upgrade_from: [1.0.x]
+    artifacts: {"*": {path: bin/a-2, sha256: 9b2d4f6a8c0e1b3d5f7a9c2e4b6d8f0a1c3e5b7d9f2a4c6e8b0d1f3a5c7e9b2d}}
+    flow:
+      - {stage: phase, component: control-plane, name: first-master, take: 1}
+      - {stage: action, name: networking, component: control-plane, calls: [{http: "http://{{.Any}}/networking", method: POST}]}
+      - {stage: phase, component: control-plane, name: second-master}
+      - {stage: phase, component: kubelet, name: controller-kubelets, host_labels: {personality: controller}, max_unavailable: 1}
+      - {stage: phase, component: kubelet, name: worker-kubelets}
+`), "t.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	est, err := EstimateUpgrade(context.Background(), EstimateConfig{Cluster: c, To: "2.0.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, ph := range est.Phases {
+		got = append(got, fmt.Sprintf("%s/%s:%d", ph.Component, ph.Part, ph.Batches))
+	}
+	if want := []string{"control-plane/first-master:1", "control-plane/second-master:1", "kubelet/controller-kubelets:2", "kubelet/worker-kubelets:3"}; !slices.Equal(got, want) {
+		t.Errorf("phases %v, want %v", got, want)
+	}
+	if est.MostDown.Component["control-plane"] != 1 || est.MostDown.Component["kubelet"] != 2 {
+		t.Errorf("most down at once: %+v", est.MostDown.Component)
+	}
+	t.Logf("estimated %s: %v", est.Total, got)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -177,12 +178,16 @@ func printPlan(g *globals, p plan.Plan, c *config.Cluster) {
 		if ph.Quorum > 0 {
 			strategy += fmt.Sprintf(", quorum %d", ph.Quorum)
 		}
+		name := ph.Component
+		if ph.Part != "" {
+			name += " (" + ph.Part + ")" // a part of the component
+		}
 		for j, b := range ph.Batches {
-			fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\n", i+1, ph.Component, strategy, j+1, strings.Join(b.Members, ", "))
+			fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\n", i+1, name, strategy, j+1, strings.Join(b.Members, ", "))
 			strategy = ""
 		}
 		for _, s := range ph.Skipped {
-			fmt.Fprintf(w, "%d\t%s\t%s\t-\t%s (skipped: %s)\n", i+1, ph.Component, strategy, s.Member, s.Reason)
+			fmt.Fprintf(w, "%d\t%s\t%s\t-\t%s (skipped: %s)\n", i+1, name, strategy, s.Member, s.Reason)
 			strategy = ""
 		}
 		if ph.Note != "" {
@@ -290,10 +295,10 @@ func (g *globals) printReleases(rv []engine.ReleaseView) error {
 		return g.printJSON(rv)
 	}
 	w := g.table()
-	fmt.Fprintln(w, "VERSION\tSTATE\tLOAD\tMEMBERS\tPATH\tUPGRADE_FROM\tDOWNGRADE_TO\tMIGRATIONS\tSIGNED")
+	fmt.Fprintln(w, "VERSION\tTARGET\tSTATE\tLOAD\tMEMBERS\tPATH\tUPGRADE_FROM\tDOWNGRADE_TO\tMIGRATIONS\tSIGNED")
 	var errs []engine.ReleaseView
 	for _, r := range rv {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Version, dash(r.State), r.Load, r.Members, dash(strings.Join(r.Path, " → ")),
+		fmt.Fprintf(w, "%s\t%t\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Version, r.Target, dash(r.State), r.Load, r.Members, dash(strings.Join(r.Path, " → ")),
 			dash(strings.Join(r.UpgradeFrom, ",")), dash(strings.Join(r.DowngradeTo, ",")), dash(strings.Join(r.Migrations, ",")), dash(r.Signed))
 		if r.LoadDetail != "" {
 			errs = append(errs, r)
@@ -381,13 +386,38 @@ func (g *globals) printVersions(vv []engine.ComponentVersions) error {
 }
 
 func membersCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var byHost bool
+	var labels []string
+	cmd := &cobra.Command{
 		Use:   "members",
 		Short: "list members with target version, running version and status",
-		Args:  cobra.NoArgs,
+		Long: `List members with target version, running version and status.
+
+--by-host lists hosts instead (StarlingX's kube-host-upgrade-list): each
+host's target, the version each component runs on it (N/A where none of
+its members is there: a worker's control plane) and what moves on it
+now; --label KEY adds a column of the hosts' label KEY (personality).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(labels) > 0 && !byHost {
+				return errors.New("--label goes with --by-host")
+			}
+			show := func(rows []engine.MemberView) error {
+				if byHost {
+					return g.printHosts(rows, labels)
+				}
+				if g.json() {
+					return g.printJSON(rows)
+				}
+				printMembers(g, rows)
+				return nil
+			}
 			if g.remote() {
-				return g.remoteMembers(cmd.Context())
+				rows, err := g.remoteMemberRows(cmd.Context())
+				if err != nil {
+					return err
+				}
+				return show(rows)
 			}
 			e, st, snap, err := g.observed(cmd.Context())
 			if err != nil {
@@ -399,14 +429,54 @@ func membersCmd(g *globals) *cobra.Command {
 			} else if ok {
 				up = &u
 			}
-			rows := e.MembersView(snap, up)
-			if g.json() {
-				return g.printJSON(rows)
-			}
-			printMembers(g, rows)
-			return nil
+			return show(e.MembersView(snap, up))
 		},
 	}
+	cmd.Flags().BoolVar(&byHost, "by-host", false, "one row per host: the version of each component on it")
+	cmd.Flags().StringSliceVar(&labels, "label", nil, "with --by-host: a column of the hosts' label KEY (repeatable)")
+	return cmd
+}
+
+// printHosts writes the hosts view of member rows: a row per host, a
+// column per component in the order the rows name them, N/A where the
+// host runs none of its members.
+func (g *globals) printHosts(rows []engine.MemberView, labels []string) error {
+	hosts := engine.HostsView(rows)
+	if g.json() {
+		return g.printJSON(hosts)
+	}
+	var comps []string
+	for _, r := range rows {
+		if !slices.Contains(comps, r.Component) {
+			comps = append(comps, r.Component)
+		}
+	}
+	w := g.table()
+	head := []string{"HOST"}
+	for _, l := range labels {
+		head = append(head, strings.ToUpper(l))
+	}
+	head = append(head, "TARGET")
+	for _, c := range comps {
+		head = append(head, strings.ToUpper(c))
+	}
+	fmt.Fprintln(w, strings.Join(append(head, "STATUS"), "\t"))
+	for _, h := range hosts {
+		row := []string{h.Host}
+		for _, l := range labels {
+			row = append(row, dash(h.Labels[l]))
+		}
+		row = append(row, dash(h.Target))
+		for _, c := range comps {
+			v, ok := h.Versions[c]
+			if !ok {
+				v = "N/A"
+			}
+			row = append(row, v)
+		}
+		fmt.Fprintln(w, strings.Join(append(row, dash(h.Status)), "\t"))
+	}
+	return w.Flush()
 }
 
 func printMembers(g *globals, rows []engine.MemberView) {

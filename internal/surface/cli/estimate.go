@@ -48,7 +48,11 @@ func printEstimate(g *globals, est *sim.Estimate) {
 	w := g.table()
 	fmt.Fprintln(w, "PHASE\tCOMPONENT\tBATCHES\tEXPECTED")
 	for i, ph := range est.Phases {
-		fmt.Fprintf(w, "%d\t%s\t%d\t%s\n", i+1, ph.Component, ph.Batches, ph.Took.Round(time.Millisecond))
+		name := ph.Component
+		if ph.Part != "" {
+			name += " (" + ph.Part + ")"
+		}
+		fmt.Fprintf(w, "%d\t%s\t%d\t%s\n", i+1, name, ph.Batches, ph.Took.Round(time.Millisecond))
 	}
 	_ = w.Flush()
 	fmt.Fprintf(out, "total:    %s expected (preflight to completed); at worst %s (each batch to its deadline and soak)\n", est.Total.Round(time.Millisecond), est.Worst.Round(time.Second))

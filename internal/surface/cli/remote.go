@@ -114,18 +114,15 @@ func (g *globals) remoteVersions(ctx context.Context, builds bool) error {
 	return g.printVersionsBuilds(v.Components, v.Builds)
 }
 
-func (g *globals) remoteMembers(ctx context.Context) error {
+// remoteMemberRows are the members' rows as the server observes them.
+func (g *globals) remoteMemberRows(ctx context.Context) ([]engine.MemberView, error) {
 	var m struct {
 		Members []engine.MemberView `json:"members"`
 	}
 	if err := g.get(ctx, "/v1/members", &m); err != nil {
-		return err
+		return nil, err
 	}
-	if g.json() {
-		return g.printJSON(m.Members)
-	}
-	printMembers(g, m.Members)
-	return nil
+	return m.Members, nil
 }
 
 func (g *globals) remoteEvents(ctx context.Context, all, follow bool, limit int) error {

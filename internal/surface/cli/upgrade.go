@@ -294,7 +294,11 @@ func printStatus(g *globals, u api.Upgrade) {
 		if ph.Rollback {
 			what = "rollback phase"
 		}
-		fmt.Fprintf(g.stdout, "phase:    %s %d/%d (%s), batch %d/%d", what, ph.Number, ph.Of, ph.Component, ph.Batch, ph.Batches)
+		name := ph.Component
+		if ph.Part != "" {
+			name += ", " + ph.Part // a part of the component
+		}
+		fmt.Fprintf(g.stdout, "phase:    %s %d/%d (%s), batch %d/%d", what, ph.Number, ph.Of, name, ph.Batch, ph.Batches)
 		if b := u.Current(); b != nil {
 			fmt.Fprintf(g.stdout, ": %s (size %d: %s)", strings.Join(b.Members, ", "), b.Size, b.Why)
 		}

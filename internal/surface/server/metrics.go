@@ -62,6 +62,9 @@ func newMetrics(c *config.Cluster) *metrics {
 				}
 			case registered:
 				add = append(add, upgrade.StageState(plan.Stage{Kind: st.Stage, Name: st.Name}))
+			case st.Stage == config.StagePhase && st.Name != "":
+				// A part of its component: its states are named after it.
+				add = append(add, upgrade.Upgrading(st.Name), upgrade.Upgraded(st.Name))
 			}
 			for _, a := range add {
 				if !seen[a] {

@@ -163,7 +163,7 @@ func TestSignedLoads(t *testing.T) {
 			t.Errorf("events after a refused start (exit %d):\n%s", code, out)
 		}
 		expectAllOn(t, cl, "1.0.0")
-		if out, code := ferry(t, cl, "releases", "list"); code != 0 || !regexp.MustCompile(`(?m)^2\.0\.0 +available +error `).MatchString(out) {
+		if out, code := ferry(t, cl, "releases", "list"); code != 0 || !regexp.MustCompile(`(?m)^2\.0\.0 +false +available +error `).MatchString(out) {
 			t.Errorf("releases list: exit %d, want 2.0.0's load in error\n%s", code, out)
 		} else {
 			t.Logf("ferry releases list:\n%s", out)
