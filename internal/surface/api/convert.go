@@ -96,7 +96,7 @@ func FromRecord(u upgrade.Upgrade) Upgrade {
 	if active := u.Active(); u.Phase < len(active.Phases) && !u.State.Terminal() {
 		n, of := u.BatchOf()
 		out.Progress.Phase = &PhaseProgress{Number: u.Phase + 1, Of: len(active.Phases), Component: active.Phases[u.Phase].Component,
-			Rollback: u.RollingBack(), Batch: n, Batches: of}
+			Part: active.Phases[u.Phase].Part, Rollback: u.RollingBack(), Batch: n, Batches: of}
 	}
 	for _, r := range u.Refusals {
 		out.Refusals = append(out.Refusals, Refusal{Predicate: r.Predicate, Member: r.Member, Reason: r.Reason, Summary: r.String()})
@@ -128,7 +128,7 @@ func fromPlan(p plan.Plan) Plan {
 
 func fromPhase(ph plan.Phase) Phase {
 	out := Phase{Component: ph.Component, Strategy: cmp.Or(ph.Settings.Type, ph.Strategy), MaxUnavailable: ph.MaxUnavailable,
-		Quorum: ph.Quorum, Batches: []PlanBatch{}, Note: ph.Note, Rollout: ph.Rollout}
+		Quorum: ph.Quorum, Batches: []PlanBatch{}, Note: ph.Note, Rollout: ph.Rollout, Part: ph.Part}
 	for _, b := range ph.Batches {
 		out.Batches = append(out.Batches, PlanBatch{Members: nonNil(b.Members), Hosts: b.Hosts})
 	}

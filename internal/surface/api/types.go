@@ -122,9 +122,12 @@ type PhaseProgress struct {
 	Number    int    `json:"number"`
 	Of        int    `json:"of"`
 	Component string `json:"component"`
-	Rollback  bool   `json:"rollback,omitempty"`
-	Batch     int    `json:"batch"`
-	Batches   int    `json:"batches"`
+	// Part names the phase when it moves a part of its component (a
+	// flow's named phase: StarlingX's first-master).
+	Part     string `json:"part,omitempty"`
+	Rollback bool   `json:"rollback,omitempty"`
+	Batch    int    `json:"batch"`
+	Batches  int    `json:"batches"`
 }
 
 // Plan is an upgrade's order: its phases, one per component (or hosts
@@ -157,6 +160,8 @@ type Phase struct {
 	Note           string      `json:"note,omitempty"`
 	Rollout        bool        `json:"rollout,omitempty"`
 	Hosts          *PhaseHosts `json:"hosts,omitempty"`
+	// Part names the phase when it moves a part of its component.
+	Part string `json:"part,omitempty"`
 }
 
 // PlanBatch is a batch as planned: the members that move together (and
