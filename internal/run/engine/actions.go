@@ -111,6 +111,9 @@ func (e *Engine) do(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) (s
 	}
 	switch a.Kind {
 	case upgrade.ActStop:
+		if r, ok := e.cfg.Driver.(driver.Replacer); ok && r.StartReplaces(info.spec) {
+			return "left to its start, which replaces it", nil
+		}
 		return "", e.cfg.Driver.Stop(ctx, info.spec)
 	case upgrade.ActStart:
 		art, err := e.artifact(info.comp.Name, a.Version)

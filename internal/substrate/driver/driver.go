@@ -148,6 +148,16 @@ type Driver interface {
 	Stop(ctx context.Context, m Member) error
 }
 
+// Replacer is a driver whose Start replaces a member's instance itself,
+// where a Stop would only have the instance's controller start it again
+// on the release it runs (a pod of a Deployment, a StatefulSet or a
+// DaemonSet): a move leaves its stop to its start, so the member goes
+// down once, not twice.
+type Replacer interface {
+	// StartReplaces reports whether Start replaces m's instance.
+	StartReplaces(m Member) bool
+}
+
 // ErrUnreachable wraps errors that mean the substrate (agent, API
 // server) did not answer: worth retrying, not a verdict on a member.
 var ErrUnreachable = errors.New("driver: substrate unreachable")

@@ -336,6 +336,14 @@ func (d *Driver) Start(ctx context.Context, m driver.Member, a driver.Artifact) 
 	return fmt.Errorf("kubernetes driver: unknown workload kind %q", w.Kind)
 }
 
+// StartReplaces: Start replaces a workload's pod itself (driver.Replacer);
+// a pod Stop deleted would come back from its controller on the release
+// it runs, only for Start to replace it again. A node pool's member is
+// stopped by cordoning and draining its node, which Start does not do.
+func (d *Driver) StartReplaces(m driver.Member) bool {
+	return m.Workload != nil && withDefaults(*m.Workload).Kind != kindNodePool
+}
+
 // Stop takes m down. A pod comes back at once, on its template's
 // version, since its controller replaces it: for a workload, Stop is a
 // restart. A node is cordoned and drained, and stays so.

@@ -130,16 +130,16 @@ type World struct {
 	mu      sync.Mutex
 	members map[string]*member
 	order   []string
-	list    []*member         // members, in order
+	list    []*member // members, in order
 	// span is where each component's members are in list (from, to),
 	// onHost each host's members: a member taken down is counted
 	// against its own component and host, not all ten thousand.
 	span   map[string][2]int
 	onHost map[string][]*member
-	leader  map[string]string // component → member holding its role ("" while it moves)
-	moving  map[string]bool   // components whose role is moving (a switchover)
-	inv     *Invariants
-	hosts   hosts // hosts.go
+	leader map[string]string // component → member holding its role ("" while it moves)
+	moving map[string]bool   // components whose role is moving (a switchover)
+	inv    *Invariants
+	hosts  hosts // hosts.go
 	// most is the most members down at once, as ferry took each down.
 	most MostDown
 }
