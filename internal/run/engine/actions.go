@@ -64,6 +64,8 @@ func (e *Engine) timeout(u upgrade.Upgrade, a upgrade.Action) time.Duration {
 		return e.hostCommandTimeout(a.Host, config.HostReinstall)
 	case upgrade.ActMigrateHost:
 		return e.hostCommandTimeout(a.Host, config.HostMigrate)
+	case upgrade.ActFerry:
+		return e.ferryTimeout()
 	case upgrade.ActUndo:
 		if i := u.Effects.ByID(a.Effect); i >= 0 {
 			if h := u.Effects[i].Undo.Unlock; h != "" {
@@ -104,6 +106,8 @@ func (e *Engine) do(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) (s
 		return e.pruneBackups(ctx, a)
 	case upgrade.ActReinstall, upgrade.ActMigrateHost:
 		return "", e.reinstallHost(ctx, u.ID, a.Host, a.Version, a.Kind == upgrade.ActMigrateHost)
+	case upgrade.ActFerry:
+		return e.ferryFirst(ctx, u, a)
 	}
 	info, ok := e.members[a.Member]
 	if !ok {

@@ -52,6 +52,11 @@ type Config struct {
 	// judge the batch by (a server with no traffic session): the batch
 	// then gets no impact event, so nothing says it was judged.
 	Judge func(from, to time.Time) (why string, judged bool)
+	// Self is the ferry binary that runs the engine (default: this
+	// process's executable): what agents older than a release's
+	// requires_ferry re-execute on when the release names no ferry
+	// binary of its own (ferry first).
+	Self string
 }
 
 // Store is where the engine keeps the upgrade record and its events,
@@ -267,6 +272,7 @@ func (e *Engine) BeginWith(ctx context.Context, to string, opts BeginOptions) (u
 	u := upgrade.New(newID(now), p, snap.Versions(), nil, now)
 	u.Description = e.c.Digest
 	u.Downtime = downtime
+	u.Ferry = e.ferryStep(u.To)
 	if len(p.Path) > 1 {
 		u.Final = p.Path[len(p.Path)-1]
 	}
