@@ -40,7 +40,8 @@ type Config struct {
 	// write). A simulation keeps none.
 	Backups Backups
 	// OnEvent, if set, is called with every event once it is stored
-	// (the CLI's live view). It must not block for long.
+	// (the CLI's live view), by one goroutine at a time. It must not
+	// block for long.
 	OnEvent func(store.Event)
 	// ExitOnPause makes Run return when the upgrade pauses, for a run
 	// with no operator to resume it (the demo).
@@ -99,6 +100,8 @@ type Engine struct {
 
 	mu       sync.Mutex
 	lastSnap Snapshot // the latest observation, for the calls made to "any" member
+
+	pubMu sync.Mutex // publish's
 }
 
 type memberInfo struct {
@@ -370,6 +373,10 @@ func (e *Engine) emit(now time.Time, u upgrade.Upgrade, evs ...store.Event) {
 }
 
 func (e *Engine) publish(evs []store.Event) {
+	// An action may publish too (ferry first's agents, one by one):
+	// OnEvent is called by one goroutine at a time.
+	e.pubMu.Lock()
+	defer e.pubMu.Unlock()
 	for _, ev := range evs {
 		e.cfg.Logger.Info(ev.Message, "kind", ev.Kind, "member", ev.Member)
 		if e.cfg.OnEvent != nil {
