@@ -225,7 +225,9 @@ func deploymentImage(t *testing.T, env *kubetest.Env) string {
 // is needed, naming both versions. Given an image (spec.ferryImage)
 // whose rollout never becomes Ready, it moves its Deployment, sees the
 // rollout stall (ProgressDeadlineExceeded) and puts the image back,
-// the Upgrade refused, nothing of the cluster moved. Given the
+// the Upgrade refused, nothing of the cluster moved; the operator
+// putting the image back while it waits is left as it is, the Upgrade
+// refused. Given the
 // release's ferry image, it moves its Deployment to it, pinned by
 // digest; the test, playing the kubelet (kwok's pods run no
 // containers), starts the controller that image would run (a ferry
@@ -313,6 +315,37 @@ func TestControllerFirst(t *testing.T) {
 	}
 	k.mu.Unlock()
 	untouched("after the stuck rollout")
+
+	// The operator puts the image back while the controller waits on
+	// its move: theirs to keep, not undone, the Upgrade refused.
+	stuck2 := "registry.local/ferry:99.0.0-never-ready-2@sha256:" + ferryDigest
+	if _, err := env.Kubectl("patch", "upgrade", "storage-2", "-n", "ferry-system", "--type=merge", "-p", `{"spec":{"ferryImage":"`+stuck2+`"}}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.WaitUntil(2*time.Minute, "the Deployment moved to "+stuck2, func() (bool, string, error) {
+		img := deploymentImage(t, env)
+		return img == stuck2, img, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Kubectl("set", "image", "deployment/ferry-controller", "-n", "ferry-system", "ferry="+oldImage); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.WaitUntil(2*time.Minute, "the Upgrade refused: the image changed", func() (bool, string, error) {
+		u = getUpgrade(t, env, "storage-2")
+		f := condition(u, "Failed")
+		return f != nil && f.Status == metav1.ConditionTrue && f.Reason == "ControllerImageChanged", fmt.Sprintf("state %q waiting %q", u.Status.State, u.Status.Waiting), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the operator's change: %s", u.Status.Reason)
+	if img := deploymentImage(t, env); img != oldImage {
+		t.Errorf("the Deployment's image: %q, want the operator's %q left as it is", img, oldImage)
+	}
+	if u.Status.Ferry == nil || len(u.Status.Ferry.Effects) != 0 {
+		t.Errorf("status.ferry after the operator's change: %+v, want no effect owed", u.Status.Ferry)
+	}
+	untouched("after the operator's change")
 
 	// The release names its image: the controller moves itself first.
 	desc := ferryDescription(fmt.Sprintf("    ferry: {image: \"registry.local/ferry:99.0.0\", sha256: \"%s\"}\n", ferryDigest))
