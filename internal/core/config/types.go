@@ -897,7 +897,16 @@ type Release struct {
 	// the upgrade, as Rook's operator never lets a cluster run newer
 	// than itself. Upgrade ferry first.
 	RequiresFerry string `yaml:"requires_ferry"`
-	pos           positions
+	// Ferry is the ferry build this release's upgrade puts in place
+	// first, before any member moves: a binary (path, sha256) that each
+	// host's agent re-executes on, one host at a time, its members
+	// running on; or an image (image, sha256: its digest) that the
+	// Kubernetes controller's own Deployment is moved to when the
+	// controller is older than requires_ferry, the new controller taking
+	// the upgrade up. Without it, agents older than requires_ferry are
+	// re-executed on the ferry binary that runs the upgrade.
+	Ferry Artifact `yaml:"ferry"`
+	pos   positions
 }
 
 // The kinds of stage of a flow (FlowStage.Stage).

@@ -911,6 +911,7 @@ func (v *validator) releases() {
 			}
 		}
 		v.artifacts(r, path, at)
+		v.ferry(r, path, at)
 		v.migrations(r, path, at)
 		v.flow(r, path, at)
 		v.shownStates(r, path, at)
@@ -983,27 +984,7 @@ func (v *validator) artifacts(r *Release, path string, at func(string) int) {
 		case a.Image == "" && v.rules.Runs == ArtifactImage:
 			v.add(at(rel), p+".image", "must be set: the %s substrate runs images", c.Substrate)
 		}
-		switch {
-		case a.SHA256 == "":
-			v.add(at(rel+".sha256"), p+".sha256", "must be set: the artifact's SHA-256, 64 hex digits, checked before it is used")
-		case !sha256RE.MatchString(a.SHA256):
-			v.add(at(rel+".sha256"), p+".sha256", "must be 64 hex digits (a SHA-256), not %d characters %q", len(a.SHA256), truncate(a.SHA256, 70))
-		}
-		switch key := c.SigningKeyOf(r); {
-		case a.Signature != "" && a.Image != "":
-			v.add(at(rel+".signature"), p+".signature", "is for a file: an image is checked by its digest (sha256), which ferry pins it to")
-		case a.Signature != "" && key == "":
-			v.add(at(rel+".signature"), p+".signature", "names a signature but no signing_key says which public key checks it: set signing_key on the release or the description")
-		case a.Signature == "" && a.Path != "" && key != "":
-			v.add(at(rel), p+".signature", "must be set: the loads of release %s are signed (signing_key %s), and an artifact without a signature would go unchecked", r.Version, key)
-		}
-		if name, digest, pinned := strings.Cut(a.Image, "@"); pinned {
-			// ferry pins the image to sha256 itself (name@sha256:…): a
-			// digest written here too is either the same, said twice, or
-			// another, and the pull would fail at run time.
-			v.add(at(rel+".image"), p+".image", "%q is pinned by digest already (%s): write the image without it (%s) and its digest in sha256, which ferry pins it to",
-				truncate(a.Image, 100), truncate(digest, 80), truncate(name, 80))
-		}
+		v.artifactSums(r, a, p, rel, at)
 	}
 	var missing []string
 	for i := range c.Components {
@@ -1024,6 +1005,58 @@ func (v *validator) artifacts(r *Release, path string, at func(string) int) {
 		v.add(at("artifacts"), path+".artifacts", "no artifact for %s %s: add one, or a \"*\" entry for any component",
 			noun, strings.Join(missing, ", "))
 	}
+}
+
+// artifactSums checks what every artifact of release r has, a
+// member's or ferry's own (rel and p name it): its sha256, its
+// signature when the release is signed, an image not pinned twice.
+func (v *validator) artifactSums(r *Release, a Artifact, p, rel string, at func(string) int) {
+	switch {
+	case a.SHA256 == "":
+		v.add(at(rel+".sha256"), p+".sha256", "must be set: the artifact's SHA-256, 64 hex digits, checked before it is used")
+	case !sha256RE.MatchString(a.SHA256):
+		v.add(at(rel+".sha256"), p+".sha256", "must be 64 hex digits (a SHA-256), not %d characters %q", len(a.SHA256), truncate(a.SHA256, 70))
+	}
+	switch key := v.c.SigningKeyOf(r); {
+	case a.Signature != "" && a.Image != "":
+		v.add(at(rel+".signature"), p+".signature", "is for a file: an image is checked by its digest (sha256), which ferry pins it to")
+	case a.Signature != "" && key == "":
+		v.add(at(rel+".signature"), p+".signature", "names a signature but no signing_key says which public key checks it: set signing_key on the release or the description")
+	case a.Signature == "" && a.Path != "" && key != "":
+		v.add(at(rel), p+".signature", "must be set: the loads of release %s are signed (signing_key %s), and an artifact without a signature would go unchecked", r.Version, key)
+	}
+	if name, digest, pinned := strings.Cut(a.Image, "@"); pinned {
+		// ferry pins the image to sha256 itself (name@sha256:…): a
+		// digest written here too is either the same, said twice, or
+		// another, and the pull would fail at run time.
+		v.add(at(rel+".image"), p+".image", "%q is pinned by digest already (%s): write the image without it (%s) and its digest in sha256, which ferry pins it to",
+			truncate(a.Image, 100), truncate(digest, 80), truncate(name, 80))
+	}
+}
+
+// ferry checks the ferry build a release puts in place first
+// (Release.Ferry): a binary for the agents of a substrate that runs
+// binaries, an image for the controller of one that runs images; an
+// image says no release of its own, so requires_ferry must.
+func (v *validator) ferry(r *Release, path string, at func(string) int) {
+	a := r.Ferry
+	if a == (Artifact{}) {
+		return
+	}
+	p := path + ".ferry"
+	switch {
+	case a.Path == "" && a.Image == "":
+		v.add(at("ferry"), p, "needs a path (the ferry binary the agents re-execute on) or an image (the ferry image the Kubernetes controller's Deployment runs)")
+	case a.Path != "" && a.Image != "":
+		v.add(at("ferry.image"), p, "has both a path and an image: ferry is a binary for the agents (process substrate) or an image for the controller (kubernetes), and its sha256 is that one's")
+	case a.Path != "" && v.rules.Runs == ArtifactImage:
+		v.add(at("ferry.path"), p+".path", "the %s substrate runs ferry as its controller's image: name ferry.image (its sha256 the image's digest)", v.c.Substrate)
+	case a.Image != "" && v.rules.Runs == ArtifactBinary:
+		v.add(at("ferry.image"), p+".image", "the %s substrate runs ferry as a binary: name ferry.path, the binary its agents re-execute on", v.c.Substrate)
+	case a.Image != "" && r.RequiresFerry == "":
+		v.add(at("ferry.image"), p+".image", "needs requires_ferry on release %s: an image does not say which ferry it is, and the controller moves its own Deployment to it only when it is older than requires_ferry", r.Version)
+	}
+	v.artifactSums(r, a, p, "ferry", at)
 }
 
 // traffic checks the traffic spec.

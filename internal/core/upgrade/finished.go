@@ -64,6 +64,8 @@ func (u *Upgrade) finish(a Action, err error, took time.Duration, now time.Time)
 		}
 	case a.Kind == ActLock || a.Kind == ActReinstall || a.Kind == ActMigrateHost:
 		u.hostFinished(a, err, took)
+	case a.Kind == ActFerry:
+		u.ferryFinished(a, err, took, now)
 	case a.Kind == ActUndo:
 		i := u.Effects.ByID(a.Effect)
 		if i < 0 || u.Effects[i].Acting != a.Seq {
@@ -165,6 +167,8 @@ func Describe(a Action) string {
 		return fmt.Sprintf("reinstall host %s with %s", a.Host, a.Version)
 	case ActMigrateHost:
 		return fmt.Sprintf("migrate the data of host %s to %s", a.Host, a.Version)
+	case ActFerry:
+		return fmt.Sprintf("ferry first: the agents onto the ferry release %s asks for", a.Version)
 	case ActUndo:
 		if a.Member != "" {
 			return fmt.Sprintf("undo %s of %s", a.Effect, a.Member)

@@ -336,6 +336,9 @@ func (s *stepper) intent() {
 			}
 		}
 		s.cancel = append(s.cancel, s.batchStepsActing()...)
+		if f := u.Ferry; f != nil && f.Acting != 0 {
+			s.cancel = append(s.cancel, f.Acting)
+		}
 		s.rollback("aborted by the operator")
 	case IntentFinalize:
 		if u.State == StateAwaitingFinalize {
@@ -448,6 +451,9 @@ func (s *stepper) pauseIfQuiet() {
 	if s.hostInFlight() {
 		return // a locked host's members are moved first
 	}
+	if f := u.Ferry; f != nil && s.inFlight(f.Acting) {
+		return // an agent is re-executing: its turn ends first
+	}
 	s.pause("")
 }
 
@@ -530,6 +536,9 @@ func (s *stepper) once() {
 	case KindStarted:
 		u.State = StatePreflight
 	case KindPreflight:
+		if !s.ferryFirst() {
+			return
+		}
 		if !s.preflight() {
 			return
 		}
@@ -859,6 +868,10 @@ func (u Upgrade) clone() Upgrade {
 	if u.Held != nil {
 		h := *u.Held
 		c.Held = &h
+	}
+	if u.Ferry != nil {
+		f := *u.Ferry
+		c.Ferry = &f
 	}
 	return c
 }

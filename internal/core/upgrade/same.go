@@ -31,7 +31,7 @@ func Same(a, b Upgrade) bool {
 		a.Resumed.Equal(b.Resumed) && a.Ending == b.Ending && a.Final == b.Final && a.Pin == b.Pin &&
 		a.Finalized.Equal(b.Finalized) && a.NoReturn == b.NoReturn && a.NoReturnHost == b.NoReturnHost && a.Stage == b.Stage &&
 		a.Description == b.Description && sameEffects(a.Effects, b.Effects) && a.EffectSeq == b.EffectSeq &&
-		a.ActionSeq == b.ActionSeq && samePtr(a.Outage, b.Outage) && samePtr(a.Held, b.Held) && a.Bound == b.Bound &&
+		a.ActionSeq == b.ActionSeq && samePtr(a.Outage, b.Outage) && samePtr(a.Held, b.Held) && samePtr(a.Ferry, b.Ferry) && a.Bound == b.Bound &&
 		a.Created.Equal(b.Created) && a.Ended.Equal(b.Ended)
 }
 

@@ -38,8 +38,10 @@ import (
 //	                   back within its bound after its reinstall,
 //	                   going up),
 //	                   migrate=H kind=fail|fail-once
-//	begin to=V         plans and starts the upgrade; prints the plan
-//	run [for=D] [until=state:S|step:M:S|batch:N|effects|switching|host:H:S]
+//	begin to=V [ferry=R] plans and starts the upgrade; prints the plan;
+//	                   ferry=R: its agents first moved to ferry R
+//	fault ferry kind=fail  the agents' move to a newer ferry fails
+//	run [for=D] [until=state:S|step:M:S|batch:N|effects|switching|host:H:S|ferry]
 //	intent kind=K      pause, resume, abort, finalize
 //	override predicate=P [member=M] | effect=ID
 //	outage on|off      the substrate stops (starts) answering
@@ -119,6 +121,8 @@ func TestScripts(t *testing.T) {
 					w.faults["reinstall:"+args["reinstall"]] = args["kind"]
 				case args["migrate"] != "":
 					w.faults["migrate:"+args["migrate"]] = args["kind"]
+				case d.CmdArgs[0].Key == "ferry":
+					w.faults["ferry"] = args["kind"]
 				default:
 					w.faults["undo"] = args["kind"]
 				}
@@ -126,6 +130,11 @@ func TestScripts(t *testing.T) {
 			case "begin":
 				if err := w.begin(args["to"]); err != nil {
 					return "error: " + err.Error()
+				}
+				if req, ok := args["ferry"]; ok {
+					// The engine's part: a substrate with agents, a
+					// release that requires a newer ferry than they run.
+					w.u.Ferry = &FerryFirst{Requires: req}
 				}
 				var b strings.Builder
 				for _, ph := range w.u.Plan.Phases {
@@ -233,6 +242,9 @@ func until(t *testing.T, w *world, u string) func() bool {
 		return func() bool { return len(w.u.Batches) >= n }
 	case "effects":
 		return func() bool { return len(w.u.Effects) > 0 }
+	case "ferry":
+		// The agents' move to a newer ferry is in flight.
+		return func() bool { return w.u.Ferry != nil && w.u.Ferry.Acting != 0 }
 	case "host":
 		h, st, _ := strings.Cut(rest, ":")
 		return func() bool { r := w.u.Hosts[h]; return r != nil && string(r.Step) == st }

@@ -144,6 +144,10 @@ type Upgrade struct {
 	// Held is set while the upgrade holds outside its policy's
 	// maintenance windows: when the next one opens.
 	Held *Held `json:"held,omitempty"`
+	// Ferry is the upgrade's first step when its release asks for a
+	// newer ferry than the agents run (ferry first); nil when it has
+	// none.
+	Ferry *FerryFirst `json:"ferry,omitempty"`
 	// Alive is when an engine last stepped the record (saved at least
 	// every few seconds): from it to the watch of the next engine (or
 	// of the same one back from a stall), ferry could not check, and no
@@ -605,6 +609,9 @@ const (
 	// ActMigrateHost migrates its data to Version (its migrate command).
 	ActReinstall   ActionKind = "reinstall"
 	ActMigrateHost ActionKind = "migrate-host"
+	// ActFerry moves every agent older than the ferry Version's
+	// release asks for onto it, one host at a time (ferry first).
+	ActFerry ActionKind = "ferry-first"
 )
 
 // Action is one thing for the engine to do.

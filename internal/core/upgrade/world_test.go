@@ -499,6 +499,12 @@ func (w *world) apply(a Action) error {
 		m.data = data
 	case ActPrune:
 		w.pruned = append(w.pruned, a.Component)
+	case ActFerry:
+		// The agents re-execute on the newer ferry: no member stops.
+		if w.faults["ferry"] == "fail" {
+			return errors.New("host h1: the agent did not answer on release 9.0.0 within 1m0s (last: connection refused); its members keep running")
+		}
+		w.logf("(world) every agent on the ferry release %s asks for", a.Version)
 	}
 	return nil
 }

@@ -64,6 +64,8 @@ func (e *Engine) timeout(u upgrade.Upgrade, a upgrade.Action) time.Duration {
 		return e.hostCommandTimeout(a.Host, config.HostReinstall)
 	case upgrade.ActMigrateHost:
 		return e.hostCommandTimeout(a.Host, config.HostMigrate)
+	case upgrade.ActFerry:
+		return e.ferryTimeout()
 	case upgrade.ActUndo:
 		if i := u.Effects.ByID(a.Effect); i >= 0 {
 			if h := u.Effects[i].Undo.Unlock; h != "" {
@@ -104,6 +106,8 @@ func (e *Engine) do(ctx context.Context, u upgrade.Upgrade, a upgrade.Action) (s
 		return e.pruneBackups(ctx, a)
 	case upgrade.ActReinstall, upgrade.ActMigrateHost:
 		return "", e.reinstallHost(ctx, u.ID, a.Host, a.Version, a.Kind == upgrade.ActMigrateHost)
+	case upgrade.ActFerry:
+		return e.ferryFirst(ctx, u, a)
 	}
 	info, ok := e.members[a.Member]
 	if !ok {
@@ -368,6 +372,17 @@ func (j *journaler) send(r journalReq) error {
 	case <-j.ctx.Done():
 		return fmt.Errorf("the effect may not be recorded: %w", j.ctx.Err())
 	}
+}
+
+// actionEvent adds ev to the upgrade's events from an action in
+// flight: through the run's loop, under its fence and in order with its
+// saves.
+func actionEvent(ctx context.Context, ev store.Event) error {
+	j, ok := driver.JournalFrom(ctx).(*journaler)
+	if !ok {
+		return errors.New("engine: an event of an action outside a run")
+	}
+	return j.send(journalReq{seq: j.seq, member: j.member, output: &ev})
 }
 
 func (j *journaler) Record(_ context.Context, de driver.Effect) error {

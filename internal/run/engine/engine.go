@@ -40,7 +40,8 @@ type Config struct {
 	// write). A simulation keeps none.
 	Backups Backups
 	// OnEvent, if set, is called with every event once it is stored
-	// (the CLI's live view). It must not block for long.
+	// (the CLI's live view), by one goroutine at a time. It must not
+	// block for long.
 	OnEvent func(store.Event)
 	// ExitOnPause makes Run return when the upgrade pauses, for a run
 	// with no operator to resume it (the demo).
@@ -52,6 +53,11 @@ type Config struct {
 	// judge the batch by (a server with no traffic session): the batch
 	// then gets no impact event, so nothing says it was judged.
 	Judge func(from, to time.Time) (why string, judged bool)
+	// Self is the ferry binary that runs the engine (default: this
+	// process's executable): what agents older than a release's
+	// requires_ferry re-execute on when the release names no ferry
+	// binary of its own (ferry first).
+	Self string
 }
 
 // Store is where the engine keeps the upgrade record and its events,
@@ -92,6 +98,8 @@ type Engine struct {
 
 	mu       sync.Mutex
 	lastSnap Snapshot // the latest observation, for the calls made to "any" member
+
+	pubMu sync.Mutex // publish's
 }
 
 type memberInfo struct {
@@ -267,6 +275,7 @@ func (e *Engine) BeginWith(ctx context.Context, to string, opts BeginOptions) (u
 	u := upgrade.New(newID(now), p, snap.Versions(), nil, now)
 	u.Description = e.c.Digest
 	u.Downtime = downtime
+	u.Ferry = e.ferryStep(u.To)
 	if len(p.Path) > 1 {
 		u.Final = p.Path[len(p.Path)-1]
 	}
@@ -373,6 +382,10 @@ func (e *Engine) emit(f store.Fence, now time.Time, u upgrade.Upgrade, evs ...st
 }
 
 func (e *Engine) publish(evs []store.Event) {
+	// An action may publish too (ferry first's agents, one by one):
+	// OnEvent is called by one goroutine at a time.
+	e.pubMu.Lock()
+	defer e.pubMu.Unlock()
 	for _, ev := range evs {
 		if ev.Output != "" {
 			// A replaced instance's last lines: in the log too, where a

@@ -142,6 +142,9 @@ func (e *Engine) RunPreflight(ctx context.Context, to string) Preflight {
 			if req := e.c.Release(to).RequiresFerry; req != "" {
 				add(FerryUnderstands(to, req))
 			}
+			if ferryAsks(e.c.Release(to)) {
+				add(e.ferryCheck(ctx, to))
+			}
 			p, err := plan.ComputePath(e.c, plan.Observed{Version: snap.Versions(), Down: snap.Down()}, to)
 			if err != nil {
 				pf.planErr = err

@@ -158,6 +158,12 @@ func (e *Engine) takeUp() (upgrade.Upgrade, store.Revision, error) {
 	if err := upgrade.Understood(u); err != nil {
 		return u, 0, fmt.Errorf("engine: %w", err)
 	}
+	if r := e.c.Release(u.To); r != nil && r.RequiresFerry != "" {
+		// A newer ferry began it: this one moves nothing of it.
+		if name, ok, detail := FerryUnderstands(u.To, r.RequiresFerry); !ok {
+			return u, 0, fmt.Errorf("engine: upgrade %s: %s: %s", u.ID, name, detail)
+		}
+	}
 	return u, rev, nil
 }
 

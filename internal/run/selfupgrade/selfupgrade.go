@@ -75,6 +75,25 @@ func refused(format string, args ...any) error {
 // release newer than running (this ferry's). A downgrade or the same
 // release is refused, naming both.
 func Check(ctx context.Context, path, sum, running string) (Binary, error) {
+	b, err := CheckBinary(ctx, path, sum)
+	if err != nil {
+		return b, err
+	}
+	switch c := config.CompareVersions(b.Release, running); {
+	case c == 0:
+		return Binary{}, refused("the new ferry binary %s is release %s, the release this ferry is already: nothing to upgrade", path, b.Release)
+	case c < 0:
+		return Binary{}, refused("the new ferry binary %s is release %s, older than this ferry's %s: a downgrade is refused", path, b.Release, running)
+	}
+	return b, nil
+}
+
+// CheckBinary verifies the ferry binary at path before anything uses
+// it, whatever its release: its sha256 must be sum, and asked `PATH
+// version -o json` it must say which ferry release it is. An upgrade
+// that moves the agents first (the release's requires_ferry) compares
+// the release itself.
+func CheckBinary(ctx context.Context, path, sum string) (Binary, error) {
 	sum = strings.ToLower(strings.TrimSpace(sum))
 	if len(sum) != 64 || strings.Trim(sum, "0123456789abcdef") != "" {
 		return Binary{}, refused("--sha256 %q: want the binary's 64 hex digits (sha256sum prints them)", sum)
@@ -89,12 +108,6 @@ func Check(ctx context.Context, path, sum, running string) (Binary, error) {
 	self, err := buildinfo.Of(ctx, path)
 	if err != nil {
 		return Binary{}, refused("%v", err)
-	}
-	switch c := config.CompareVersions(self.Release, running); {
-	case c == 0:
-		return Binary{}, refused("the new ferry binary %s is release %s, the release this ferry is already: nothing to upgrade", path, self.Release)
-	case c < 0:
-		return Binary{}, refused("the new ferry binary %s is release %s, older than this ferry's %s: a downgrade is refused", path, self.Release, running)
 	}
 	return Binary{Path: path, SHA256: sum, Release: self.Release, Build: self.Build}, nil
 }

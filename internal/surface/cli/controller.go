@@ -28,7 +28,12 @@ shows state, phase, batch and progress; spec.action (pause, resume, abort,
 finalize) asks for a change. The engine's record lives in the Upgrade's status,
 so that a restarted controller, or another replica after a fail-over
 (--leader-elect), takes the upgrade up where it was. The least privilege it
-needs is in deploy/controller.yaml.`,
+needs is in deploy/controller.yaml. A release that requires a newer ferry
+(requires_ferry) is never driven by an older controller: it moves its own
+Deployment (--deployment) to the ferry image the release or spec.ferryImage
+names, pinned by digest, and the replica on the new release takes the upgrade
+up; without an image, the Upgrade's condition FerryUnderstands says what is
+needed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Identity == "" {
@@ -60,5 +65,6 @@ needs is in deploy/controller.yaml.`,
 	f.StringVar(&o.Namespace, "namespace", envOr("FERRY_NAMESPACE", "ferry-system"), "the namespace of the Upgrades it drives (env FERRY_NAMESPACE)")
 	f.BoolVar(&o.LeaderElection, "leader-elect", false, "take turns with other replicas through a lease")
 	f.DurationVar(&o.LeaseDuration, "lease-duration", 15*time.Second, "how long a replica that stopped renewing keeps the lease")
+	f.StringVar(&o.Deployment, "deployment", envOr("FERRY_DEPLOYMENT", "ferry-controller"), "the controller's own Deployment in --namespace: moved to the ferry image a release names when it requires a newer ferry (ferry first); empty: the Upgrade says what is needed instead (env FERRY_DEPLOYMENT)")
 	return cmd
 }

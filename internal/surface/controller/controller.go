@@ -50,6 +50,10 @@ type Options struct {
 	LeaseDuration  time.Duration
 	// Identity names this replica in the lease (default: the host name).
 	Identity string
+	// Deployment is the controller's own Deployment in Namespace: what
+	// it moves to a newer ferry image when a release requires one
+	// (ferry first); empty: it asks the operator to.
+	Deployment string
 	// NewDriver builds the Kubernetes driver over the controller's own
 	// connection.
 	NewDriver func(*rest.Config) (driver.Driver, error)
@@ -115,6 +119,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	defer stopEvents()
 	r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Rest: cfg, NewDriver: o.NewDriver, Logger: o.Logger,
 		Events: events, lease: lease}
+	if o.Deployment != "" {
+		r.Deployment = types.NamespacedName{Namespace: o.Namespace, Name: o.Deployment}
+	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("upgrade").For(&Upgrade{}).Complete(r); err != nil {
 		return fmt.Errorf("controller: %w", err)
 	}
@@ -161,6 +168,8 @@ type Reconciler struct {
 	// Events receives the upgrades' events as Kubernetes Events on
 	// their Upgrade (nil: none).
 	Events krecord.EventRecorder
+	// Deployment is the controller's own Deployment (ferry first).
+	Deployment types.NamespacedName
 
 	lease *leaseHolder // the leader election's, when there is one
 
@@ -249,15 +258,10 @@ func (r *Reconciler) drive(ctx context.Context, key types.NamespacedName) error 
 	if err := r.Client.Get(ctx, key, &obj); err != nil {
 		return err
 	}
-	refuse := func(reason string, err error) error {
-		werr := st.write(func(o *Upgrade) error {
-			o.Status.State, o.Status.Reason = "refused", err.Error()
-			o.Status.ObservedGeneration = o.Generation
-			meta.SetStatusCondition(&o.Status.Conditions, metav1.Condition{Type: "Failed", Status: metav1.ConditionTrue,
-				Reason: reason, Message: err.Error(), ObservedGeneration: o.Generation})
-			return nil
-		})
-		return errors.Join(err, werr)
+	refuse := func(reason string, err error) error { return refuse(st, reason, err) }
+	// Ferry first: a controller older than the release moves nothing.
+	if wait, err := r.ferryFirst(ctx, st, &obj); wait || err != nil {
+		return err
 	}
 	c, err := config.Parse([]byte(obj.Spec.Description), key.String()+": spec.description")
 	if err != nil {

@@ -248,6 +248,23 @@ func (s *statusStore) Append(f store.Fence, evs ...store.Event) ([]store.Event, 
 	return out, nil
 }
 
+// Note appends events of the controller's own steps before a run (ferry
+// first): under the resourceVersion read, as those steps' status writes
+// are, not under a fence, which only an engine's run claims.
+func (s *statusStore) Note(evs ...store.Event) ([]store.Event, error) {
+	var out []store.Event
+	var saved *Upgrade
+	err := s.write(func(obj *Upgrade) error {
+		out, saved = s.appendEvents(obj, evs), obj
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	emit(s.events, saved, out)
+	return out, nil
+}
+
 // write applies change to the latest Upgrade and updates its status
 // under the resourceVersion it read: on a conflict (the operator edited
 // the spec, or another writer wrote), change is asked again on what is

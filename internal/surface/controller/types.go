@@ -49,6 +49,11 @@ type UpgradeSpec struct {
 	// anything else, so that the record says who, as the API server
 	// authenticated them.
 	Overrides []OverrideSpec `json:"overrides,omitempty"`
+	// FerryImage is the ferry image, pinned by digest (NAME@sha256:…),
+	// that the controller moves its own Deployment to when the release
+	// requires a newer ferry than it runs (ferry first); it stands for
+	// the release's ferry.image.
+	FerryImage string `json:"ferryImage,omitempty"`
 }
 
 // OverrideSpec is one entry of UpgradeSpec.Overrides. The controller
@@ -111,6 +116,10 @@ type UpgradeStatus struct {
 	// its Lease's holder and term (the lease's transitions + 1). A save
 	// under another is refused.
 	Fence store.Fence `json:"fence,omitzero"`
+	// Ferry is the release of the controller that took the Upgrade up
+	// and, when the release requires a newer one, the move of the
+	// controller's own Deployment to it (ferry first).
+	Ferry *FerryStatus `json:"ferry,omitempty"`
 }
 
 // MemberStatus is one member's progress.

@@ -41,6 +41,10 @@ type Release struct {
 	// SigningKey and Signature, if set, sign the release's load: the
 	// public key's file and the artifact's detached signature.
 	SigningKey, Signature string
+	// RequiresFerry is the release's requires_ferry; FerryPath, if set,
+	// the ferry binary it names (ferry: {path, sha256}) for the agents
+	// to re-execute on as its upgrade's first step.
+	RequiresFerry, FerryPath string
 }
 
 // KVMigrations are the sample kv store's steps to its format 2, as the
@@ -387,6 +391,16 @@ func startCluster(ctx context.Context, o ClusterOptions) (cl *Cluster, err error
 		}
 		if r.Flow != "" {
 			fmt.Fprintf(&rel, "    flow: %s\n", r.Flow)
+		}
+		if r.RequiresFerry != "" {
+			fmt.Fprintf(&rel, "    requires_ferry: %q\n", r.RequiresFerry)
+		}
+		if r.FerryPath != "" {
+			fsum, err := fileSHA256(r.FerryPath)
+			if err != nil {
+				return nil, fmt.Errorf("demo: release %s: ferry: %w", r.Version, err)
+			}
+			fmt.Fprintf(&rel, "    ferry: {path: %q, sha256: %q}\n", r.FerryPath, fsum)
 		}
 		sig := ""
 		if r.SigningKey != "" {
