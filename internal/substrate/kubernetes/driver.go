@@ -204,7 +204,7 @@ func (d *Driver) Discover(ctx context.Context, component string, w driver.Worklo
 	w = withDefaults(w)
 	var ms []driver.Member
 	var err error
-	switch w.Kind {
+	switch memberKind(w) {
 	case kindStatefulSet:
 		ms, err = d.discoverStatefulSet(ctx, w)
 	case kindDaemonSet:
@@ -213,8 +213,10 @@ func (d *Driver) Discover(ctx context.Context, component string, w driver.Worklo
 		ms, err = d.discoverDeployment(ctx, w)
 	case kindNodePool:
 		ms, err = d.discoverNodePool(ctx, w)
+	case kindDeploymentPerWorkload:
+		ms, err = d.discoverPerWorkload(ctx, w)
 	default:
-		return nil, fmt.Errorf("kubernetes driver: unknown workload kind %q", w.Kind)
+		return nil, unknownKind(w)
 	}
 	if err != nil {
 		return nil, err
@@ -284,7 +286,7 @@ func (d *Driver) Observe(ctx context.Context, members []driver.Member) ([]driver
 		}
 		var st []driver.Status
 		var err error
-		switch w.Kind {
+		switch memberKind(w) {
 		case kindStatefulSet:
 			st, err = d.observeStatefulSet(ctx, w, ms)
 		case kindDaemonSet:
@@ -293,8 +295,10 @@ func (d *Driver) Observe(ctx context.Context, members []driver.Member) ([]driver
 			st, err = d.observeDeployment(ctx, w, ms)
 		case kindNodePool:
 			st, err = d.observeNodePool(ctx, w, ms)
+		case kindDeploymentPerWorkload:
+			st, err = d.observePerWorkload(ctx, w, ms)
 		default:
-			err = fmt.Errorf("kubernetes driver: unknown workload kind %q", w.Kind)
+			err = unknownKind(w)
 		}
 		if err != nil {
 			return nil, err
@@ -322,15 +326,17 @@ func (d *Driver) Start(ctx context.Context, m driver.Member, a driver.Artifact) 
 	if err != nil {
 		return fmt.Errorf("kubernetes driver: member %s: %w", m.Name, err)
 	}
-	switch w.Kind {
+	switch memberKind(w) {
 	case kindStatefulSet:
 		return d.startStatefulSet(ctx, w, m, a.Version, ref)
 	case kindDaemonSet:
 		return d.startDaemonSet(ctx, w, m, a.Version, ref)
 	case kindDeployment:
 		return d.startDeployment(ctx, w, m, a.Version, ref)
+	case kindDeploymentPerWorkload:
+		return d.startPerWorkload(ctx, w, m, a.Version, ref)
 	}
-	return fmt.Errorf("kubernetes driver: unknown workload kind %q", w.Kind)
+	return unknownKind(w)
 }
 
 // Stop takes m down. A pod comes back at once, on its template's
@@ -341,7 +347,7 @@ func (d *Driver) Stop(ctx context.Context, m driver.Member) error {
 		return fmt.Errorf("kubernetes driver: member %s has no workload", m.Name)
 	}
 	w := withDefaults(*m.Workload)
-	switch w.Kind {
+	switch memberKind(w) {
 	case kindStatefulSet:
 		return d.stopStatefulSet(ctx, w, m)
 	case kindDaemonSet:
@@ -350,8 +356,10 @@ func (d *Driver) Stop(ctx context.Context, m driver.Member) error {
 		return d.stopDeployment(ctx, w, m)
 	case kindNodePool:
 		return d.stopNode(ctx, w, m)
+	case kindDeploymentPerWorkload:
+		return d.stopPerWorkload(ctx, w, m)
 	}
-	return fmt.Errorf("kubernetes driver: unknown workload kind %q", w.Kind)
+	return unknownKind(w)
 }
 
 // apiError wraps an error of a call to the API server. Errors that say
