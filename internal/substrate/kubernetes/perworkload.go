@@ -31,6 +31,12 @@ const perWorkload = "workload"
 // they were, which its Start puts back with the new template.
 const AnnotationStoppedReplicas = "ferry.dev/stopped-replicas"
 
+// one is w as the one Deployment name of it, for what names it.
+func one(w driver.Workload, name string) driver.Workload {
+	w.Name, w.Selector, w.Per = name, "", ""
+	return w
+}
+
 // deploymentsByName is the Deployments w's selector matches, from the
 // driver's cache, by name.
 func (d *Driver) deploymentsByName(ctx context.Context, w driver.Workload) (map[string]*appsv1.Deployment, error) {
@@ -101,7 +107,7 @@ func (d *Driver) discoverPerWorkload(ctx context.Context, w driver.Workload) ([]
 		if err != nil {
 			return nil, err
 		}
-		container, err := containerOf(dep.Spec.Template, w)
+		container, err := containerOf(dep.Spec.Template, one(w, dep.Name))
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +136,7 @@ func (d *Driver) observePerWorkload(ctx context.Context, w driver.Workload, ms [
 			out[i] = driver.Status{Detail: fmt.Sprintf("no Deployment %s/%s matches %q", w.Namespace, m.Name, w.Selector)}
 			continue
 		}
-		container, err := containerOf(dep.Spec.Template, w)
+		container, err := containerOf(dep.Spec.Template, one(w, dep.Name))
 		if err != nil {
 			return nil, err
 		}
@@ -206,7 +212,7 @@ func (d *Driver) startPerWorkload(ctx context.Context, w driver.Workload, m driv
 	if err != nil {
 		return apiError(ctx, err, "getting Deployment %s/%s", w.Namespace, m.Name)
 	}
-	container, err := containerOf(dep.Spec.Template, w)
+	container, err := containerOf(dep.Spec.Template, one(w, dep.Name))
 	if err != nil {
 		return err
 	}

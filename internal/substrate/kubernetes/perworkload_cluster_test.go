@@ -85,6 +85,12 @@ func testPerWorkload(t *testing.T, c *cluster) {
 		}
 	}
 
+	bad := *w
+	bad.Container = "nope"
+	if _, err := c.drv.Discover(ctx, "osd", bad); err == nil || !strings.Contains(err.Error(), `Deployment rook/osd-0: pod template has no container "nope"`) {
+		t.Errorf("Discover with a container the templates lack: %v; want the Deployment named", err)
+	}
+
 	// Stop, then Start: the pod goes, and comes back once, on 2.0.0.
 	j := &effects{}
 	jctx := driver.WithJournal(ctx, j)
