@@ -99,22 +99,65 @@ func run(kubeconfig, namespace, listen string, cfg config) error {
 	nodes := informers.NewSharedInformerFactory(cs, 0)
 	podInf := pods.Core().V1().Pods().Informer()
 	nodeInf := nodes.Core().V1().Nodes().Informer()
-	update := func(any) {
-		c.observe(listPods(podInf.GetStore()), zones(nodeInf.GetStore()))
-	}
-	for _, inf := range []cache.SharedIndexInformer{podInf, nodeInf} {
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc: update, UpdateFunc: func(_, o any) { update(o) }, DeleteFunc: update,
-		}); err != nil {
-			return err
+	// The pods as each notification left them, in the order they came:
+	// the informer's store may be ahead of a notification (a pod already
+	// replaced), and a daemon's restart must not be missed.
+	var mu sync.Mutex
+	seen := map[string]*corev1.Pod{}
+	synced := false // the initial list taken in: no partial view is observed
+	update := func() {
+		mu.Lock()
+		if !synced {
+			mu.Unlock()
+			return
 		}
+		ps := make([]*corev1.Pod, 0, len(seen))
+		for _, p := range seen {
+			ps = append(ps, p)
+		}
+		mu.Unlock()
+		c.observe(daemonPods(ps), zones(nodeInf.GetStore()))
+	}
+	set := func(o any) {
+		if p, ok := o.(*corev1.Pod); ok {
+			mu.Lock()
+			seen[p.Name] = p
+			mu.Unlock()
+		}
+		update()
+	}
+	podReg, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, o any) { set(o) },
+		DeleteFunc: func(o any) {
+			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			if p, ok := o.(*corev1.Pod); ok {
+				mu.Lock()
+				delete(seen, p.Name)
+				mu.Unlock()
+			}
+			update()
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { update() }, UpdateFunc: func(_, _ any) { update() }, DeleteFunc: func(any) { update() },
+	}); err != nil {
+		return err
 	}
 	pods.Start(ctx.Done())
 	nodes.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced, nodeInf.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), podReg.HasSynced, nodeInf.HasSynced) {
 		return errors.New("the pods and nodes caches did not sync")
 	}
-	update(nil)
+	mu.Lock()
+	synced = true
+	mu.Unlock()
+	update()
 	go func() { // time-driven changes: a mgr's takeover, recovery, an OSD out
 		t := time.NewTicker(100 * time.Millisecond)
 		defer t.Stop()
@@ -123,7 +166,7 @@ func run(kubeconfig, namespace, listen string, cfg config) error {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				update(nil)
+				update()
 			}
 		}
 	}()
@@ -166,11 +209,12 @@ type pod struct {
 	up                         bool
 }
 
-func listPods(s cache.Store) []pod {
+// daemonPods is what the stand-in reads of the daemons' pods: those
+// not being deleted, with Rook's labels.
+func daemonPods(ps []*corev1.Pod) []pod {
 	var out []pod
-	for _, o := range s.List() {
-		p, ok := o.(*corev1.Pod)
-		if !ok || p.DeletionTimestamp != nil {
+	for _, p := range ps {
+		if p.DeletionTimestamp != nil {
 			continue
 		}
 		label, ok := idLabel[p.Labels["app"]]
