@@ -96,7 +96,7 @@ func TestRookExample(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := env.WaitUntil(3*time.Minute, "28 daemons' pods Ready on 20 nodes", func() (bool, string, error) {
+	if err := env.WaitUntil(5*time.Minute, "28 daemons' pods Ready on 20 nodes", func() (bool, string, error) {
 		out, err := env.Kubectl("get", "pods", "-n", "rook-ceph", "--no-headers")
 		n := strings.Count(out, " 1/1 ")
 		return n == 28, fmt.Sprintf("%d Ready", n), err
@@ -127,7 +127,9 @@ func TestRookExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	var before controller.Upgrade
-	if err := env.WaitUntil(3*time.Minute, "7 OSDs done", func() (bool, string, error) {
+	// Bounds for a loaded machine (its upgrade takes 1 to 3 minutes at
+	// a load average of 25 to 30 on 2 cores), not expectations.
+	if err := env.WaitUntil(8*time.Minute, "7 OSDs done", func() (bool, string, error) {
 		before = getUpgrade(t, env, "ceph-19-2-1")
 		done := 0
 		for _, m := range before.Status.Members {
@@ -140,6 +142,7 @@ func TestRookExample(t *testing.T) {
 		}
 		return done >= 7, fmt.Sprintf("state %s batch %s progress %s", before.Status.State, before.Status.Batch, before.Status.Progress), nil
 	}); err != nil {
+		first.dump()
 		t.Fatal(err)
 	}
 	columns, _ := env.Kubectl("get", "upgrades", "-n", "ferry-system")
@@ -150,7 +153,7 @@ func TestRookExample(t *testing.T) {
 	t.Logf("kubectl get upgrades, before the kill (%s after the start):\n%s\ncephstatus /status then: %s",
 		killed.Sub(start).Round(time.Millisecond), columns, status)
 	second := startReplica(t, sa, "controller-b")
-	after := waitUpgrade(t, env, "ceph-19-2-1", "completed")
+	after := waitUpgrade(t, env, "ceph-19-2-1", "completed", second)
 	took := time.Since(start)
 	seen := obs.take()
 	var rec cephRecord
@@ -247,7 +250,7 @@ func TestRookExample(t *testing.T) {
 	if err := env.Apply(upgradeResource("ceph-19-2-2", description, rookBad)); err != nil {
 		t.Fatal(err)
 	}
-	bad := waitUpgrade(t, env, "ceph-19-2-2", "rolled-back")
+	bad := waitUpgrade(t, env, "ceph-19-2-2", "rolled-back", second)
 	took = time.Since(start)
 	seen = obs.take()
 	if err := ceph.get("/record", &rec); err != nil {
@@ -256,7 +259,7 @@ func TestRookExample(t *testing.T) {
 	evs = events.of(t, "ceph-19-2-2", bad.Status.LastSeq)
 	t.Logf("rolled back in %s: %s; observer: %+v", took.Round(time.Millisecond), bad.Status.Reason, seen)
 	logEvents(t, evs)
-	if !regexp.MustCompile(`member rook-ceph-osd-\d+: not healthy on 19\.2\.2 within healthy_deadline 30s`).MatchString(bad.Status.Reason) {
+	if !regexp.MustCompile(`member rook-ceph-osd-\d+: not healthy on 19\.2\.2 within healthy_deadline (1m0s|60s)`).MatchString(bad.Status.Reason) {
 		t.Errorf("the reason %q does not name the OSD and its deadline", bad.Status.Reason)
 	}
 	forward, back := batchesOf(evs, false), batchesOf(evs, true)
@@ -590,11 +593,12 @@ func checkNoUndoOwed(t *testing.T, u controller.Upgrade) {
 	}
 }
 
-// waitUpgrade waits for the Upgrade name to end in state want.
-func waitUpgrade(t *testing.T, env *kubetest.Env, name, want string) controller.Upgrade {
+// waitUpgrade waits for the Upgrade name to end in state want; past
+// its bound, the replica driving it dumps its goroutines.
+func waitUpgrade(t *testing.T, env *kubetest.Env, name, want string, driving *replica) controller.Upgrade {
 	t.Helper()
 	var u controller.Upgrade
-	if err := env.WaitUntil(4*time.Minute, name+" "+want, func() (bool, string, error) {
+	if err := env.WaitUntil(8*time.Minute, name+" "+want, func() (bool, string, error) {
 		u = getUpgrade(t, env, name)
 		for _, end := range []string{"completed", "failed", "rolled-back", "refused"} {
 			if u.Status.State == end && end != want {
@@ -603,6 +607,7 @@ func waitUpgrade(t *testing.T, env *kubetest.Env, name, want string) controller.
 		}
 		return u.Status.State == want, fmt.Sprintf("state %s batch %s progress %s waiting %s", u.Status.State, u.Status.Batch, u.Status.Progress, u.Status.Waiting), nil
 	}); err != nil {
+		driving.dump()
 		t.Fatal(err)
 	}
 	return u
@@ -731,7 +736,7 @@ func logEvents(t *testing.T, evs []controller.Event) {
 		if e.Kind == "health" || e.Kind == "wait" {
 			continue
 		}
-		fmt.Fprintf(&b, "%s %-6s %s\n", e.Time.Format("15:04:05"), e.Kind, strings.TrimPrefix(e.Message, e.Member+": "))
+		fmt.Fprintf(&b, "%s %-6s %s\n", e.Time.Format("15:04:05"), e.Kind, e.Message)
 	}
 	t.Logf("events (without health and wait):\n%s", b.String())
 }
@@ -860,8 +865,10 @@ func (r *replica) run() {
 			r.mu.Unlock()
 			return
 		}
+		// The default lease (15 s): on a loaded machine a 4 s lease's
+		// renewal comes late, and the fence it lapses stops the engine.
 		cmd := exec.Command(ferryBin, "controller", "--kubeconfig", r.kubeconfig, "--namespace", "ferry-system",
-			"--leader-elect", "--lease-duration", "4s", "-v")
+			"--leader-elect", "-v")
 		cmd.Env = append(os.Environ(), "HOSTNAME="+r.name)
 		cmd.Stdout, cmd.Stderr = r.out, r.out
 		if err := cmd.Start(); err != nil {
@@ -878,6 +885,21 @@ func (r *replica) run() {
 			fmt.Fprintf(r.out, "--- replica %s: the process exited on its own (%v): started again\n", r.name, err)
 		}
 		r.mu.Unlock()
+	}
+}
+
+// dump makes the replica's process print its goroutines and exit
+// (SIGQUIT), for a test that timed out; it is not started again.
+func (r *replica) dump() {
+	r.mu.Lock()
+	r.stop = true
+	if r.cmd != nil {
+		_ = r.cmd.Process.Signal(syscall.SIGQUIT)
+	}
+	r.mu.Unlock()
+	select {
+	case <-r.exited:
+	case <-time.After(10 * time.Second):
 	}
 }
 
