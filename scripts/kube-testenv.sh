@@ -208,6 +208,16 @@ start_once() {
 	local token
 	token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 	echo "$token,ferry-admin,ferry-admin,system:masters" >"$DIR/tokens.csv"
+	# Two operators with no rights of their own (tests grant them some):
+	# what a test needs to tell one authenticated user from another.
+	local user user_token
+	declare -A user_tokens=()
+	for user in alice bob; do
+		user_token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+		user_tokens[$user]=$user_token
+		echo "$user_token,$user,$user,ferry-operators" >>"$DIR/tokens.csv"
+	done
+	chmod 0600 "$DIR/tokens.csv"
 	openssl genrsa -out "$DIR/sa.key" 2048 2>/dev/null
 	openssl rsa -in "$DIR/sa.key" -pubout -out "$DIR/sa.pub" 2>/dev/null
 	mkdir -p "$DIR/certs" "$DIR/etcd-data"
@@ -268,6 +278,10 @@ contexts:
 current-context: ferry
 EOF
 	chmod 0600 "$DIR/kubeconfig"
+	for user in alice bob; do
+		sed -e "s/^    token: .*/    token: ${user_tokens[$user]}/" -e "s/ferry-admin/$user/" "$DIR/kubeconfig" >"$DIR/kubeconfig-$user"
+		chmod 0600 "$DIR/kubeconfig-$user"
+	done
 
 	wait_for "kube-apiserver /readyz" "$deadline" \
 		curl -fsS --cacert "$DIR/certs/apiserver.crt" -H "Authorization: Bearer $token" \

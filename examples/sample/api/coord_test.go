@@ -38,7 +38,9 @@ func startCoords(t *testing.T, lease time.Duration) ([]*coord.Server, []string) 
 		t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
 		out = append(out, s)
 	}
-	sampletest.WaitFor(t, 5*time.Second, "c-1 active", func() bool {
+	// The standby learns the holder from the first heartbeat (every
+	// sixth of the lease).
+	sampletest.WaitFor(t, max(5*time.Second, lease/2), "c-1 active", func() bool {
 		code, body := sampletest.Do(http.MethodGet, "http://"+addrs[1]+"/role", nil)
 		return code == http.StatusOK && strings.Contains(body, `"holder":"c-1"`)
 	})
@@ -64,7 +66,10 @@ func putStamp(t *testing.T, base, key string) (int, uint64) {
 // waits out its lease.
 func TestWritesGetStampsAcrossASwitchover(t *testing.T) {
 	kvc := sampletest.StartKV(t, 3)
-	coords, addrs := startCoords(t, 5*time.Second)
+	// A lease far longer than the test: c-1 must not take the role by
+	// itself before the last PUT, however slow the machine (at load 30 a
+	// 5 s lease ran out before it, and c-1 answered).
+	coords, addrs := startCoords(t, 30*time.Second)
 	_, base := startAPI(t, api.Config{KVAddrs: kvc.HTTPAddrs(), CoordAddrs: addrs, CoordBudget: 500 * time.Millisecond})
 	waitReady(t, base)
 	code, first := putStamp(t, base, "a")
@@ -89,6 +94,6 @@ func TestWritesGetStampsAcrossASwitchover(t *testing.T) {
 		t.Fatal(err)
 	}
 	if code, _ := putStamp(t, base, "c"); code != http.StatusServiceUnavailable {
-		t.Errorf("PUT with the active stopped and no switchover: %d, want 503 (the 5 s lease has not run out)", code)
+		t.Errorf("PUT with the active stopped and no switchover: %d, want 503 (the 30 s lease has not run out)", code)
 	}
 }

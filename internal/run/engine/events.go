@@ -76,8 +76,11 @@ func changes(a, b upgrade.Upgrade) []store.Event {
 		// by that fact, not by a step, as one write can take a member
 		// from stopping past soaking (to rejoining, or done) when its
 		// start, its first healthy check and the end of its soak all
-		// land in one turn of a busy loop.
-		if ma != nil && !mb.Stopped.IsZero() && !mb.HealthySince.IsZero() && !mb.HealthySince.Equal(ma.HealthySince) {
+		// land in one turn of a busy loop. Once only: a member whose
+		// soak broke (unhealthy again, back to starting) becomes healthy
+		// a second time in the same move, and its time down from the
+		// stop was said at the first (said again, the two overlapped).
+		if ma != nil && !mb.Stopped.IsZero() && !mb.HealthySince.IsZero() && !mb.HealthySince.Equal(ma.HealthySince) && !ma.SoakBroke {
 			down := mb.HealthySince.Sub(mb.Stopped)
 			evs = append(evs, store.Event{Kind: "down", Member: n, Component: mb.Component,
 				DurationMS: float64(down.Microseconds()) / 1000,

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/ferry-upgrade/ferry/internal/core/plan"
-	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+	"github.com/ferry-upgrade/ferry/internal/surface/api"
 )
 
 // printHostsPhase writes hosts phase ph (number i) of a plan: one row
@@ -47,12 +47,10 @@ func printHostsPhase(w io.Writer, i int, ph plan.Phase) {
 
 // hostsLine says where each host of an upgrade's hosts stages stands:
 // "h1 done, h2 locked, h3 pending".
-func hostsLine(u upgrade.Upgrade) string {
+func hostsLine(u api.Upgrade) string {
 	var out []string
-	for _, n := range sortedHosts(u) {
-		out = append(out, n+" "+string(u.Hosts[n].Step))
+	for _, n := range slices.Sorted(maps.Keys(u.Hosts)) {
+		out = append(out, n+" "+u.Hosts[n].Step)
 	}
 	return strings.Join(out, ", ")
 }
-
-func sortedHosts(u upgrade.Upgrade) []string { return slices.Sorted(maps.Keys(u.Hosts)) }

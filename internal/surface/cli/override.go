@@ -3,7 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/user"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/core/strategy"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
+	"github.com/ferry-upgrade/ferry/internal/surface/api"
 )
 
 func overrideCmd(g *globals) *cobra.Command {
@@ -49,18 +49,24 @@ Predicates: ` + strings.Join(strategy.PredicateNames(), ", "),
 				if err != nil {
 					return err
 				}
-				var res struct {
-					Upgrade upgrade.Upgrade `json:"upgrade"`
-				}
-				body := map[string]any{"predicate": o.Predicate, "member": o.Member, "effect": o.Effect, "reason": o.Reason, "by": o.By,
-					"component": o.Component, "this_phase": thisPhase, "revoke": o.Revoke}
+				// "by" for a server of an earlier release, which took
+				// it from the client; a server now records the name of
+				// the token sent.
+				req := api.OverrideRequest{Predicate: o.Predicate, Member: o.Member, Effect: o.Effect, Reason: o.Reason, By: o.By,
+					Component: o.Component, ThisPhase: thisPhase, Revoke: o.Revoke}
 				if lasts > 0 {
-					body["for"] = lasts.String()
+					req.For = lasts.String()
 				}
-				if err := c.Do(cmd.Context(), http.MethodPost, "/v1/upgrade/overrides", body, &res); err != nil {
+				u, err := c.Override(cmd.Context(), req)
+				if err != nil {
 					return remoteErr(err)
 				}
-				fmt.Fprintf(g.stdout, "override recorded for upgrade %s: %s, by %s\n", res.Upgrade.ID, o, o.By)
+				// What the server recorded, and who it says made it.
+				what, by := o.String(), o.By
+				if n := len(u.Overrides); n > 0 {
+					what, by = u.Overrides[n-1].Summary, u.Overrides[n-1].By
+				}
+				fmt.Fprintf(g.stdout, "override recorded for upgrade %s: %s, by %s\n", u.ID, what, by)
 				return nil
 			}
 			st, cur, err := g.currentLocked("override")

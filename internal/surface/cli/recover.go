@@ -10,6 +10,7 @@ import (
 
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
+	"github.com/ferry-upgrade/ferry/internal/surface/api"
 )
 
 func recoverCmd(g *globals) *cobra.Command {
@@ -69,7 +70,7 @@ func (g *globals) recoverStore(cmd *cobra.Command, yes bool) error {
 		next := "then nothing else is needed: the backup holds no upgrade"
 		if ok {
 			fmt.Fprintf(g.stdout, "the backup's upgrade %s: %s, %s → %s\n", u.ID, u.State, u.From, u.To)
-			printEffects(g, u)
+			printEffects(g, api.FromRecord(u).Effects)
 			if err := engine.CheckLock(u, c.Digest, c.File); err != nil {
 				fmt.Fprintf(g.stdout, "note: %v\n", err)
 			}

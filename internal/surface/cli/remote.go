@@ -20,6 +20,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
 	"github.com/ferry-upgrade/ferry/internal/run/selfupgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
+	"github.com/ferry-upgrade/ferry/internal/surface/api"
 	"github.com/ferry-upgrade/ferry/internal/surface/client"
 	"github.com/ferry-upgrade/ferry/internal/trust/bearer"
 	"github.com/ferry-upgrade/ferry/internal/trust/safefile"
@@ -173,12 +174,12 @@ func (g *globals) remoteEvents(ctx context.Context, all, follow bool, limit int)
 	}
 	id := ""
 	if u, ok, err := c.Current(ctx); err == nil && ok {
-		if u.State.Terminal() {
+		if u.Terminal() {
 			return nil
 		}
 		id = u.ID
 	}
-	_, err = c.Follow(ctx, id, after, show, func(u upgrade.Upgrade) bool { return u.State.Terminal() })
+	_, err = c.Follow(ctx, id, after, show, func(u api.Upgrade) bool { return u.Terminal() })
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -214,7 +215,8 @@ func (g *globals) remoteStart(ctx context.Context, to string, withTraffic, accep
 	if err != nil {
 		return err
 	}
-	u, err := c.Start(ctx, to, client.StartOptions{Traffic: withTraffic, AcceptDowntime: acceptDowntime})
+	st, err := c.Start(ctx, to, client.StartOptions{Traffic: withTraffic, AcceptDowntime: acceptDowntime})
+	u := st.Upgrade
 	if errors.Is(err, client.ErrNothingToDo) {
 		return g.nothingToDo(to, err.Error())
 	}
@@ -296,7 +298,7 @@ func (g *globals) followToEnd(ctx context.Context, c *client.Client, id string, 
 	if !quiet && !g.json() {
 		show = func(ev store.Event) { printLive(g, start, ev) }
 	}
-	u, err := c.Follow(ctx, id, 0, show, func(u upgrade.Upgrade) bool { return u.State.Terminal() })
+	u, err := c.Follow(ctx, id, 0, show, func(u api.Upgrade) bool { return u.Terminal() })
 	if ctx.Err() != nil {
 		fmt.Fprintf(g.stderr, "ferry: stopped following; the server drives upgrade %s on (ferry upgrade status)\n", id)
 		return ctx.Err()
@@ -308,7 +310,7 @@ func (g *globals) followToEnd(ctx context.Context, c *client.Client, id string, 
 		return g.printJSON(u)
 	}
 	printStatus(g, u)
-	if u.State != upgrade.StateCompleted && !slices.Contains(ok, u.State) {
+	if u.State != upgrade.StateCompleted.String() && !slices.ContainsFunc(ok, func(st upgrade.State) bool { return st.String() == u.State }) {
 		return &exitError{code: 4, err: fmt.Errorf("upgrade %s ended %s: %s", u.ID, u.State, u.Reason)}
 	}
 	return nil
@@ -321,11 +323,8 @@ func (g *globals) remoteRequest(ctx context.Context, kind upgrade.IntentKind, qu
 	if err != nil {
 		return err
 	}
-	var res struct {
-		Upgrade  upgrade.Upgrade `json:"upgrade"`
-		DrivenBy string          `json:"driven_by"`
-	}
-	if err := c.Do(ctx, http.MethodPatch, "/v1/upgrade", map[string]string{"action": string(kind)}, &res); err != nil {
+	res, err := c.Act(ctx, string(kind))
+	if err != nil {
 		return remoteErr(err)
 	}
 	if !g.json() {

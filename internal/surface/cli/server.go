@@ -17,10 +17,11 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/run/store"
 	"github.com/ferry-upgrade/ferry/internal/run/store/etcdstore"
 	"github.com/ferry-upgrade/ferry/internal/surface/server"
+	"github.com/ferry-upgrade/ferry/internal/trust/bearer"
 )
 
 func serverCmd(g *globals) *cobra.Command {
-	var listen, cert, key, storeURL, advertise, prefix string
+	var listen, cert, key, storeURL, advertise, prefix, tokensFile string
 	var leaseTTL time.Duration
 	var roots []string
 	var maxArtifact int64
@@ -39,6 +40,11 @@ Every call but /v1/healthz and the dashboard's files needs the bearer token in
   curl -H "Authorization: Bearer $(cat .ferry/api-token)" http://127.0.0.1:7400/v1/members
 The dashboard asks for it once per browser tab (or takes it from the address's
 #token= fragment, which never leaves the browser).
+
+With --tokens FILE, the server takes named tokens instead, one "NAME TOKEN" per
+line (mode 0600; # comments), and no <data-dir>/api-token: a request's identity
+is its token's name, and that name is who the server records as making a change
+(an override's "by"), whatever the client says.
 
 A release imported with POST /v1/releases names its artifacts by path: only
 regular files under <data-dir>/artifacts (where PUT /v1/artifacts/{sha256}
@@ -73,9 +79,17 @@ bytes each.`,
 			}
 			closeStore = sync.OnceFunc(closeStore)
 			defer closeStore()
+			var tok string
+			var named []bearer.Named
+			var created bool
 			tokenPath := filepath.Join(g.dataDir, server.TokenFile)
-			tok, created, err := server.LoadOrCreateToken(tokenPath)
-			if err != nil {
+			if tokensFile != "" {
+				// Named tokens only: a data directory's token would be
+				// one nobody is named by.
+				if named, err = bearer.ReadNamed(tokensFile); err != nil {
+					return err
+				}
+			} else if tok, created, err = server.LoadOrCreateToken(tokenPath); err != nil {
 				return err
 			}
 			level := slog.LevelWarn
@@ -83,7 +97,7 @@ bytes each.`,
 				level = slog.LevelInfo
 			}
 			logger := slog.New(slog.NewTextHandler(g.stderr, &slog.HandlerOptions{Level: level}))
-			s, err := server.New(server.Config{Cluster: c, Driver: d, Store: st, DataDir: g.dataDir, Advertise: advertise, Token: tok, Logger: logger,
+			s, err := server.New(server.Config{Cluster: c, Driver: d, Store: st, DataDir: g.dataDir, Advertise: advertise, Token: tok, Tokens: named, Logger: logger,
 				ArtifactRoots: roots, MaxArtifactSize: maxArtifact, ImportTimeout: importTimeout})
 			if err != nil {
 				return err
@@ -95,12 +109,15 @@ bytes each.`,
 			}
 			err = s.ListenAndServe(cmd.Context(), server.ListenConfig{Addr: listen, CertFile: cert, KeyFile: key,
 				OnListen: func(url string) {
-					how := "read from"
-					if created {
-						how = "created in"
+					how := "token read from " + tokenPath
+					switch {
+					case created:
+						how = "token created in " + tokenPath
+					case named != nil:
+						how = fmt.Sprintf("%d named tokens from %s", len(named), tokensFile)
 					}
-					fmt.Fprintf(g.stdout, "ferry server: cluster %s, listening on %s\n  API:       %s/v1/ (token %s %s)\n  dashboard: %s/dashboard/\n  metrics:   %s/metrics\n",
-						c.Name, url, url, how, tokenPath, url, url)
+					fmt.Fprintf(g.stdout, "ferry server: cluster %s, listening on %s\n  API:       %s/v1/ (%s)\n  dashboard: %s/dashboard/\n  metrics:   %s/metrics\n",
+						c.Name, url, url, how, url, url)
 				}})
 			var re *server.ReexecError
 			if errors.As(err, &re) {
@@ -119,6 +136,7 @@ bytes each.`,
 	cmd.Flags().StringVar(&advertise, "advertise", "", "this server's URL as the other servers reach it, with --store etcd:// (default: http(s)://--listen)")
 	cmd.Flags().StringVar(&prefix, "etcd-prefix", "", "the etcd key prefix of this cluster's records, with --store etcd:// (default /ferry/CLUSTER/)")
 	cmd.Flags().DurationVar(&leaseTTL, "lease-ttl", 10*time.Second, "the leader's etcd lease, with --store etcd://: how long a dead leader's standbys wait (whole seconds)")
+	cmd.Flags().StringVar(&tokensFile, "tokens", envOr("FERRY_TOKENS", ""), "a file of named tokens, \"NAME TOKEN\" per line (mode 0600), instead of DATA-DIR/api-token: each request's identity is its token's name (env FERRY_TOKENS)")
 	cmd.Flags().StringVar(&cert, "tls-cert", "", "TLS certificate file (PEM); with --tls-key, the server speaks HTTPS only")
 	cmd.Flags().StringVar(&key, "tls-key", "", "TLS private key file (PEM)")
 	cmd.Flags().StringArrayVar(&roots, "artifact-root", nil, "a directory whose files releases imported through the API may name as artifacts (repeatable; DATA-DIR/artifacts, where uploads land, always is one)")

@@ -16,6 +16,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/proof/prom"
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
+	"github.com/ferry-upgrade/ferry/internal/surface/api"
 )
 
 func upgradeCmd(g *globals) *cobra.Command {
@@ -105,10 +106,11 @@ driving the upgrade, this one runs the rollback in the foreground.`,
 			if !ok {
 				return errors.New("no upgrade yet")
 			}
+			shown := api.FromRecord(u)
 			if g.json() {
-				return g.printJSON(u)
+				return g.printJSON(shown)
 			}
-			printStatus(g, u)
+			printStatus(g, shown)
 			return nil
 		},
 	}
@@ -221,16 +223,17 @@ func (g *globals) runUpgrade(ctx context.Context, to string, opts engine.BeginOp
 		}
 		rep = &r
 	}
+	shown := api.FromRecord(u)
 	if g.json() {
 		if rep != nil {
 			return g.printJSON(struct {
-				upgrade.Upgrade
+				api.Upgrade
 				Proof *proof.Report `json:"proof"`
-			}{u, rep})
+			}{shown, rep})
 		}
-		return g.printJSON(u)
+		return g.printJSON(shown)
 	}
-	printStatus(g, u)
+	printStatus(g, shown)
 	if u.State != upgrade.StateCompleted && !slices.Contains(ok, u.State) {
 		return &exitError{code: 4, err: fmt.Errorf("upgrade %s ended %s: %s", u.ID, u.State, u.Reason)}
 	}
@@ -261,8 +264,12 @@ func printLive(g *globals, start time.Time, ev store.Event) {
 	fmt.Fprintf(g.stdout, "%7.2fs  %-7s %s\n", time.Since(start).Seconds(), ev.Kind, ev.Message)
 }
 
-func printStatus(g *globals, u upgrade.Upgrade) {
-	fmt.Fprintf(g.stdout, "upgrade:  %s\nstate:    %s\nrelease:  %s → %s\n", u.ID, upgrade.ShownWith(&u), u.From, u.To)
+func printStatus(g *globals, u api.Upgrade) {
+	state := u.State
+	if u.ShownState != "" {
+		state = u.ShownState + " (" + u.State + ")"
+	}
+	fmt.Fprintf(g.stdout, "upgrade:  %s\nstate:    %s\nrelease:  %s → %s\n", u.ID, state, u.From, u.To)
 	if u.Final != "" {
 		fmt.Fprintf(g.stdout, "path:     one step towards %s\n", u.Final)
 	}
@@ -272,24 +279,22 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 	if u.Pin != "" {
 		pin := u.Pin
 		switch {
-		case !u.NoReturn.IsZero():
-			pin += " (past the point of no return, " + u.NoReturn.String() + ", at " + u.Finalized.Local().Format(time.TimeOnly) + ": no going back)"
+		case u.NoReturn != "":
+			pin += " (past the point of no return, " + u.NoReturn + ", at " + u.Finalized.Local().Format(time.TimeOnly) + ": no going back)"
 		case !u.Finalized.IsZero():
 			pin += " (finalized " + u.Finalized.Local().Format(time.TimeOnly) + ": no going back)"
 		}
 		fmt.Fprintf(g.stdout, "pin:      %s\n", pin)
 	}
-	if u.Stage.Tries > 0 {
+	if u.Stage != nil && u.Stage.Tries > 0 {
 		fmt.Fprintf(g.stdout, "stage:    %d call(s), last: %s\n", u.Stage.Tries, dash(u.Stage.Detail))
 	}
-	if active := u.Active(); len(active.Phases) > 0 && u.Phase < len(active.Phases) && !u.State.Terminal() {
-		ph := active.Phases[u.Phase]
-		n, of := u.BatchOf()
+	if ph := u.Progress.Phase; ph != nil {
 		what := "phase"
-		if u.RollingBack() {
+		if ph.Rollback {
 			what = "rollback phase"
 		}
-		fmt.Fprintf(g.stdout, "phase:    %s %d/%d (%s), batch %d/%d", what, u.Phase+1, len(active.Phases), ph.Component, n, of)
+		fmt.Fprintf(g.stdout, "phase:    %s %d/%d (%s), batch %d/%d", what, ph.Number, ph.Of, ph.Component, ph.Batch, ph.Batches)
 		if b := u.Current(); b != nil {
 			fmt.Fprintf(g.stdout, ": %s (size %d: %s)", strings.Join(b.Members, ", "), b.Size, b.Why)
 		}
@@ -298,13 +303,7 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 	if len(u.Hosts) > 0 {
 		fmt.Fprintf(g.stdout, "hosts:    %s\n", hostsLine(u))
 	}
-	done := 0
-	for _, m := range u.Members {
-		if m.Step == upgrade.StepDone {
-			done++
-		}
-	}
-	fmt.Fprintf(g.stdout, "members:  %d/%d done\n", done, len(u.Members))
+	fmt.Fprintf(g.stdout, "members:  %d/%d done\n", u.Progress.MembersDone, u.Progress.Members)
 	end := u.Updated
 	if !u.Ended.IsZero() {
 		end = u.Ended
@@ -323,30 +322,43 @@ func printStatus(g *globals, u upgrade.Upgrade) {
 		fmt.Fprintf(g.stdout, "OUTAGE:   the substrate does not answer since %s: %s\n", u.Outage.Since.Local().Format(time.TimeOnly), u.Outage.Detail)
 	}
 	for _, r := range u.Refusals {
-		fmt.Fprintf(g.stdout, "refused:  %s\n", r)
+		fmt.Fprintf(g.stdout, "refused:  %s\n", r.Summary)
 	}
 	for _, o := range u.Overrides {
 		// As the record and the events say it: scope, expiry, revoke.
-		fmt.Fprintf(g.stdout, "override: %s, by %s at %s\n", o, o.By, o.At.Local().Format(time.TimeOnly))
+		fmt.Fprintf(g.stdout, "override: %s, by %s at %s\n", o.Summary, o.By, o.At.Local().Format(time.TimeOnly))
 	}
-	printEffects(g, u)
+	printEffects(g, u.Effects)
 	// The pace of a completed upgrade only: one rolled back ran a part
 	// of the plan the bound is of, and its ratio would say nothing.
-	if p := u.Pace(u.Updated); p.LowerBoundS > 0 && u.State == upgrade.StateCompleted {
+	if p := u.Pace; p != nil && u.State == upgrade.StateCompleted.String() {
 		fmt.Fprintf(g.stdout, "pace:     %.1fs against a lower bound of %.1fs (×%.2f)\n", p.WallS, p.LowerBoundS, p.BoundRatio)
 	}
 	w := g.table()
 	fmt.Fprintln(w, "MEMBER\tCOMPONENT\tFROM\tTARGET\tSTEP\tDETAIL")
 	for _, ph := range u.Plan.Phases {
-		for _, n := range phaseMembers(ph.Batches, ph.Skipped) {
-			m := u.Members[n]
-			if m == nil {
+		for _, n := range planMembers(ph) {
+			m, ok := u.Members[n]
+			if !ok {
 				continue
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, m.Component, dash(m.From), m.Target, m.Step, m.Detail)
 		}
 	}
 	w.Flush()
+}
+
+// planMembers lists a phase's members as planned: its batches', then
+// those it skipped.
+func planMembers(ph api.Phase) []string {
+	var out []string
+	for _, b := range ph.Batches {
+		out = append(out, b.Members...)
+	}
+	for _, s := range ph.Skipped {
+		out = append(out, s.Member)
+	}
+	return out
 }
 
 // currentLocked opens the store and returns the current upgrade, which
@@ -429,26 +441,24 @@ func (g *globals) request(ctx context.Context, kind upgrade.IntentKind, quiet bo
 
 // printEffects lists, loudly, the changes ferry made outside the
 // members whose undo is still owed, failed, or was given up.
-func printEffects(g *globals, u upgrade.Upgrade) {
-	if len(u.Effects) == 0 {
+func printEffects(g *globals, effects []api.Effect) {
+	if len(effects) == 0 {
 		return
 	}
 	failed := 0
-	for _, e := range u.Effects {
-		if e.State != effect.StateOpen {
+	for _, e := range effects {
+		if e.State != string(effect.StateOpen) {
 			failed++
 		}
 	}
-	head := fmt.Sprintf("%d change(s) outside the members not undone yet", len(u.Effects))
+	head := fmt.Sprintf("%d change(s) outside the members not undone yet", len(effects))
 	if failed > 0 {
-		head = fmt.Sprintf("%d change(s) outside the members NOT UNDONE, %d of them FAILED or ABANDONED", len(u.Effects), failed)
+		head = fmt.Sprintf("%d change(s) outside the members NOT UNDONE, %d of them FAILED or ABANDONED", len(effects), failed)
 	}
 	fmt.Fprintf(g.stdout, "EFFECTS:  %s:\n", head)
 	w := g.table()
-	for _, e := range u.Effects {
-		state := strings.ToUpper(string(e.State))
-		detail := e.Detail()
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", e.ID, e.Scope, state, detail)
+	for _, e := range effects {
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", e.ID, e.Scope, strings.ToUpper(e.State), e.Summary)
 	}
 	w.Flush()
 }

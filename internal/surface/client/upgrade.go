@@ -6,29 +6,25 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
+	"github.com/ferry-upgrade/ferry/internal/surface/api"
 )
 
-// Current returns the server's current upgrade record; ok is false when
+// Current returns the server's current upgrade; ok is false when
 // there is none (404).
-func (c *Client) Current(ctx context.Context) (u upgrade.Upgrade, ok bool, err error) {
-	var st struct {
-		Upgrade upgrade.Upgrade `json:"upgrade"`
-	}
+func (c *Client) Current(ctx context.Context) (u api.Upgrade, ok bool, err error) {
+	var st api.UpgradeStatus
 	err = c.Do(ctx, http.MethodGet, "/v1/upgrade", nil, &st)
 	var ce *Error
 	if errors.As(err, &ce) && ce.Status == http.StatusNotFound {
-		return upgrade.Upgrade{}, false, nil
+		return api.Upgrade{}, false, nil
 	}
 	if err != nil {
-		return upgrade.Upgrade{}, false, err
+		return api.Upgrade{}, false, err
 	}
 	return st.Upgrade, true, nil
 }
 
-// Start asks the server to start an upgrade to version to (with the
-// description's traffic around it, if traffic) and returns its record.
 // StartOptions are a start's: the description's traffic around it,
 // and the downtime the operator accepts (a component of strategy
 // offline).
@@ -36,26 +32,42 @@ type StartOptions struct {
 	Traffic, AcceptDowntime bool
 }
 
-func (c *Client) Start(ctx context.Context, to string, opts StartOptions) (upgrade.Upgrade, error) {
-	body := map[string]any{"to": to}
-	if opts.Traffic {
-		body["traffic"] = true
-	}
-	if opts.AcceptDowntime {
-		body["accept_downtime"] = true
-	}
+// Start asks the server to start an upgrade to version to (with the
+// description's traffic around it, if traffic) and returns it, with who
+// drives it. The request names no api_version: a server before the
+// field would refuse it as unknown.
+func (c *Client) Start(ctx context.Context, to string, opts StartOptions) (api.UpgradeStatus, error) {
 	var st struct {
-		Upgrade     upgrade.Upgrade `json:"upgrade"`
-		NothingToDo bool            `json:"nothing_to_do"`
-		Message     string          `json:"message"`
+		api.UpgradeStatus
+		NothingToDo bool   `json:"nothing_to_do"`
+		Message     string `json:"message"`
 	}
-	if err := c.Do(ctx, http.MethodPost, "/v1/upgrade", body, &st); err != nil {
-		return upgrade.Upgrade{}, err
+	req := api.StartRequest{To: to, Traffic: opts.Traffic, AcceptDowntime: opts.AcceptDowntime}
+	if err := c.Do(ctx, http.MethodPost, "/v1/upgrade", req, &st); err != nil {
+		return api.UpgradeStatus{}, err
 	}
 	if st.NothingToDo {
-		return upgrade.Upgrade{}, nothingToDo(st.Message)
+		return api.UpgradeStatus{}, nothingToDo(st.Message)
 	}
-	return st.Upgrade, nil
+	return st.UpgradeStatus, nil
+}
+
+// Act asks the server for pause, resume, abort or finalize of the
+// current upgrade (PATCH /v1/upgrade): recorded, acted on by whoever
+// drives it at its next step.
+func (c *Client) Act(ctx context.Context, action string) (api.ActionResult, error) {
+	var res api.ActionResult
+	err := c.Do(ctx, http.MethodPatch, "/v1/upgrade", api.ActionRequest{Action: action}, &res)
+	return res, err
+}
+
+// Override records an override of the current upgrade (POST
+// /v1/upgrade/overrides) and returns the upgrade with it: its last
+// override is the one recorded, with who the server says made it.
+func (c *Client) Override(ctx context.Context, req api.OverrideRequest) (api.Upgrade, error) {
+	var st api.UpgradeStatus
+	err := c.Do(ctx, http.MethodPost, "/v1/upgrade/overrides", req, &st)
+	return st.Upgrade, err
 }
 
 // ErrNothingToDo is Start's error when the server started no upgrade
@@ -72,7 +84,7 @@ func (e nothingToDo) Unwrap() error { return ErrNothingToDo }
 // empty) after sequence number after to onEvent until the current
 // record satisfies done (polled every 250ms), then returns that record.
 // The stream says what happens; the record says when it is over.
-func (c *Client) Follow(ctx context.Context, id string, after uint64, onEvent func(store.Event), done func(upgrade.Upgrade) bool) (upgrade.Upgrade, error) {
+func (c *Client) Follow(ctx context.Context, id string, after uint64, onEvent func(store.Event), done func(api.Upgrade) bool) (api.Upgrade, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	streamed := make(chan error, 1)

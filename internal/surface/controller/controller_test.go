@@ -399,6 +399,23 @@ func TestUpgradeResource(t *testing.T) {
 	t.Logf("killed the controller at %s after %s (progress %s)", killed.Format(time.TimeOnly), killed.Sub(began).Round(time.Millisecond), before.Status.Progress)
 
 	second := startController(t, sa, "controller-b")
+	// The first controller is dead. Its last event is the last one
+	// saved under its fence: the status is read until the second
+	// controller's claim replaces the fence (a save the first had sent
+	// just before the kill lands meanwhile, the lease taking 3 s or more
+	// to pass). The events after it are the second controller's.
+	seqAtKill := before.Status.LastSeq
+	err = env.WaitUntil(time.Minute, "the second controller's claim", func() (bool, string, error) {
+		u := getUpgrade(t, env, "storage-2")
+		if u.Status.Fence.Holder != before.Status.Fence.Holder {
+			return true, "", nil
+		}
+		seqAtKill = u.Status.LastSeq
+		return false, fmt.Sprintf("fence %s, last seq %d", u.Status.Fence.Holder, seqAtKill), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	err = env.WaitUntil(4*time.Minute, "the upgrade completed", func() (bool, string, error) {
 		u := getUpgrade(t, env, "storage-2")
 		if u.Status.State == "failed" || u.Status.State == "rolled-back" {
@@ -463,9 +480,19 @@ func TestUpgradeResource(t *testing.T) {
 	}
 	// Every event went to Kubernetes Events on the Upgrade too (the
 	// status keeps the last MaxEvents and says where the rest are),
-	// the StatefulSet's partition among them.
+	// the StatefulSet's partition among them. The recorder sends
+	// asynchronously: what the first controller had not sent when it
+	// was SIGKILLed is lost (the README says so), and how much that is
+	// depends on the machine's load (12 events at load 40), so the
+	// whole count is reported, not bounded. The second controller,
+	// alive, must have sent every one of its events: they are those
+	// stamped after the kill (it takes the 4 s lease at least 3 s
+	// after the kill; an Event's time has whole seconds, so those
+	// stamped past killed+2s are its own).
 	var evs corev1.EventList
-	err = env.WaitUntil(time.Minute, "the Upgrade's Kubernetes Events", func() (bool, string, error) {
+	counted, countedSecond := 0, 0
+	secondSaved := int(after.Status.LastSeq - seqAtKill)
+	err = env.WaitUntil(time.Minute, "the second controller's events as Kubernetes Events", func() (bool, string, error) {
 		out, err := env.Kubectl("get", "events", "-n", "ferry-system", "-o", "json",
 			"--field-selector", "involvedObject.kind=Upgrade,involvedObject.name=storage-2")
 		if err != nil {
@@ -475,26 +502,30 @@ func TestUpgradeResource(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &evs); err != nil {
 			return false, "", err
 		}
-		return len(evs.Items) > controller.MaxEvents, fmt.Sprintf("%d events", len(evs.Items)), nil
+		counted, countedSecond = 0, 0
+		for _, e := range evs.Items {
+			n := int(max(e.Count, 1))
+			counted += n
+			if e.FirstTimestamp.Time.After(killed.Add(2 * time.Second)) {
+				countedSecond += n
+			}
+		}
+		return countedSecond >= secondSaved, fmt.Sprintf("%d of the second controller's %d events", countedSecond, secondSaved), nil
 	})
 	if err != nil {
 		t.Error(err)
 	}
 	partition := false
-	counted := 0
 	for _, e := range evs.Items {
 		partition = partition || strings.Contains(e.Message, "StatefulSet storage/mon: update strategy RollingUpdate → RollingUpdate partition")
-		counted += int(max(e.Count, 1))
 	}
-	t.Logf("%d Kubernetes Events on the Upgrade, %d with their repeats (status keeps %d, last seq %d); status.eventsHistory: %s",
-		len(evs.Items), counted, len(after.Status.Events), after.Status.LastSeq, after.Status.EventsHistory)
+	t.Logf("%d Kubernetes Events on the Upgrade, %d with their repeats (status keeps %d, last seq %d; %d saved by the first controller, %d of them not sent when it was killed; the second's %d of %d); status.eventsHistory: %s",
+		len(evs.Items), counted, len(after.Status.Events), after.Status.LastSeq, seqAtKill, int(seqAtKill)-(counted-countedSecond), countedSecond, secondSaved, after.Status.EventsHistory)
 	if !partition {
 		t.Errorf("no event says the mon StatefulSet was rolled with a partition")
 	}
-	// The recorder sends asynchronously: only what was in flight when
-	// the first controller was SIGKILLed may be missing.
-	if missing := int(after.Status.LastSeq) - counted; missing > 10 {
-		t.Errorf("%d of %d events are not Kubernetes Events", missing, after.Status.LastSeq)
+	if len(evs.Items) <= controller.MaxEvents {
+		t.Errorf("%d Kubernetes Events: no more than the status keeps (%d)", len(evs.Items), controller.MaxEvents)
 	}
 	if !strings.Contains(after.Status.EventsHistory, "kubectl get events -n ferry-system") {
 		t.Errorf("status.eventsHistory %q does not say where the rest of the events are", after.Status.EventsHistory)

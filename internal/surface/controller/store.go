@@ -16,7 +16,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/ferry-upgrade/ferry/internal/core/strategy"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
@@ -91,13 +90,7 @@ func record(obj *Upgrade) (upgrade.Upgrade, bool, error) {
 	if a := obj.Spec.Action; a != "" && obj.Spec.ActionSeq > int64(u.Intent.Seq) {
 		u.Intent = upgrade.Intent{Kind: upgrade.IntentKind(a), Seq: int(obj.Spec.ActionSeq), Time: time.Now()}
 	}
-	for _, o := range obj.Spec.Overrides {
-		ov := upgrade.Override{Predicate: o.Predicate, Member: o.Member, Effect: o.Effect, Reason: o.Reason,
-			By: "the Upgrade's spec.overrides", At: time.Now()}
-		if why := upgrade.CheckOverride(&u, ov, strategy.Known, strings.Join(strategy.PredicateNames(), ", ")); why == "" {
-			u.Overrides = append(u.Overrides, ov)
-		}
-	}
+	takeOverrides(&u, obj.Spec.Overrides, time.Now())
 	return u, true, nil
 }
 

@@ -41,18 +41,37 @@ type UpgradeSpec struct {
 	// action).
 	ActionSeq int64 `json:"actionSeq,omitempty"`
 	// Overrides switch off one admission predicate each (for one member,
-	// or all), or give up one effect's undo, for the running upgrade:
-	// 'ferry upgrade override' for the Upgrade resource. They are added
-	// to the record with who set them (the spec) and when.
+	// one component's members, the phase in progress, for a while), or
+	// give up one effect's undo, or withdraw one of these (revoke), for
+	// the running upgrade: 'ferry upgrade override' for the Upgrade
+	// resource. The list only grows, and each entry names in By the
+	// user who added it: deploy/crd.yaml's admission policy refuses
+	// anything else, so that the record says who, as the API server
+	// authenticated them.
 	Overrides []OverrideSpec `json:"overrides,omitempty"`
 }
 
-// OverrideSpec is one entry of UpgradeSpec.Overrides.
+// OverrideSpec is one entry of UpgradeSpec.Overrides. The controller
+// takes each in once, in order, when it reads the Upgrade: Phase and
+// For count from then.
 type OverrideSpec struct {
 	Predicate string `json:"predicate,omitempty"`
 	Member    string `json:"member,omitempty"`
 	Effect    string `json:"effect,omitempty"`
-	Reason    string `json:"reason,omitempty"`
+	// Component limits it to one component's members; Phase to the
+	// phase in progress when it is taken in.
+	Component string `json:"component,omitempty"`
+	Phase     bool   `json:"phase,omitempty"`
+	// For makes it expire that long after it is taken in ("30m").
+	For string `json:"for,omitempty"`
+	// Revoke withdraws the override in force with the same predicate
+	// (or effect) and scope.
+	Revoke bool   `json:"revoke,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// By is the Kubernetes user who added the entry (kubectl auth
+	// whoami): the admission policy refuses a new entry naming anyone
+	// but the user making the request.
+	By string `json:"by,omitempty"`
 }
 
 // UpgradeStatus is the engine's record of the upgrade and what

@@ -293,7 +293,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			u, runErr = eng.Run(ctx)
 		}
 	} else {
-		u, runErr = srv.run(ctx, o.To, seen)
+		var id string
+		if id, runErr = srv.run(ctx, o.To, seen); runErr == nil {
+			u, runErr = st.Get(id)
+		}
 	}
 	upEnd := time.Now()
 	sleepCtx(ctx, time.Second)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
+	"github.com/ferry-upgrade/ferry/internal/surface/api"
 	"github.com/ferry-upgrade/ferry/internal/surface/client"
 )
 
@@ -44,18 +44,17 @@ func startServer(ctx context.Context, serve ServeFunc, cl *Cluster, st *store.St
 }
 
 // run starts the upgrade to version to through the API and follows its
-// events (to onEvent) until it ends or pauses; it returns the record.
-func (v *viaServer) run(ctx context.Context, to string, onEvent func(store.Event)) (upgrade.Upgrade, error) {
-	var st struct {
-		Upgrade  upgrade.Upgrade `json:"upgrade"`
-		DrivenBy string          `json:"driven_by"`
-	}
-	if err := v.client.Do(ctx, http.MethodPost, "/v1/upgrade", map[string]any{"to": to}, &st); err != nil {
-		return upgrade.Upgrade{}, err
+// events (to onEvent) until it ends or pauses; it returns the upgrade's
+// id (the demo reads its record from the store it shares with the
+// server).
+func (v *viaServer) run(ctx context.Context, to string, onEvent func(store.Event)) (string, error) {
+	st, err := v.client.Start(ctx, to, client.StartOptions{})
+	if err != nil {
+		return "", err
 	}
 	v.drivenBy = st.DrivenBy
-	u := st.Upgrade
-	return v.client.Follow(ctx, u.ID, 0, onEvent, func(u upgrade.Upgrade) bool {
-		return u.State.Terminal() || u.State == upgrade.StatePaused
+	u, err := v.client.Follow(ctx, st.Upgrade.ID, 0, onEvent, func(u api.Upgrade) bool {
+		return u.Terminal() || u.State == upgrade.StatePaused.String()
 	})
+	return u.ID, err
 }

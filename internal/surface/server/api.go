@@ -12,6 +12,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
 	"github.com/ferry-upgrade/ferry/internal/run/selfupgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
+	"github.com/ferry-upgrade/ferry/internal/surface/api"
 )
 
 // route is one endpoint: the method and path pattern (net/http's),
@@ -106,7 +107,8 @@ func (s *Server) wrap(rt route) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() { s.metrics.request(rt.Method+" "+rt.Pattern, rec.status) }()
 		if !rt.Public {
-			if err := s.authorized(r); err != nil {
+			var err *apiError
+			if r, err = s.authorized(r); err != nil {
 				writeError(rec, err)
 				return
 			}
@@ -256,11 +258,28 @@ func (s *Server) releaseNames() string {
 	return strings.Join(out, ", ")
 }
 
-// UpgradeStatus is the current upgrade record and who drives it
-// (GET, POST, DELETE /v1/upgrade).
-type UpgradeStatus struct {
-	Upgrade  upgrade.Upgrade `json:"upgrade"`
-	DrivenBy string          `json:"driven_by"` // server, other-process, none
+// The API's bodies of the upgrade resource (package api: its own
+// types, made from the record in one place, api.FromRecord).
+type (
+	UpgradeStatus   = api.UpgradeStatus
+	ActionResult    = api.ActionResult
+	StartRequest    = api.StartRequest
+	ActionRequest   = api.ActionRequest
+	OverrideRequest = api.OverrideRequest
+)
+
+// status is the answer about upgrade u: the API's, and who drives it.
+func status(u upgrade.Upgrade, drivenBy string) UpgradeStatus {
+	return UpgradeStatus{Upgrade: api.FromRecord(u), DrivenBy: drivenBy}
+}
+
+// version refuses a request naming an API version this server does not
+// speak.
+func version(v string) error {
+	if why := api.CheckVersion(v); why != "" {
+		return badRequest("field \"api_version\": %s", why)
+	}
+	return nil
 }
 
 func (s *Server) getUpgrade(w http.ResponseWriter, r *http.Request) error {
@@ -274,21 +293,8 @@ func (s *Server) getUpgrade(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return errf(http.StatusNotFound, CodeNoUpgrade, "no current upgrade: start one with POST /v1/upgrade")
 	}
-	writeJSON(w, http.StatusOK, UpgradeStatus{Upgrade: u, DrivenBy: s.drivenBy(u)})
+	writeJSON(w, http.StatusOK, status(u, s.drivenBy(u)))
 	return nil
-}
-
-// StartRequest is the body of POST /v1/upgrade.
-type StartRequest struct {
-	To string `json:"to"`
-	// Traffic runs the description's traffic around the upgrade: the
-	// baseline first (the request returns after it), each batch judged,
-	// the report at the end (GET /v1/upgrade/report).
-	Traffic bool `json:"traffic,omitempty"`
-	// AcceptDowntime begins an upgrade that cannot be zero-downtime (a
-	// component of strategy offline); without it such an upgrade is
-	// refused (422, code downtime_not_accepted), saying why.
-	AcceptDowntime bool `json:"accept_downtime,omitempty"`
 }
 
 func (s *Server) postUpgrade(w http.ResponseWriter, r *http.Request) error {
@@ -297,6 +303,9 @@ func (s *Server) postUpgrade(w http.ResponseWriter, r *http.Request) error {
 	}
 	var req StartRequest
 	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if err := version(req.APIVersion); err != nil {
 		return err
 	}
 	switch {
@@ -368,7 +377,7 @@ func (s *Server) postUpgrade(w http.ResponseWriter, r *http.Request) error {
 	s.run(unlock)
 	s.signal()
 	w.Header().Set("Location", "/v1/upgrade")
-	writeJSON(w, http.StatusAccepted, UpgradeStatus{Upgrade: u, DrivenBy: DrivenByServer})
+	writeJSON(w, http.StatusAccepted, status(u, DrivenByServer))
 	return nil
 }
 
@@ -389,25 +398,15 @@ func failedChecks(pf engine.Preflight) string {
 	return strings.Join(out, "; ")
 }
 
-// ActionRequest is the body of PATCH /v1/upgrade.
-type ActionRequest struct {
-	Action string `json:"action"` // pause, resume, abort, finalize
-}
-
-// ActionResult answers PATCH /v1/upgrade: the request is recorded, and
-// the process driving the upgrade acts on it at its next step.
-type ActionResult struct {
-	Action   string          `json:"action"`
-	Upgrade  upgrade.Upgrade `json:"upgrade"`
-	DrivenBy string          `json:"driven_by"`
-}
-
 func (s *Server) patchUpgrade(w http.ResponseWriter, r *http.Request) error {
 	if _, err := query(r); err != nil {
 		return err
 	}
 	var req ActionRequest
 	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if err := version(req.APIVersion); err != nil {
 		return err
 	}
 	kind := upgrade.IntentKind(req.Action)
@@ -457,27 +456,8 @@ func (s *Server) patchUpgrade(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusAccepted, ActionResult{Action: string(kind), Upgrade: u, DrivenBy: by})
+	writeJSON(w, http.StatusAccepted, ActionResult{Action: string(kind), Upgrade: api.FromRecord(u), DrivenBy: by})
 	return nil
-}
-
-// OverrideRequest is the body of POST /v1/upgrade/overrides: one
-// admission predicate switched off (for one member, or all), or one
-// effect's undo given up.
-type OverrideRequest struct {
-	Predicate string `json:"predicate"`
-	Member    string `json:"member"`
-	Effect    string `json:"effect"`
-	Reason    string `json:"reason"`
-	// By names the operator; the server adds where the request came from.
-	By string `json:"by"`
-	// Component and ThisPhase limit it to one component's members or
-	// to the phase in progress; For makes it expire ("30m"); Revoke
-	// withdraws the override in force with the same scope.
-	Component string `json:"component"`
-	ThisPhase bool   `json:"this_phase"`
-	For       string `json:"for"`
-	Revoke    bool   `json:"revoke"`
 }
 
 func (s *Server) postOverride(w http.ResponseWriter, r *http.Request) error {
@@ -488,12 +468,14 @@ func (s *Server) postOverride(w http.ResponseWriter, r *http.Request) error {
 	if err := decode(r, &req); err != nil {
 		return err
 	}
-	by := req.By
-	if by == "" {
-		by = "an API client"
+	if err := version(req.APIVersion); err != nil {
+		return err
 	}
+	// Who made it is the name of the token the request carries, never
+	// what the client says: req.By is read (clients before named tokens
+	// send it, and must not be refused) and ignored.
 	o := upgrade.Override{Predicate: req.Predicate, Member: req.Member, Effect: req.Effect, Reason: req.Reason,
-		Component: req.Component, Revoke: req.Revoke, By: by + " (from " + r.RemoteAddr + ")", At: time.Now()}
+		Component: req.Component, Revoke: req.Revoke, By: identity(r), At: time.Now()}
 	if req.For != "" {
 		d, err := time.ParseDuration(req.For)
 		if err != nil || d <= 0 || req.Revoke {
@@ -524,7 +506,7 @@ func (s *Server) postOverride(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.signal()
-	writeJSON(w, http.StatusCreated, UpgradeStatus{Upgrade: u, DrivenBy: s.drivenBy(u)})
+	writeJSON(w, http.StatusCreated, status(u, s.drivenBy(u)))
 	return nil
 }
 
@@ -559,7 +541,7 @@ func (s *Server) deleteUpgrade(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	s.signal()
-	writeJSON(w, http.StatusOK, UpgradeStatus{Upgrade: u, DrivenBy: DrivenByNone})
+	writeJSON(w, http.StatusOK, status(u, DrivenByNone))
 	return nil
 }
 

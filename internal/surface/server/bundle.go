@@ -49,7 +49,7 @@ func (s *Server) getBundle(w http.ResponseWriter, r *http.Request) error {
 	}
 	cfg := bundle.Config{Store: s.cfg.Store, ID: u.ID, DataDir: s.cfg.DataDir,
 		DescriptionFile: s.cfg.Cluster.File, Cluster: s.cfg.Cluster, Live: serverLive{s}, Driver: s.cfg.Driver,
-		Secrets: []string{s.cfg.Token}, LogLines: int(lines), By: s.requester(r), Report: s.reportOf(u.ID)}
+		Secrets: s.cfg.secrets(), LogLines: int(lines), By: s.requester(r), Report: s.reportOf(u.ID)}
 	cfg.Description, cfg.DescriptionErr = safefile.Read(s.cfg.Cluster.File, config.MaxFileSize, safefile.DefaultTimeout)
 
 	f, err := os.CreateTemp("", "ferry-bundle-*.tar.gz")

@@ -106,10 +106,10 @@ func TestBundleThroughAPI(t *testing.T) {
 	c.do("POST", "/v1/upgrade", map[string]string{"to": "2.0.0"}).expect(t, "start", 202).json(t, &us)
 	waitFor(t, 2*time.Minute, "the upgrade's end", func() bool {
 		u := current(t, c).Upgrade
-		if u.State.Terminal() && u.State != upgrade.StateCompleted {
+		if u.Terminal() && u.State != upgrade.StateCompleted.String() {
 			t.Fatalf("the upgrade ended %s: %s", u.State, u.Reason)
 		}
-		return u.State == upgrade.StateCompleted
+		return u.State == upgrade.StateCompleted.String()
 	})
 	began := time.Now()
 	r := c.do("GET", "/v1/upgrades/"+us.Upgrade.ID+"/bundle?log_lines=200", nil).expect(t, "the bundle", 200)

@@ -136,7 +136,7 @@ func TestUpgradeThroughAPI(t *testing.T) {
 	t.Logf("members moving, as /metrics showed them: %s", moving)
 
 	c.do("PATCH", "/v1/upgrade", map[string]string{"action": "pause"}).expect(t, "pause", 202)
-	waitFor(t, time.Minute, "state paused", func() bool { return current(t, c).Upgrade.State == upgrade.StatePaused })
+	waitFor(t, time.Minute, "state paused", func() bool { return current(t, c).Upgrade.State == upgrade.StatePaused.String() })
 	c.do("PATCH", "/v1/upgrade", map[string]string{"action": "pause"}).expect(t, "a second pause", 409, CodeAlreadyPaused)
 	waitFor(t, 5*time.Second, "the stream's pause events", func() bool {
 		return str.has("intent", "pause requested") && str.has("state", "→ paused") && str.has("step", "→ done")
@@ -149,7 +149,7 @@ func TestUpgradeThroughAPI(t *testing.T) {
 	cb := serve(t, b)
 	waitFor(t, 10*time.Second, "server B drives the paused upgrade", func() bool {
 		us := current(t, cb)
-		return us.DrivenBy == DrivenByServer && us.Upgrade.ID == id && us.Upgrade.State == upgrade.StatePaused
+		return us.DrivenBy == DrivenByServer && us.Upgrade.ID == id && us.Upgrade.State == upgrade.StatePaused.String()
 	})
 	strB := cb.stream("/v1/events/stream?upgrade=current")
 	defer strB.close()
@@ -160,10 +160,10 @@ func TestUpgradeThroughAPI(t *testing.T) {
 	}
 	waitFor(t, 2*time.Minute, "state completed", func() bool {
 		u := current(t, cb).Upgrade
-		if u.State.Terminal() && u.State != upgrade.StateCompleted {
+		if u.Terminal() && u.State != upgrade.StateCompleted.String() {
 			t.Fatalf("the upgrade ended %s: %s", u.State, u.Reason)
 		}
-		return u.State == upgrade.StateCompleted
+		return u.State == upgrade.StateCompleted.String()
 	})
 	if by := current(t, cb).DrivenBy; by != DrivenByServer {
 		t.Errorf("once completed: driven by %q, want %s (what drove it)", by, DrivenByServer)

@@ -170,7 +170,7 @@ func TestDashboardDrivesAnUpgrade(t *testing.T) {
 		    document.querySelector("#traffic-chart rect.band") !== null; })()`)
 	waitJS(t, ctx, 10*time.Second, "state paused after the reload", `document.getElementById("state").textContent === "paused"`)
 	screenshot(t, ctx, "dashboard-paused.png")
-	if u := current(t, c).Upgrade; u.State != upgrade.StatePaused || u.Intent.Kind != "pause" {
+	if u := current(t, c).Upgrade; u.State != upgrade.StatePaused.String() || u.Intent.Kind != "pause" {
 		t.Fatalf("the API says %s, intent %+v", u.State, u.Intent)
 	}
 	waitJS(t, ctx, 10*time.Second, "Resume enabled, Pause and Start not, while paused", buttons(false, false, true))
@@ -191,7 +191,7 @@ func TestDashboardDrivesAnUpgrade(t *testing.T) {
 		` && document.getElementById("start-to").options.length === 0 && document.getElementById("start-why").textContent.startsWith("no release to upgrade to")`+
 		` && document.getElementById("btn-start").title.startsWith("no release to upgrade to")`)
 	screenshot(t, ctx, "dashboard-completed.png")
-	if u := current(t, c).Upgrade; u.State != upgrade.StateCompleted {
+	if u := current(t, c).Upgrade; u.State != upgrade.StateCompleted.String() {
 		t.Fatalf("the API says %s: %s", u.State, u.Reason)
 	}
 }

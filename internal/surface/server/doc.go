@@ -11,6 +11,11 @@
 // of the server, or after the CLI process driving it died), the server
 // takes it up.
 //
+// An upgrade is answered in the API's own types (package api, made from
+// the record by api.FromRecord), never as the record itself; every
+// call but /v1/healthz is authenticated by a named token, whose name is
+// the request's identity (what an override records as its "by").
+//
 // Views (members, versions, releases, metrics) share one observation
 // of the cluster, refreshed at most every ObserveTTL, so that many
 // dashboards do not multiply probes. Events reach the dashboard and

@@ -7,6 +7,7 @@ import (
 	"mime"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"sort"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/ferry-upgrade/ferry/internal/surface/api"
 )
 
 // spec is api/openapi.yaml, read once, and what the tests saw of each
@@ -331,6 +334,7 @@ func TestSpecChecker(t *testing.T) {
 		{"GET", "/v1/healthz", 200, `{"status": "bad", "cluster": "c", "time": "2026-01-01T00:00:00Z"}`, "not one of"},
 		{"GET", "/v1/events", 200, `{"events": [{"seq": 1.5, "time": "x", "kind": "k", "message": "m"}], "last": 1}`, "integer"},
 		{"GET", "/v1/upgrade", 404, `{"code": "no_upgrade"}`, `required field "message"`},
+		{"GET", "/v1/upgrade", 200, `{"upgrade": {"action_seq": 3}, "driven_by": "server"}`, `field "action_seq" is not documented`},
 	}
 	for _, c := range cases {
 		errs := sp.check(c.method, c.path, c.status, "application/json", []byte(c.body))
@@ -340,5 +344,111 @@ func TestSpecChecker(t *testing.T) {
 	}
 	if errs := sp.check("GET", "/v1/healthz", 200, "application/json", []byte(`{"status": "ok", "cluster": "c", "time": "2026-01-01T00:00:00Z"}`)); len(errs) > 0 {
 		t.Errorf("a good healthz: %q", errs)
+	}
+}
+
+// TestSpecDocumentsTheAPITypes: api/openapi.yaml's schemas of the
+// upgrade resource are the API's types (package api), field for field
+// both ways: every field is a property of its type, every property a
+// field, a field always present (no omitempty) is required and a
+// required one always present, and every object is closed
+// (additionalProperties: false), so that the response checker refuses
+// a field the spec does not name.
+func TestSpecDocumentsTheAPITypes(t *testing.T) {
+	sp := loadSpec(t)
+	for name, ty := range map[string]reflect.Type{
+		"UpgradeStatus": reflect.TypeFor[api.UpgradeStatus](), "ActionResult": reflect.TypeFor[api.ActionResult](),
+		"StartRequest": reflect.TypeFor[api.StartRequest](), "ActionRequest": reflect.TypeFor[api.ActionRequest](),
+		"OverrideRequest": reflect.TypeFor[api.OverrideRequest](),
+	} {
+		schema := map[string]any{"$ref": "#/components/schemas/" + name}
+		sp.matchType(t, ty, schema, name, map[string]bool{})
+	}
+}
+
+// matchType holds Go type ty to schema node, at names where.
+func (sp *spec) matchType(t *testing.T, ty reflect.Type, node any, at string, seen map[string]bool) {
+	t.Helper()
+	s := sp.resolve(node)
+	if s == nil {
+		t.Errorf("%s: no schema for %s", at, ty)
+		return
+	}
+	if ref, _ := node.(map[string]any)["$ref"].(string); ref != "" {
+		key := ref + " " + ty.String()
+		if seen[key] {
+			return
+		}
+		seen[key] = true
+	}
+	want := func(typ string) {
+		if s["type"] != typ {
+			t.Errorf("%s: %s is documented as %v, not %s", at, ty, s["type"], typ)
+		}
+	}
+	if ty.Kind() == reflect.Pointer {
+		ty = ty.Elem()
+	}
+	switch {
+	case ty == reflect.TypeFor[time.Time]():
+		want("string")
+		if s["format"] != "date-time" {
+			t.Errorf("%s: a time without format: date-time", at)
+		}
+	case ty.Kind() == reflect.String:
+		want("string")
+	case ty.Kind() == reflect.Bool:
+		want("boolean")
+	case ty.Kind() >= reflect.Int && ty.Kind() <= reflect.Uint64:
+		want("integer")
+	case ty.Kind() == reflect.Float64:
+		want("number")
+	case ty.Kind() == reflect.Slice:
+		want("array")
+		sp.matchType(t, ty.Elem(), s["items"], at+"[]", seen)
+	case ty.Kind() == reflect.Map:
+		want("object")
+		sp.matchType(t, ty.Elem(), s["additionalProperties"], at+"{}", seen)
+	case ty.Kind() == reflect.Struct:
+		want("object")
+		if ap, ok := s["additionalProperties"].(bool); !ok || ap {
+			t.Errorf("%s: not closed (additionalProperties: false): the checker would let an undocumented field pass", at)
+		}
+		props, _ := s["properties"].(map[string]any)
+		required := map[string]bool{}
+		reqs, _ := s["required"].([]any)
+		for _, r := range reqs {
+			required[r.(string)] = true
+		}
+		fields := map[string]bool{}
+		for i := range ty.NumField() {
+			f := ty.Field(i)
+			tag := f.Tag.Get("json")
+			name, opts, _ := strings.Cut(tag, ",")
+			if !f.IsExported() || name == "-" || name == "" {
+				t.Errorf("%s.%s: no json name", at, f.Name)
+				continue
+			}
+			fields[name] = true
+			optional := strings.Contains(opts, "omitempty") || strings.Contains(opts, "omitzero")
+			p, ok := props[name]
+			switch {
+			case !ok:
+				t.Errorf("%s: field %q (%s) is not documented", at, name, f.Name)
+				continue
+			case !optional && !required[name]:
+				t.Errorf("%s: field %q is always sent but not required", at, name)
+			case optional && required[name]:
+				t.Errorf("%s: field %q is required but may be left out", at, name)
+			}
+			sp.matchType(t, f.Type, p, at+"."+name, seen)
+		}
+		for name := range props {
+			if !fields[name] {
+				t.Errorf("%s: the spec documents %q, which %s has not", at, name, ty)
+			}
+		}
+	default:
+		t.Errorf("%s: %s: a kind the check does not know", at, ty)
 	}
 }

@@ -65,7 +65,7 @@ func (s *Server) postSelfUpgrade(w http.ResponseWriter, r *http.Request) error {
 		s.log.Info("server: self-upgrade: agent", "host", hr.Host, "from", hr.From, "to", hr.To, "skipped", hr.Skipped, "took", hr.Took)
 	})
 	if err == nil && req.Servers {
-		rep.Servers, err = s.upgradeServers(r.Context(), bin, time.Duration(req.WaitMS)*time.Millisecond)
+		rep.Servers, err = s.upgradeServers(r.Context(), bin, time.Duration(req.WaitMS)*time.Millisecond, bearerToken(r))
 		if err != nil {
 			// Not a refusal: the agents moved already (502).
 			err = fmt.Errorf("the agents are on %s; the server replicas: %v", bin.Release, err)
@@ -277,8 +277,10 @@ func (p peers) ReexecAgent(ctx context.Context, url, path, sum, release string) 
 
 // upgradeServers moves the other servers of the election (standbys:
 // this one holds the engine lock, so it leads) to the binary, one at a
-// time; this server's own turn, after its answer, is the caller's.
-func (s *Server) upgradeServers(ctx context.Context, bin selfupgrade.Binary, wait time.Duration) ([]selfupgrade.HostResult, error) {
+// time; this server's own turn, after its answer, is the caller's. It
+// calls them with the caller's token (token): the servers of one store
+// share their tokens.
+func (s *Server) upgradeServers(ctx context.Context, bin selfupgrade.Binary, wait time.Duration, token string) ([]selfupgrade.HostResult, error) {
 	var others []string
 	if c, ok := s.cfg.Store.(Candidates); ok {
 		all, err := c.Candidates(ctx)
@@ -292,7 +294,7 @@ func (s *Server) upgradeServers(ctx context.Context, bin selfupgrade.Binary, wai
 		}
 	}
 	rep, err := selfupgrade.UpgradeAgents(ctx, selfupgrade.Config{Binary: bin, Hosts: others, Wait: wait,
-		Agents: peers{token: s.cfg.Token},
+		Agents: peers{token: token},
 		Progress: func(hr selfupgrade.HostResult) {
 			s.log.Info("server: self-upgrade: server", "url", hr.Host, "from", hr.From, "to", hr.To, "skipped", hr.Skipped, "took", hr.Took)
 		}})

@@ -39,8 +39,12 @@ type Config struct {
 	// on).
 	Advertise string
 	// Token is the bearer token every call but /v1/healthz and the
-	// dashboard's files must carry (LoadOrCreateToken).
+	// dashboard's files must carry (LoadOrCreateToken), named TokenName;
+	// Tokens are named tokens ('ferry server --tokens'). A request's
+	// identity, what the server records as who made a change (an
+	// override's "by"), is its token's name. At least one is required.
 	Token  string
+	Tokens []bearer.Named
 	Logger *slog.Logger
 	// ObserveTTL is how long one observation of the cluster serves the
 	// views (default 500ms).
@@ -86,7 +90,7 @@ func (c *Config) defaults() error {
 		}
 		c.DataDir = filepath.Dir(p.Path())
 	}
-	if len(c.Token) < 16 {
+	if c.Token == "" && len(c.Tokens) == 0 {
 		return errors.New("server: a token of at least 16 characters is required")
 	}
 	if c.Logger == nil {
@@ -113,11 +117,29 @@ func (c *Config) defaults() error {
 	return nil
 }
 
+// named is every token the server accepts: Token as TokenName, then
+// Tokens.
+func (c *Config) named() []bearer.Named {
+	if c.Token == "" {
+		return c.Tokens
+	}
+	return append([]bearer.Named{{Name: TokenName, Token: c.Token}}, c.Tokens...)
+}
+
+// secrets are the tokens' values, for what scrubs them (a bundle).
+func (c *Config) secrets() []string {
+	var out []string
+	for _, n := range c.named() {
+		out = append(out, n.Token)
+	}
+	return out
+}
+
 // Server is ferry's API, dashboard and metrics over one cluster.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	token   bearer.Checker
+	tokens  *bearer.Identities
 	handler http.Handler
 	routes  []route
 	metrics *metrics
@@ -218,14 +240,17 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, advertise: cfg.Advertise, token: bearer.NewChecker(cfg.Token),
+	tokens, err := bearer.NewIdentities(cfg.named())
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, advertise: cfg.Advertise, tokens: tokens,
 		hub: newHub(), kick: make(chan struct{}, 1), reexec: make(chan string, 1), blocked: map[string]string{}, drove: map[string]string{}}
 	if b, err := s.readImported(); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	} else if err := addImported(cfg.Cluster, s.importedWhere(), b); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
 	}
-	var err error
 	if s.roots, err = artifactRoots(filepath.Join(cfg.DataDir, ArtifactsDir), cfg.ArtifactRoots); err != nil {
 		return nil, err
 	}

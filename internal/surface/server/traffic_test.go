@@ -117,10 +117,10 @@ func TestUpgradeWithTraffic(t *testing.T) {
 	}
 	waitFor(t, 2*time.Minute, "state completed", func() bool {
 		u := current(t, c).Upgrade
-		if u.State.Terminal() && u.State != upgrade.StateCompleted {
+		if u.Terminal() && u.State != upgrade.StateCompleted.String() {
 			t.Fatalf("ended %s: %s", u.State, u.Reason)
 		}
-		return u.State == upgrade.StateCompleted
+		return u.State == upgrade.StateCompleted.String()
 	})
 	var rep proof.Report
 	waitFor(t, 30*time.Second, "the report", func() bool {

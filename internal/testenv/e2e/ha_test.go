@@ -20,6 +20,7 @@ import (
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/store"
 	"github.com/ferry-upgrade/ferry/internal/run/store/etcdstore"
+	"github.com/ferry-upgrade/ferry/internal/surface/api"
 	"github.com/ferry-upgrade/ferry/internal/surface/demo"
 	"github.com/ferry-upgrade/ferry/internal/surface/demo/loopback"
 	"github.com/ferry-upgrade/ferry/internal/surface/server"
@@ -89,7 +90,7 @@ func TestHAServersSurviveLeaderKills(t *testing.T) {
 			}
 		}
 		u := ha.wait(t, id, 4*time.Minute)
-		if u.State != upgrade.StateCompleted || u.To != target {
+		if u.State != upgrade.StateCompleted.String() || u.To != target {
 			t.Fatalf("upgrade %s to %s ended %s: %s", id, target, u.State, u.Reason)
 		}
 		expectAllOn(t, cl, target)
@@ -339,9 +340,9 @@ func (h *ha) writer(t *testing.T, id string) etcdstore.Written {
 }
 
 // wait polls a live server's GET /v1/upgrade until upgrade id ends.
-func (h *ha) wait(t *testing.T, id string, limit time.Duration) upgrade.Upgrade {
+func (h *ha) wait(t *testing.T, id string, limit time.Duration) api.Upgrade {
 	t.Helper()
-	var u upgrade.Upgrade
+	var u api.Upgrade
 	waitFor(t, limit, "upgrade "+id+" ending", func() bool {
 		for i := range h.urls {
 			code, b, err := h.call(i, "GET", "/v1/upgrade", nil)
@@ -351,7 +352,7 @@ func (h *ha) wait(t *testing.T, id string, limit time.Duration) upgrade.Upgrade 
 			var st server.UpgradeStatus
 			if json.Unmarshal(b, &st) == nil && st.Upgrade.ID == id {
 				u = st.Upgrade
-				return u.State.Terminal()
+				return u.Terminal()
 			}
 		}
 		return false

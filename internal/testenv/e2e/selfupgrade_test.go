@@ -258,7 +258,7 @@ func TestSelfUpgradeServersUnderTraffic(t *testing.T) {
 
 	// The new servers drive: an upgrade through them completes.
 	id := ha.start(t, "1.0.1")
-	if u := ha.wait(t, id, 3*time.Minute); u.State != upgrade.StateCompleted {
+	if u := ha.wait(t, id, 3*time.Minute); u.State != upgrade.StateCompleted.String() {
 		t.Fatalf("upgrade %s through the new servers ended %s: %s", id, u.State, u.Reason)
 	}
 	expectAllOn(t, cl, "1.0.1")

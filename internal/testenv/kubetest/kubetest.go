@@ -102,10 +102,30 @@ func Start(t testing.TB, opts Options) *Env {
 	return e
 }
 
+// Users are the operators the control plane authenticates by token,
+// beside its admin: users in group ferry-operators, with no rights but
+// what a test grants them.
+var Users = []string{"alice", "bob"}
+
+// KubeconfigOf is the kubeconfig of user (one of Users).
+func (e *Env) KubeconfigOf(user string) string {
+	return filepath.Join(e.Dir, "kubeconfig-"+user)
+}
+
 // Kubectl runs kubectl against the environment and returns its standard
 // output; on failure the error carries its standard error.
 func (e *Env) Kubectl(args ...string) (string, error) {
 	return e.kubectl(nil, args...)
+}
+
+// KubectlAs is Kubectl as user (one of Users), authenticated by its own
+// token: the API server's request.userInfo.username is user.
+func (e *Env) KubectlAs(user string, stdin string, args ...string) (string, error) {
+	var in *strings.Reader
+	if stdin != "" {
+		in = strings.NewReader(stdin)
+	}
+	return e.kubectlWith(e.KubeconfigOf(user), in, args...)
 }
 
 // Apply runs `kubectl apply -f -` with manifest (YAML or JSON) on its input.
@@ -115,7 +135,11 @@ func (e *Env) Apply(manifest string) error {
 }
 
 func (e *Env) kubectl(stdin *strings.Reader, args ...string) (string, error) {
-	full := append([]string{"--kubeconfig=" + e.Kubeconfig}, args...)
+	return e.kubectlWith(e.Kubeconfig, stdin, args...)
+}
+
+func (e *Env) kubectlWith(kubeconfig string, stdin *strings.Reader, args ...string) (string, error) {
+	full := append([]string{"--kubeconfig=" + kubeconfig}, args...)
 	cmd := exec.Command(filepath.Join(e.BinDir, "kubectl"), full...)
 	if stdin != nil {
 		cmd.Stdin = stdin

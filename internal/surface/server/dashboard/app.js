@@ -180,7 +180,7 @@ function renderTrouble(u) {
   box.replaceChildren();
   if (!u) return;
   if (u.outage) box.append(el("p", "error", `OUTAGE: the substrate does not answer since ${new Date(u.outage.since).toLocaleTimeString()}: ${u.outage.detail}`));
-  (u.refusals || []).forEach((r) => box.append(el("p", "refusal", `refused: ${r.predicate} refused ${r.member} (${r.reason})`)));
+  (u.refusals || []).forEach((r) => box.append(el("p", "refusal", `refused: ${r.summary}`)));
   const effects = u.effects || [];
   if (effects.length) {
     const bad = effects.filter((e) => e.state !== "open").length;
@@ -192,15 +192,14 @@ function renderTrouble(u) {
     });
     box.append(ul);
   }
-  (u.overrides || []).forEach((o) => box.append(el("p", "muted", `override: ${o.effect ? "the undo of " + o.effect : o.predicate}${o.member ? " for " + o.member : ""} off, by ${o.by}`)));
-  const b = u.bound || {};
-  const lower = ((b.batches || 0) + (b.gates || 0) + (b.stages || 0) + (b.hooks || 0)) / 1e9;
+  // Each entry as the record says it (a revoke is an entry of its own),
+  // with who the server authenticated.
+  (u.overrides || []).forEach((o) => box.append(el("p", "muted", `override: ${o.summary}, by ${o.by}`)));
   // Only a completed upgrade ran the plan the bound is of; a rollback's
   // wall time against the few batches it ran says nothing.
-  if (lower > 0 && u.state === "completed") {
-    const end = new Date(u.ended);
-    const wall = (end - new Date(u.created)) / 1000;
-    box.append(el("p", "muted", `pace: ${wall.toFixed(1)}s against a lower bound of ${lower.toFixed(1)}s (×${(wall / lower).toFixed(2)})`));
+  const p = u.pace;
+  if (p && u.state === "completed") {
+    box.append(el("p", "muted", `pace: ${p.wall_s.toFixed(1)}s against a lower bound of ${p.lower_bound_s.toFixed(1)}s (×${p.bound_ratio.toFixed(2)})`));
   }
 }
 
