@@ -471,7 +471,8 @@ const (
 // label selector that matches exactly one) or a pool of nodes (by a
 // node label selector). Its members are the StatefulSet's pods, the
 // nodes of the DaemonSet's pods, the Deployment's replicas, or the
-// pool's nodes.
+// pool's nodes; with per: workload, the Deployments a selector
+// matches, one member each.
 type Workload struct {
 	// Kind is StatefulSet, DaemonSet, Deployment or NodePool.
 	Kind      string `yaml:"kind"`
@@ -479,8 +480,8 @@ type Workload struct {
 	// Name names the workload (or Selector finds it; a NodePool has a node
 	// selector only).
 	Name string `yaml:"name"`
-	// Selector is a label selector matching exactly one workload, or a
-	// NodePool's nodes.
+	// Selector is a label selector matching exactly one workload (any
+	// number with per: workload), or a NodePool's nodes.
 	Selector string `yaml:"selector"`
 	// Container is the container whose image is the version (default:
 	// the pod template's first container).
@@ -493,7 +494,21 @@ type Workload struct {
 	// DrainTimeout bounds a node's drain (default 5m); evictions that a
 	// PodDisruptionBudget refuses are retried until then.
 	DrainTimeout Duration `yaml:"drain_timeout"`
+	// Per says what one member is: left out, the kind's own (a
+	// StatefulSet's pod, a DaemonSet's node, a Deployment's replica
+	// slot, a pool's node); "workload" (Deployments, found by selector)
+	// makes each Deployment the selector matches one member, named
+	// after it, as Rook runs one Deployment per mon and per OSD. Its
+	// host is its pod's node, its new image rolled out by its own
+	// controller under its own strategy.
+	Per string `yaml:"per"`
 }
+
+// Workload.Per values.
+const (
+	// PerWorkload: each workload the selector matches is one member.
+	PerWorkload = "workload"
+)
 
 // Traffic is the client load ferry drives through the service while it
 // upgrades it, and how the impact verdict judges what clients saw.

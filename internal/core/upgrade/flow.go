@@ -108,7 +108,7 @@ func (s *stepper) next() {
 func (s *stepper) enter(flow []plan.Stage, i int) {
 	u := &s.u
 	st := flow[i]
-	u.GateSince, u.WaitSince = time.Time{}, time.Time{}
+	u.GateSince, u.WaitSince, u.WaitRefused = time.Time{}, time.Time{}, false
 	u.PhaseHooks = HookProgress{}
 	// The boundary stays the last batch's end (or the last stage's):
 	// the gate checked after it, which let the stage before end, lets

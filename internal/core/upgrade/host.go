@@ -375,7 +375,7 @@ func (s *stepper) formHostBatch(ph plan.Phase, pending []string) {
 	}
 	b := Batch{Phase: u.Phase, Component: ph.Component, Rollback: u.RollingBack(), Number: len(u.PhaseBatches(u.Phase)) + 1,
 		Size: size, Why: why, Began: s.now, Waited: !u.WaitSince.IsZero()}
-	u.WaitSince = time.Time{}
+	u.WaitSince, u.WaitRefused = time.Time{}, false
 	s.addHosts(ph, &b, chosen)
 	u.Batches = append(u.Batches, b)
 	s.runHostBatch(ph, &u.Batches[len(u.Batches)-1])

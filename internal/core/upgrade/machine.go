@@ -406,7 +406,7 @@ func (s *stepper) resume() {
 	if !u.RollingBack() {
 		u.Reason = ""
 	}
-	u.GateSince, u.WaitSince = time.Time{}, time.Time{}
+	u.GateSince, u.WaitSince, u.WaitRefused = time.Time{}, time.Time{}, false
 	u.Stage.Since, u.Stage.LastTry = time.Time{}, time.Time{}
 	if u.Hook != nil {
 		u.Hook.Since, u.Hook.Tries = s.now, 0

@@ -220,6 +220,9 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		if u.WaitSince.IsZero() {
 			u.WaitSince = s.now
 		}
+		if len(refused) == 0 || slices.ContainsFunc(refused, func(r strategy.Refusal) bool { return r.Predicate != strategy.PredGate }) {
+			u.WaitRefused = true
+		}
 		if gd := comp.GateDeadline.D(); s.now.Sub(u.WaitSince) > gd {
 			s.fail("no member of %s could be taken down for %s: %s", comp.Name, gd, refusalText(refused))
 			return
@@ -237,8 +240,8 @@ func (s *stepper) formBatch(comp *config.Component, ph plan.Phase, pending []str
 		s.addGateBound()
 	}
 	b := Batch{Phase: u.Phase, Component: comp.Name, Rollback: u.RollingBack(), Rollout: ph.Rollout && !u.RollingBack(), Number: len(u.PhaseBatches(u.Phase)) + 1,
-		Members: admitted, Size: size, Why: why, Began: s.now, Waited: !u.WaitSince.IsZero(), Before: batchSteps(before)}
-	u.WaitSince = time.Time{}
+		Members: admitted, Size: size, Why: why, Began: s.now, Waited: u.WaitRefused, Before: batchSteps(before)}
+	u.WaitSince, u.WaitRefused = time.Time{}, false
 	for _, n := range admitted {
 		if len(b.Before) == 0 { // else admitted again once its steps are done
 			s.begin(s.edit(n))
@@ -438,8 +441,10 @@ func (s *stepper) runBatch(comp *config.Component, ph plan.Phase, b *Batch) {
 
 // outcome judges how batch b went, for the adaptive canary: clean when
 // every member became healthy within half its deadline with no retry
-// and the batch was admitted at its first try; strained after a retry,
-// a broken soak, or a member past three quarters of its deadline.
+// and the batch was admitted without a refusal (a wait on the gate
+// alone, the cluster recovering from the batch before, is none);
+// strained after a retry, a broken soak, or a member past three
+// quarters of its deadline.
 func (s *stepper) outcome(comp *config.Component, b *Batch) strategy.Outcome {
 	o := strategy.Outcome{Size: len(b.Members), Clean: !b.Waited}
 	deadline := comp.Deadline.D()
@@ -671,7 +676,7 @@ func (s *stepper) rollback(reason string) {
 	u.PhaseHooks = HookProgress{}
 	u.Hook = nil
 	u.Boundary = s.now
-	u.GateSince, u.WaitSince = time.Time{}, time.Time{}
+	u.GateSince, u.WaitSince, u.WaitRefused = time.Time{}, time.Time{}, false
 	u.Pausing = false
 	u.ResumeTo = State{}
 	u.Reason = reason

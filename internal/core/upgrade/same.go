@@ -24,7 +24,7 @@ func Same(a, b Upgrade) bool {
 	return a.Schema == b.Schema && a.ID == b.ID && a.From == b.From && a.To == b.To && a.State == b.State &&
 		samePlan(&a.Plan, &b.Plan) && a.Phase == b.Phase && sameBatches(a.Batches, b.Batches) &&
 		a.PhaseHooks == b.PhaseHooks && a.UpgradeHooks == b.UpgradeHooks && slices.Equal(a.PrunedBackups, b.PrunedBackups) && a.Downtime == b.Downtime && samePtr(a.Hook, b.Hook) &&
-		a.GateSince.Equal(b.GateSince) && a.WaitSince.Equal(b.WaitSince) && a.Boundary.Equal(b.Boundary) &&
+		a.GateSince.Equal(b.GateSince) && a.WaitSince.Equal(b.WaitSince) && a.WaitRefused == b.WaitRefused && a.Boundary.Equal(b.Boundary) &&
 		sameMembers(a, b) && sameHosts(a.Hosts, b.Hosts) && a.Waiting == b.Waiting && slices.Equal(a.Refusals, b.Refusals) &&
 		a.Reason == b.Reason && samePlan(a.Rollback, b.Rollback) && a.Intent == b.Intent && a.IntentSeen == b.IntentSeen &&
 		slices.Equal(a.Overrides, b.Overrides) && a.Pausing == b.Pausing && a.ResumeTo == b.ResumeTo &&

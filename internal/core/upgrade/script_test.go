@@ -21,7 +21,8 @@ import (
 //
 //	cluster            the description (YAML input; the releases
 //	                   1.0.0 and 2.0.0 are added when it lists none)
-//	world k=v...       took, ready, gate-took, tick (durations),
+//	world k=v...       took, ready, gate-took, tick, recover (the gates
+//	                   red for that long after a member's return: durations),
 //	                   version, leader, down=member, fit=N (hosts
 //	                   locked at once before a host's capacity call
 //	                   says no)
@@ -95,6 +96,7 @@ func TestScripts(t *testing.T) {
 				w.took = dur("took", w.took)
 				w.ready = dur("ready", w.ready)
 				w.gateTook = dur("gate-took", w.gateTook)
+				w.recover = dur("recover", w.recover)
 				w.tick = dur("tick", w.tick)
 				w.statusEvery = dur("status-every", w.statusEvery)
 				if l, ok := args["leader"]; ok {

@@ -70,6 +70,13 @@ type Upgrade struct {
 	// (every candidate refused by a predicate); the wait fails at the
 	// component's gate deadline.
 	WaitSince time.Time `json:"wait_since,omitzero"`
+	// WaitRefused is set when, while it waited (WaitSince), a predicate
+	// other than the gate refused a member, or the strategy chose none:
+	// the batch formed then waited for its admission (not clean). A wait
+	// on the gate alone is the cluster recovering from the batch before
+	// (Ceph's placement groups after OSDs restarted): the check between
+	// batches, which leaves the next batch clean.
+	WaitRefused bool `json:"wait_refused,omitempty"`
 	// Boundary is when the last batch (or the phase before) ended: a
 	// cluster gate must have been checked after it to admit the next.
 	Boundary time.Time `json:"boundary,omitzero"`
@@ -264,8 +271,9 @@ type Batch struct {
 	Why   string    `json:"why,omitempty"`
 	Began time.Time `json:"began"`
 	Ended time.Time `json:"ended,omitzero"`
-	// Waited is set when it was refused admission at first (a red or
-	// stale gate, a budget).
+	// Waited is set when it was refused admission at first (a budget, a
+	// predicate other than the gate: Upgrade.WaitRefused; in a hosts
+	// stage, any refusal).
 	Waited  bool             `json:"waited,omitempty"`
 	Outcome strategy.Outcome `json:"outcome,omitzero"`
 	// Bound is its slowest member's Busy: its part of the lower bound.

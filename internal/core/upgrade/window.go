@@ -41,7 +41,7 @@ func (s *stepper) outsideWindow(name, what string) bool {
 	}
 	// No wait on admission or a gate runs while held: each starts anew
 	// when the window opens.
-	u.WaitSince, u.GateSince = time.Time{}, time.Time{}
+	u.WaitSince, u.GateSince, u.WaitRefused = time.Time{}, time.Time{}, false
 	s.wait("%s: not %s: outside the maintenance windows (%s): holding until the next opens at %s", name, what, ws, stamp(until, ws[0].Zone))
 	s.wake(until)
 	return true

@@ -46,9 +46,13 @@ type world struct {
 	drained map[string]bool
 	flags   map[string]bool
 
-	took      time.Duration // every action
-	ready     time.Duration // from a start to healthy
-	gateTook  time.Duration // a gate check
+	took     time.Duration // every action
+	ready    time.Duration // from a start to healthy
+	gateTook time.Duration // a gate check
+	// recover is how long a component's gate stays red after one of its
+	// members became healthy (Ceph's placement groups recovering after
+	// an OSD restarted).
+	recover   time.Duration
 	gateEvery time.Duration // the gates' interval
 	tick      time.Duration // the engine's fallback tick
 	// statusEvery, when set, is how often the members are observed
@@ -219,6 +223,17 @@ func (w *world) gateVerdict(c string) (bool, string) {
 		}
 	}
 	ok := healthy > len(comp.Members)/2
+	if ok && w.recover > 0 {
+		var last time.Time
+		for _, m := range comp.Members {
+			if wm := w.members[m.Name]; wm.running && wm.healthy && wm.healthySince.After(last) {
+				last = wm.healthySince
+			}
+		}
+		if w.now.Before(last.Add(w.recover)) {
+			return false, fmt.Sprintf("recovering: red until %.3fs, %s after its last member's return", last.Add(w.recover).Sub(w.t0).Seconds(), w.recover)
+		}
+	}
 	if ok {
 		return true, fmt.Sprintf("quorum: %d of %d healthy", healthy, len(comp.Members))
 	}

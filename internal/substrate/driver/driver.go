@@ -76,6 +76,9 @@ type Workload struct {
 	// node is drained (FERRY_NODE, FERRY_VERSION in its environment).
 	Upgrade      []string
 	DrainTimeout time.Duration
+	// Per is "workload" when each workload the selector matches is one
+	// member (config.PerWorkload); "" for the kind's own members.
+	Per string
 }
 
 // Discoverer is a driver whose members are found at run time rather

@@ -107,6 +107,7 @@ subjects: [{kind: ServiceAccount, name: ferry, namespace: ferry-system}]
 		{"Digest", testDigest},
 		{"DaemonSet", testDaemonSet},
 		{"Deployment", testDeployment},
+		{"PerWorkload", testPerWorkload},
 		{"NodePool", testNodePool},
 		{"Logs", testLogs},
 	} {

@@ -6,7 +6,8 @@
 //
 // # Members
 //
-// A component names one workload (driver.Workload); its members are:
+// A component names one workload (driver.Workload), or many
+// Deployments by a selector (per: workload); its members are:
 //
 //   - StatefulSet: the pods name-(replicas-1) .. name-0, highest
 //     ordinal first: the order of Kubernetes' own rolling update. While
@@ -48,6 +49,25 @@
 //     the Deployment unpaused. A ferry that dies while a gate is open
 //     leaves the rollout running until its next Start (or the undo of
 //     the pause, at the phase's end) takes it in hand again.
+//   - Deployments, per: workload: each Deployment the selector matches
+//     is one member, named after it (Rook runs one Deployment per mon,
+//     per manager and per OSD, each one pod pinned to its node). Its
+//     host is its pod's node (with no pod, the node its template pins
+//     by kubernetes.io/hostname), its domain that node's zone. Start
+//     writes the image into its template and lets its own controller
+//     replace the pod under its own strategy, which ferry leaves as it
+//     is (Recreate, for an OSD); Stop scales it to 0 (its pod stopped
+//     gracefully, none made again) and the Start that follows scales it
+//     back with the new image, so that the pod is replaced once, not
+//     restarted on the old image first. It is Running once its replicas
+//     are Ready on its template's version; while its controller rolls
+//     a new template out it is down, saying what it waits for (a
+//     paused Deployment is refused by Start, naming spec.paused). Its
+//     pods are those of its own ReplicaSets, whatever other
+//     Deployments' selectors match. A Deployment deleted after it was
+//     found is a member down (as a DaemonSet's member whose node went);
+//     one created is a member from the next Discover (the next start,
+//     or a controller's next take-up of the upgrade).
 //   - NodePool: the nodes matching a node label selector, by name.
 //     Start cordons the node, drains it with kubectl's drain package
 //     (evictions through the Eviction API, so PodDisruptionBudgets are
@@ -83,7 +103,12 @@
 // once the node is upgraded, and says so). An abort, a failure or a
 // crash of ferry in the middle of a phase therefore leaves no strategy
 // changed, no rollout paused and no node cordoned once the upgrade
-// ends.
+// ends. A Deployment that is one member is scaled to 0 by its Stop:
+// journaled with its replicas (scaled back; its Start does so itself
+// with the new template, and says so), kept also in its annotation
+// ferry.dev/stopped-replicas for that Start. Nothing else of such a
+// Deployment is changed: its template is the member's own move, as a
+// pod's image is.
 //
 // # Versions and digests
 //

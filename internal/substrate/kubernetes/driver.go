@@ -206,7 +206,7 @@ func (d *Driver) Discover(ctx context.Context, component string, w driver.Worklo
 	w = withDefaults(w)
 	var ms []driver.Member
 	var err error
-	switch w.Kind {
+	switch memberKind(w) {
 	case kindStatefulSet:
 		ms, err = d.discoverStatefulSet(ctx, w)
 	case kindDaemonSet:
@@ -215,8 +215,10 @@ func (d *Driver) Discover(ctx context.Context, component string, w driver.Worklo
 		ms, err = d.discoverDeployment(ctx, w)
 	case kindNodePool:
 		ms, err = d.discoverNodePool(ctx, w)
+	case kindDeploymentPerWorkload:
+		ms, err = d.discoverPerWorkload(ctx, w)
 	default:
-		return nil, fmt.Errorf("kubernetes driver: unknown workload kind %q", w.Kind)
+		return nil, unknownKind(w)
 	}
 	if err != nil {
 		return nil, err
@@ -287,7 +289,7 @@ func (d *Driver) Observe(ctx context.Context, members []driver.Member) ([]driver
 		}
 		var st []driver.Status
 		var err error
-		switch w.Kind {
+		switch memberKind(w) {
 		case kindStatefulSet:
 			st, err = d.observeStatefulSet(ctx, w, ms)
 		case kindDaemonSet:
@@ -296,8 +298,10 @@ func (d *Driver) Observe(ctx context.Context, members []driver.Member) ([]driver
 			st, err = d.observeDeployment(ctx, w, ms)
 		case kindNodePool:
 			st, err = d.observeNodePool(ctx, w, ms)
+		case kindDeploymentPerWorkload:
+			st, err = d.observePerWorkload(ctx, w, ms)
 		default:
-			err = fmt.Errorf("kubernetes driver: unknown workload kind %q", w.Kind)
+			err = unknownKind(w)
 		}
 		if err != nil {
 			return nil, err
@@ -325,15 +329,17 @@ func (d *Driver) Start(ctx context.Context, m driver.Member, a driver.Artifact) 
 	if err != nil {
 		return fmt.Errorf("kubernetes driver: member %s: %w", m.Name, err)
 	}
-	switch w.Kind {
+	switch memberKind(w) {
 	case kindStatefulSet:
 		return d.startStatefulSet(ctx, w, m, a.Version, ref)
 	case kindDaemonSet:
 		return d.startDaemonSet(ctx, w, m, a.Version, ref)
 	case kindDeployment:
 		return d.startDeployment(ctx, w, m, a.Version, ref)
+	case kindDeploymentPerWorkload:
+		return d.startPerWorkload(ctx, w, m, a.Version, ref)
 	}
-	return fmt.Errorf("kubernetes driver: unknown workload kind %q", w.Kind)
+	return unknownKind(w)
 }
 
 // StartReplaces: Start replaces a workload's pod itself (driver.Replacer);
@@ -352,7 +358,7 @@ func (d *Driver) Stop(ctx context.Context, m driver.Member) error {
 		return fmt.Errorf("kubernetes driver: member %s has no workload", m.Name)
 	}
 	w := withDefaults(*m.Workload)
-	switch w.Kind {
+	switch memberKind(w) {
 	case kindStatefulSet:
 		return d.stopStatefulSet(ctx, w, m)
 	case kindDaemonSet:
@@ -361,8 +367,10 @@ func (d *Driver) Stop(ctx context.Context, m driver.Member) error {
 		return d.stopDeployment(ctx, w, m)
 	case kindNodePool:
 		return d.stopNode(ctx, w, m)
+	case kindDeploymentPerWorkload:
+		return d.stopPerWorkload(ctx, w, m)
 	}
-	return fmt.Errorf("kubernetes driver: unknown workload kind %q", w.Kind)
+	return unknownKind(w)
 }
 
 // apiError wraps an error of a call to the API server. Errors that say

@@ -23,11 +23,15 @@ import (
 //   - a Deployment's rollout paused between batches (the workload's,
 //     undone by resuming it);
 //   - a node cordoned (the member's, undone by uncordoning it; its own
-//     Start uncordons it once upgraded, and says so).
+//     Start uncordons it once upgraded, and says so);
+//   - a Deployment that is one member (per: workload) scaled to 0 by
+//     its Stop (the member's, undone by scaling it back; its own Start
+//     scales it back with the new template, and says so).
 const (
 	undoStrategy = "strategy"
 	undoPause    = "pause"
 	undoCordon   = "cordon"
+	undoReplicas = "replicas"
 )
 
 // undo is what the journal keeps of a change, for Undo.
@@ -41,6 +45,8 @@ type undo struct {
 	// Set is what ferry set (a strategy type): the undo leaves the
 	// workload alone if someone has changed it since.
 	Set string `json:"set,omitempty"`
+	// Replicas is a stopped Deployment's replicas as they were.
+	Replicas int `json:"replicas,omitempty"`
 }
 
 func strategyKey(kind, ns, name string) string {
@@ -52,6 +58,10 @@ func pauseKey(ns, name string) string {
 }
 
 func cordonKey(node string) string { return "kubernetes/node/" + node + "/cordon" }
+
+func replicasKey(ns, name string) string {
+	return fmt.Sprintf("kubernetes/Deployment/%s/%s/replicas", ns, name)
+}
 
 // recordStrategy journals the change of a workload's update strategy
 // from was (as it is now) to set, and why (said in the event; "" for
@@ -73,6 +83,14 @@ func recordPause(ctx context.Context, ns, name string) error {
 	u := mustJSON(undo{Op: undoPause, Kind: kindDeployment, Namespace: ns, Name: name})
 	return driver.JournalFrom(ctx).Record(ctx, driver.Effect{Key: pauseKey(ns, name), Workload: true, Undo: u,
 		What: fmt.Sprintf("Deployment %s/%s: rollout paused between batches", ns, name)})
+}
+
+// recordReplicas journals a one-member Deployment's stop: scaled from
+// n replicas to 0.
+func recordReplicas(ctx context.Context, ns, name string, n int) error {
+	u := mustJSON(undo{Op: undoReplicas, Kind: kindDeployment, Namespace: ns, Name: name, Replicas: n})
+	return driver.JournalFrom(ctx).Record(ctx, driver.Effect{Key: replicasKey(ns, name), Undo: u,
+		What: fmt.Sprintf("Deployment %s/%s scaled from %d to 0 replicas: the member stopped for its move (its start scales it back)", ns, name, n)})
 }
 
 func recordCordon(ctx context.Context, node string) error {
@@ -117,6 +135,8 @@ func (d *Driver) Undo(ctx context.Context, key string, data []byte) error {
 		return nil
 	case undoStrategy:
 		return d.restoreStrategy(ctx, u)
+	case undoReplicas:
+		return d.restoreReplicas(ctx, u)
 	}
 	return fmt.Errorf("kubernetes driver: effect %s: unknown undo %q", key, u.Op)
 }

@@ -206,13 +206,13 @@ func (c clientLister) watch(ctx context.Context, kind, ns string, o metav1.ListO
 	return cs.CoreV1().Pods(ns).Watch(ctx, o)
 }
 
-// cachedWorkload is the object of kind w names, from its informer
-// (filtered to its name, or its selector); more or fewer than one
-// matching is an error naming them.
-func cachedWorkload[T any, P interface {
+// cachedObjects is the objects of kind w names (filtered to its name,
+// or its selector) from its informer, sorted by name. They are the
+// cache's own: callers read them and never change them.
+func cachedObjects[T any, P interface {
 	*T
 	GetName() string
-}](ctx context.Context, d *Driver, w driver.Workload) (P, error) {
+}](ctx context.Context, d *Driver, w driver.Workload) ([]P, error) {
 	var sel, fsel string
 	if w.Name != "" {
 		fsel = fields.OneTermEqualSelector("metadata.name", w.Name).String()
@@ -227,23 +227,38 @@ func cachedWorkload[T any, P interface {
 		return nil, err
 	}
 	objs := st.List()
-	names := make([]string, 0, len(objs))
-	var out P
+	out := make([]P, 0, len(objs))
 	for _, o := range objs {
 		if p, ok := o.(P); ok {
-			names = append(names, p.GetName())
-			out = p
+			out = append(out, p)
 		}
 	}
-	if w.Name != "" && len(names) == 0 {
+	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
+	return out, nil
+}
+
+// cachedWorkload is the object of kind w names, from its informer
+// (filtered to its name, or its selector); more or fewer than one
+// matching is an error naming them.
+func cachedWorkload[T any, P interface {
+	*T
+	GetName() string
+}](ctx context.Context, d *Driver, w driver.Workload) (P, error) {
+	objs, err := cachedObjects[T, P](ctx, d, w)
+	if err != nil {
+		return nil, err
+	}
+	if w.Name != "" && len(objs) == 0 {
 		return nil, fmt.Errorf("kubernetes driver: %s not found", workloadString(w))
 	}
-	sort.Strings(names)
+	names := make([]string, len(objs))
+	for i, o := range objs {
+		names[i] = o.GetName()
+	}
 	if _, err := selectOne(w, names); err != nil {
 		return nil, err
 	}
-	// The cache's object is shared: callers read it and never change it.
-	return out, nil
+	return objs[0], nil
 }
 
 // cachedPods is the pods of sel in w's namespace (of node alone unless

@@ -104,7 +104,21 @@ func checkWorkload(n config.Node, comp *config.Component) {
 				n.Add(fmt.Sprintf("workload.upgrade[%d]", i), "must not be empty")
 			}
 		}
+		if w.Per != "" {
+			n.Add("workload.per", "a NodePool's members are its nodes: per does not apply")
+		}
 	} else {
+		switch {
+		case w.Per != "" && w.Per != config.PerWorkload:
+			n.Add("workload.per", "unknown value %q; known: %s (each %s the selector matches is one member)", truncate(w.Per, 70), config.PerWorkload, w.Kind)
+		case w.Per != "" && w.Kind != config.KindDeployment:
+			n.Add("workload.per", "per: %s applies to Deployments (one Deployment per daemon, as Rook runs its mons and OSDs); a %s's members are its %s",
+				config.PerWorkload, w.Kind, map[string]string{config.KindStatefulSet: "pods", config.KindDaemonSet: "nodes"}[w.Kind])
+		case w.Per != "" && w.Selector == "":
+			n.Add("workload.selector", "must be set with per: %s: the label selector of the Deployments, each one member", config.PerWorkload)
+		case w.Per != "" && w.Name != "":
+			n.Add("workload.name", "per: %s selects Deployments by selector: name one with a selector that matches it alone, or leave per out", config.PerWorkload)
+		}
 		switch {
 		case w.Name == "" && w.Selector == "":
 			n.Add("workload.name", "must be set, or a selector that matches exactly one %s", w.Kind)

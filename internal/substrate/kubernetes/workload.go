@@ -28,6 +28,30 @@ const (
 	kindNodePool    = "NodePool"
 )
 
+// kindDeploymentPerWorkload is how the driver tells a component whose
+// members are Deployments (per: workload) from one whose members are a
+// Deployment's replica slots.
+const kindDeploymentPerWorkload = kindDeployment + " per workload"
+
+// memberKind is what w's members are: its kind, or
+// kindDeploymentPerWorkload.
+func memberKind(w driver.Workload) string {
+	switch {
+	case w.Per == "":
+		return w.Kind
+	case w.Per == perWorkload && w.Kind == kindDeployment:
+		return kindDeploymentPerWorkload
+	}
+	return w.Kind + " per " + w.Per
+}
+
+func unknownKind(w driver.Workload) error {
+	if w.Per != "" {
+		return fmt.Errorf("kubernetes driver: %s: per %q applies to Deployments only (per: %s)", workloadString(w), w.Per, perWorkload)
+	}
+	return fmt.Errorf("kubernetes driver: unknown workload kind %q", w.Kind)
+}
+
 func withDefaults(w driver.Workload) driver.Workload {
 	if w.Namespace == "" && w.Kind != kindNodePool {
 		w.Namespace = metav1.NamespaceDefault
@@ -39,7 +63,7 @@ func withDefaults(w driver.Workload) driver.Workload {
 }
 
 func workloadKey(w driver.Workload) string {
-	return w.Kind + "\x00" + w.Namespace + "\x00" + w.Name + "\x00" + w.Selector
+	return w.Kind + "\x00" + w.Namespace + "\x00" + w.Name + "\x00" + w.Selector + "\x00" + w.Per
 }
 
 func workloadString(w driver.Workload) string {
@@ -48,6 +72,9 @@ func workloadString(w driver.Workload) string {
 	}
 	if w.Name != "" {
 		return w.Kind + " " + w.Namespace + "/" + w.Name
+	}
+	if w.Per == perWorkload {
+		return w.Kind + "s in " + w.Namespace + " selected by " + w.Selector
 	}
 	return w.Kind + " in " + w.Namespace + " selected by " + w.Selector
 }
