@@ -54,6 +54,9 @@ func FromRecord(u upgrade.Upgrade) Upgrade {
 	if u.Stage != (upgrade.Stage{}) {
 		out.Stage = &Stage{Since: u.Stage.Since, Tries: u.Stage.Tries, Detail: u.Stage.Detail, Done: u.Stage.Done}
 	}
+	if f := u.Ferry; f != nil {
+		out.Ferry = &FerryFirst{Requires: f.Requires, Binary: f.Binary, Done: f.Done, Tries: f.Tries, LastTry: f.LastTry, Failed: f.Failed}
+	}
 	if u.Outage != nil {
 		out.Outage = &Outage{Since: u.Outage.Since, Detail: u.Outage.Detail}
 	}

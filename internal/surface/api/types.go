@@ -67,6 +67,9 @@ type Upgrade struct {
 	NoReturnHost string `json:"no_return_host,omitempty"`
 	// Stage is the progress of the migration stage's calls.
 	Stage *Stage `json:"stage,omitempty"`
+	// Ferry is the upgrade's first step when its release asks for a
+	// newer ferry than the agents run (ferry first).
+	Ferry *FerryFirst `json:"ferry,omitempty"`
 	// Downtime is the downtime the operator accepted at the start.
 	Downtime string `json:"downtime,omitempty"`
 	// Description is the SHA-256 of the cluster description it began
@@ -337,6 +340,20 @@ type Intent struct {
 	Kind string    `json:"kind"`
 	Seq  int       `json:"seq"`
 	Time time.Time `json:"time"`
+}
+
+// FerryFirst is ferry first's step: the agents re-executed on the
+// ferry a release asks for, before any member moves.
+type FerryFirst struct {
+	// Requires is the release's requires_ferry; Binary the ferry binary
+	// it names ("" for the ferry that runs the upgrade).
+	Requires string    `json:"requires,omitempty"`
+	Binary   string    `json:"binary,omitempty"`
+	Done     time.Time `json:"done,omitzero"`
+	Tries    int       `json:"tries,omitempty"`
+	LastTry  time.Time `json:"last_try,omitzero"`
+	// Failed says why it could not be done: the upgrade failed on it.
+	Failed string `json:"failed,omitempty"`
 }
 
 // Stage is the progress of a migration stage's calls.
