@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,7 +32,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ferry-upgrade/ferry/internal/core/config"
+	"github.com/ferry-upgrade/ferry/internal/run/buildinfo"
 	"github.com/ferry-upgrade/ferry/internal/surface/controller"
+	"github.com/ferry-upgrade/ferry/internal/testenv/ferrybuild"
 	"github.com/ferry-upgrade/ferry/internal/testenv/kubetest"
 )
 
@@ -47,6 +50,11 @@ const (
 	rookGood   = "19.2.1"
 	rookBad    = "19.2.2"
 	rookDigest = "1921192119211921192119211921192119211921192119211921192119211921"
+	// rookGoodFerry is what 19.2.1 requires of ferry; release rookNext
+	// requires rookNextFerry, newer than this tree's ferry.
+	rookGoodFerry = "0.9.0"
+	rookNext      = "20.2.0"
+	rookNextFerry = "99.0.0"
 )
 
 // TestRookExampleValid: the example's description is valid as written,
@@ -81,12 +89,37 @@ func TestRookExampleValid(t *testing.T) {
 // and batches is asserted from the events; the invariants (quorum never
 // lost, at most 2 OSDs down, in one zone at a time, noout unset at the
 // end) from the events' order, cephstatus's own record and a watch of
-// the pods of the test's own. Then release 19.2.2, whose OSD image
-// never gets Ready, is rolled back by image.
+// the pods of the test's own. 19.2.1 requires ferry 0.9.0, which the
+// controller meets: its Upgrade says so (FerryUnderstands) before any
+// daemon moves. Then release 19.2.2, whose OSD image never gets Ready,
+// is rolled back by image. Then release 20.2.0, which requires ferry
+// 99.0.0: the controller (0.9.0) refuses it, naming both versions, and
+// nothing of the cluster moves; given the 99.0.0 image, it moves its
+// own Deployment (the test plays the kubelet, as TestControllerFirst
+// does: it starts a ferry linked as 99.0.0 and stops the old one), and
+// the new controller takes the upgrade up and moves the first mon; the
+// test ends there.
 func TestRookExample(t *testing.T) {
 	began := time.Now()
 	env := kubetest.Start(t, kubetest.Options{})
 	sa := install(t, env)
+	// The ferry release 20.2.0 requires, built while the cluster comes up.
+	type built struct {
+		bin ferrybuild.Binary
+		err error
+	}
+	nextFerry, buildDone := make(chan built, 1), make(chan struct{})
+	buildDir := t.TempDir()
+	t.Cleanup(func() { <-buildDone }) // before buildDir's removal
+	go func() {
+		defer close(buildDone)
+		b, err := ferrybuild.Build(buildDir, rookNextFerry)
+		nextFerry <- built{b, err}
+	}()
+	// The controller's own Deployment (deploy/controller.yaml's, one
+	// replica): a stand-in on a kwok node, which the controller moves to
+	// a newer ferry first; its replicas run as processes of the test.
+	oldFerryImage := "registry.local/ferry:" + buildinfo.Release()
 	for _, f := range []string{"nodes.yaml", "workloads.yaml"} {
 		b, err := os.ReadFile(filepath.Join(rookDir, f))
 		if err != nil {
@@ -95,6 +128,9 @@ func TestRookExample(t *testing.T) {
 		if err := env.Apply(string(b)); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := env.Apply(controllerDeployment(t, oldFerryImage)); err != nil {
+		t.Fatal(err)
 	}
 	if err := env.WaitUntil(5*time.Minute, "28 daemons' pods Ready on 20 nodes", func() (bool, string, error) {
 		out, err := env.Kubectl("get", "pods", "-n", "rook-ceph", "--no-headers")
@@ -166,6 +202,23 @@ func TestRookExample(t *testing.T) {
 	logEvents(t, evs)
 	if !strings.Contains(second.output(), "controller: starting") {
 		t.Errorf("the second controller did not say it started")
+	}
+
+	// Ferry first: the release requires a ferry the controller meets,
+	// and the Upgrade said so before any daemon moved (the first save
+	// the watch saw with a member past pending carried the condition).
+	c := condition(after, controller.FerryCondition)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "ControllerUnderstands" ||
+		c.Message != fmt.Sprintf("ferry %s, %s required", buildinfo.Release(), rookGoodFerry) {
+		t.Errorf("condition %s: %+v; want true: ferry %s, %s required", controller.FerryCondition, c, buildinfo.Release(), rookGoodFerry)
+	}
+	if f := after.Status.Ferry; f == nil || f.Controller != buildinfo.Release() || f.Requires != rookGoodFerry || len(f.Effects) != 0 {
+		t.Errorf("status.ferry %+v: want the controller's release %s, %s required, no effect", f, buildinfo.Release(), rookGoodFerry)
+	}
+	if fc, ok := events.atFirstMove("ceph-19-2-1"); !ok || fc == nil || fc.Status != metav1.ConditionTrue {
+		t.Errorf("when the first daemon moved, condition %s was %+v (seen %t): want true before any daemon moves", controller.FerryCondition, fc, ok)
+	} else {
+		t.Logf("when the first daemon moved: %s=%s %s: %s", fc.Type, fc.Status, fc.Reason, fc.Message)
 	}
 	t.Logf("controller processes that exited on their own (a lease lost on a loaded machine) and were started again: %d, %d",
 		first.restarted(), second.restarted())
@@ -275,8 +328,210 @@ func TestRookExample(t *testing.T) {
 	}
 	checkRookVersions(t, env, rookGood)
 	checkNoUndoOwed(t, bad)
+
+	next := <-nextFerry
+	if next.err != nil {
+		t.Fatal(next.err)
+	}
+	rookFerryFirst(t, env, sa, description, second, events, obs, next.bin)
 	t.Logf("the whole test: %s", time.Since(began).Round(time.Millisecond))
 }
+
+// rookFerryFirst: release 20.2.0 requires ferry 99.0.0. The
+// controller, driving (ferry 0.9.0), refuses it naming both versions,
+// and nothing of the cluster moves; given the 99.0.0 image
+// (spec.ferryImage), it moves its own Deployment first and the replica
+// on 99.0.0 (started by the test, playing the kubelet) takes the
+// upgrade up; the test ends once that one has moved the first mon.
+func rookFerryFirst(t *testing.T, env *kubetest.Env, sa, description string, driving *replica, events *upgradeEvents, obs *rookObserver, next ferrybuild.Binary) {
+	const name = "ceph-20-2-0"
+	deps, uids := rookDeployments(t, env), daemonPods(t, env)
+	obs.take()
+	start := time.Now()
+	if err := env.Apply(upgradeResource(name, description, rookNext)); err != nil {
+		t.Fatal(err)
+	}
+	var u controller.Upgrade
+	if err := env.WaitUntil(2*time.Minute, "the condition FerryUnderstands false", func() (bool, string, error) {
+		u = getUpgrade(t, env, name)
+		c := condition(u, controller.FerryCondition)
+		return c != nil && c.Status == metav1.ConditionFalse, fmt.Sprintf("state %q conditions %+v", u.Status.State, u.Status.Conditions), nil
+	}); err != nil {
+		driving.dump()
+		t.Fatal(err)
+	}
+	c := condition(u, controller.FerryCondition)
+	columns, _ := env.Kubectl("get", "upgrades", "-n", "ferry-system")
+	t.Logf("%s, %s after its apply: state %s; %s=%s %s: %s\nkubectl get upgrades:\n%s", name, time.Since(start).Round(time.Millisecond),
+		u.Status.State, c.Type, c.Status, c.Reason, c.Message, columns)
+	both := fmt.Sprintf("release %s requires ferry %s; this controller is ferry %s", rookNext, rookNextFerry, buildinfo.Release())
+	if c.Reason != "NeedsNewerController" || !strings.HasPrefix(c.Message, both+": it moves nothing of the cluster") {
+		t.Errorf("the condition does not refuse naming both versions (%q): %+v", both, c)
+	}
+	if u.Status.State != "ferry-first" || len(u.Status.Members) != 0 || len(u.Status.Record) != 0 {
+		t.Errorf("state %q, %d members, record %s: want ferry-first, nothing begun", u.Status.State, len(u.Status.Members), u.Status.Record)
+	}
+	if f := u.Status.Ferry; f == nil || f.Controller != buildinfo.Release() || f.Requires != rookNextFerry {
+		t.Errorf("status.ferry %+v: want the controller's release %s and the %s required", f, buildinfo.Release(), rookNextFerry)
+	}
+	// Nothing of the cluster moved, by the API: every Deployment's
+	// generation, image and replicas as they were, every daemon's pod
+	// the same. (The pods' watch, below, covers the whole time up to
+	// the old controller's exit.)
+	if now := rookDeployments(t, env); now != deps {
+		t.Errorf("the Deployments changed while the controller refused %s:\n%s\nthen\n%s", rookNext, deps, now)
+	}
+	if now := daemonPods(t, env); !maps.Equal(now, uids) {
+		t.Errorf("daemons' pods replaced while the controller refused %s: %v, then %v", rookNext, uids, now)
+	}
+
+	// The operator names the newer ferry's image: the controller moves
+	// its own Deployment first.
+	k := playRookKubelet(t, env, "registry.local/ferry:"+buildinfo.Release(), next.Path, sa, driving)
+	defer k.stop()
+	image := "registry.local/ferry:" + rookNextFerry + "@sha256:" + ferryDigest
+	moved := time.Now()
+	if _, err := env.Kubectl("patch", "upgrade", name, "-n", "ferry-system", "--type=merge", "-p", `{"spec":{"ferryImage":"`+image+`"}}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.WaitUntil(4*time.Minute, "rook-ceph-mon-a done on "+rookNext+" by the "+rookNextFerry+" controller", func() (bool, string, error) {
+		u = getUpgrade(t, env, name)
+		if u.Status.State == "failed" || u.Status.State == "refused" || u.Status.State == "rolling-back" {
+			return false, "", fmt.Errorf("%s: %s", u.Status.State, u.Status.Reason)
+		}
+		done := slices.ContainsFunc(u.Status.Members, func(m controller.MemberStatus) bool { return m.Name == "rook-ceph-mon-a" && m.Step == "done" })
+		return done, fmt.Sprintf("state %q waiting %q ferry %+v", u.Status.State, u.Status.Waiting, u.Status.Ferry), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	seen := obs.take()
+	k.mu.Lock()
+	changed, started, stopped, nextReplica, images := k.changed, k.started, k.stopped, k.next, slices.Clone(k.images)
+	k.mu.Unlock()
+	t.Logf("the image named; %s after: the Deployment moved after %s, the %s controller started after %s, the old one stopped after %s; the first daemon down after %s",
+		time.Since(moved).Round(time.Millisecond), changed.Sub(moved).Round(time.Millisecond), rookNextFerry, started.Sub(moved).Round(time.Millisecond),
+		stopped.Sub(moved).Round(time.Millisecond), seen.FirstDown.Sub(moved).Round(time.Millisecond))
+	if img := deploymentImage(t, env); img != image || len(images) != 2 {
+		t.Errorf("the Deployment's images: %v, now %q; want %s, then %s", images, img, images[0], image)
+	}
+	if nextReplica == nil || !strings.Contains(nextReplica.output(), "controller: starting") {
+		t.Fatalf("the %s controller did not start", rookNextFerry)
+	}
+	if !strings.Contains(driving.output(), "moved the controller's own Deployment") {
+		t.Errorf("the old controller does not say it moved its Deployment")
+	}
+	if f := u.Status.Ferry; f == nil || f.Controller != rookNextFerry || len(f.Effects) != 0 || f.Image != image {
+		t.Errorf("status.ferry %+v: want controller %s, its image, no effect owed", f, rookNextFerry)
+	}
+	if fc, ok := events.atFirstMove(name); !ok || fc == nil || fc.Status != metav1.ConditionTrue ||
+		fc.Message != fmt.Sprintf("ferry %s, %s required", rookNextFerry, rookNextFerry) {
+		t.Errorf("when the first daemon moved, condition %s was %+v (seen %t): want true, said by the %s controller", controller.FerryCondition, fc, ok, rookNextFerry)
+	}
+	// The order, seen by the pods' watch: no daemon down from the
+	// Upgrade's apply until the old controller had exited.
+	if seen.FirstDown.IsZero() || !seen.FirstDown.After(stopped) {
+		t.Errorf("the first daemon went down at %s; the old controller stopped at %s: want after", seen.FirstDown.Format(time.StampMilli), stopped.Format(time.StampMilli))
+	}
+	// And said by the events: the refusal, the controller's move, the
+	// move kept by the new controller, then the members.
+	evs := events.of(t, name, u.Status.LastSeq)
+	refusedAt, movedAt, keptAt, memberAt := 0, 0, 0, 0
+	for _, ev := range evs {
+		seq := int(ev.Seq)
+		switch {
+		case ev.Kind == "ferry" && strings.Contains(ev.Message, both+": it moves nothing") && refusedAt == 0:
+			refusedAt = seq
+		case ev.Kind == "ferry" && strings.Contains(ev.Message, image) && strings.Contains(ev.Message, "journaled with its undo"):
+			movedAt = seq
+		case ev.Kind == "ferry" && strings.Contains(ev.Message, "kept"):
+			keptAt = seq
+		case ev.Member != "" && memberAt == 0:
+			memberAt = seq
+		}
+	}
+	logEvents(t, evs)
+	if !(refusedAt > 0 && refusedAt < movedAt && movedAt < keptAt && keptAt < memberAt) {
+		t.Errorf("events: refused #%d, the Deployment moved #%d, kept #%d, the first member's #%d: want in that order", refusedAt, movedAt, keptAt, memberAt)
+	}
+	if img, _ := env.Kubectl("get", "deployment", "rook-ceph-mon-a", "-n", "rook-ceph", "-o", "jsonpath={.spec.template.spec.containers[0].image}"); img != "registry.local/ceph/ceph:v"+rookNext+"@sha256:"+strings.Repeat("20", 32) {
+		t.Errorf("rook-ceph-mon-a's image: %q, want %s's", img, rookNext)
+	}
+}
+
+// rookDeployments says, one line each, every Deployment of rook-ceph:
+// its name, generation (any change of its spec bumps it), image and
+// replicas.
+func rookDeployments(t *testing.T, env *kubetest.Env) string {
+	t.Helper()
+	out, err := env.Kubectl("get", "deployments", "-n", "rook-ceph", "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.metadata.generation} {.spec.template.spec.containers[0].image} {.spec.replicas}{"\n"}{end}`)
+	if err != nil || strings.Count(out, "\n") != 27 {
+		t.Fatalf("the Deployments of rook-ceph (want 27): %v\n%s", err, out)
+	}
+	return out
+}
+
+// rookKubelet plays the kubelet for the controller's Deployment, as
+// TestControllerFirst's kubelet does, for this test's replicas: once
+// the Deployment's image changes, it starts a replica of the newer
+// ferry (what the new image would run), then stops the old one with
+// SIGTERM (which releases its lease), as the rollout would.
+type rookKubelet struct {
+	mu                        sync.Mutex
+	images                    []string
+	changed, started, stopped time.Time
+	next                      *replica
+	cancel                    func()
+	done                      chan struct{}
+}
+
+func playRookKubelet(t *testing.T, env *kubetest.Env, from, newBin, kubeconfig string, old *replica) *rookKubelet {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", env.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := k8s.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	k := &rookKubelet{images: []string{from}, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(k.done)
+		for ctx.Err() == nil {
+			if d, err := cs.AppsV1().Deployments("ferry-system").Get(ctx, "ferry-controller", metav1.GetOptions{}); err == nil {
+				img := d.Spec.Template.Spec.Containers[0].Image
+				k.mu.Lock()
+				if k.images[len(k.images)-1] != img {
+					k.images = append(k.images, img)
+				}
+				runnable := img != from && k.next == nil
+				if runnable {
+					k.changed = time.Now()
+				}
+				k.mu.Unlock()
+				if runnable {
+					next := startReplicaOf(t, newBin, kubeconfig, "controller-c")
+					k.mu.Lock()
+					k.next, k.started = next, time.Now()
+					k.mu.Unlock()
+					old.term()
+					k.mu.Lock()
+					k.stopped = time.Now()
+					k.mu.Unlock()
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return k
+}
+
+func (k *rookKubelet) stop() { k.cancel(); <-k.done }
 
 // cephStatusProc is the example's stand-in, running.
 type cephStatusProc struct{ addr string }
@@ -380,12 +635,14 @@ type cephRecord struct {
 // rookSeen is what the test's own watch of the pods saw between two
 // takes: the fewest mons and rgw pods Ready at once, the most OSDs
 // down at once in one zone, zones with an OSD down at once, mds down,
-// when the first OSD went down and the last came back.
+// when the first OSD went down and the last came back, when the first
+// daemon of any kind went down.
 type rookSeen struct {
 	MinMonsUp, MinRGWReady   int
 	MaxOSDsDownPerZone       map[string]int
 	MaxZonesDown, MaxMDSDown int
 	FirstOSDDown, LastOSDUp  time.Time
+	FirstDown                time.Time
 	Rounds                   int
 	downNow                  int
 	worst                    string
@@ -492,6 +749,8 @@ func (o *rookObserver) observe(pods map[string]corev1.Pod) {
 			up["osd/"+p.Labels["ceph-osd-id"]] = true
 		case "rook-ceph-mds":
 			up["mds/"+p.Labels["mds"]] = true
+		case "rook-ceph-mgr":
+			up["mgr"] = true
 		case "rook-ceph-rgw":
 			rgw++
 		}
@@ -535,6 +794,9 @@ func (o *rookObserver) observe(pods map[string]corev1.Pod) {
 		s.LastOSDUp = now
 	}
 	s.downNow = n
+	if s.FirstDown.IsZero() && (n > 0 || mons < 3 || mds > 0 || rgw < 2 || !up["mgr"]) {
+		s.FirstDown = now
+	}
 }
 
 func checkRookInvariants(t *testing.T, seen rookSeen, rec cephRecord, perZone int) {
@@ -640,6 +902,9 @@ func daemonPods(t *testing.T, env *kubetest.Env) map[string]string {
 type upgradeEvents struct {
 	mu  sync.Mutex
 	evs map[string]map[uint64]controller.Event
+	// firstMove is, for each Upgrade, its condition FerryUnderstands in
+	// the first save that showed a member past pending.
+	firstMove map[string]*metav1.Condition
 }
 
 func watchUpgradeEvents(t *testing.T, env *kubetest.Env) *upgradeEvents {
@@ -652,7 +917,7 @@ func watchUpgradeEvents(t *testing.T, env *kubetest.Env) *upgradeEvents {
 		t.Fatal(err)
 	}
 	res := dc.Resource(schema.GroupVersionResource{Group: controller.GroupVersion.Group, Version: controller.GroupVersion.Version, Resource: "upgrades"}).Namespace("ferry-system")
-	ue := &upgradeEvents{evs: map[string]map[uint64]controller.Event{}}
+	ue := &upgradeEvents{evs: map[string]map[uint64]controller.Event{}, firstMove: map[string]*metav1.Condition{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { cancel(); <-done })
@@ -674,6 +939,9 @@ func watchUpgradeEvents(t *testing.T, env *kubetest.Env) *upgradeEvents {
 		}
 		for _, e := range u.Status.Events {
 			m[e.Seq] = e
+		}
+		if _, ok := ue.firstMove[u.Name]; !ok && slices.ContainsFunc(u.Status.Members, func(m controller.MemberStatus) bool { return m.Step != "pending" }) {
+			ue.firstMove[u.Name] = condition(u, controller.FerryCondition)
 		}
 	}
 	go func() {
@@ -728,6 +996,16 @@ func (ue *upgradeEvents) of(t *testing.T, name string, last uint64) []controller
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// atFirstMove is Upgrade name's condition FerryUnderstands in the first
+// save the watch saw with a member past pending (nil: none then); false
+// if it saw none.
+func (ue *upgradeEvents) atFirstMove(name string) (*metav1.Condition, bool) {
+	ue.mu.Lock()
+	defer ue.mu.Unlock()
+	c, ok := ue.firstMove[name]
+	return c, ok
 }
 
 func logEvents(t *testing.T, evs []controller.Event) {
@@ -834,9 +1112,9 @@ func (w lockedWriter) String() string {
 // (a replica that loses its lease, as on a loaded machine, exits and
 // its pod is restarted), until the test kills it with SIGKILL.
 type replica struct {
-	name, kubeconfig string
-	out              lockedWriter
-	exited           chan struct{}
+	bin, name, kubeconfig string
+	out                   lockedWriter
+	exited                chan struct{}
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd
@@ -846,7 +1124,13 @@ type replica struct {
 
 func startReplica(t *testing.T, kubeconfig, name string) *replica {
 	t.Helper()
-	r := &replica{name: name, kubeconfig: kubeconfig, out: lockedWriter{&sync.Mutex{}, &bytes.Buffer{}}, exited: make(chan struct{})}
+	return startReplicaOf(t, ferryBin, kubeconfig, name)
+}
+
+// startReplicaOf is startReplica with another ferry binary.
+func startReplicaOf(t *testing.T, bin, kubeconfig, name string) *replica {
+	t.Helper()
+	r := &replica{bin: bin, name: name, kubeconfig: kubeconfig, out: lockedWriter{&sync.Mutex{}, &bytes.Buffer{}}, exited: make(chan struct{})}
 	go r.run()
 	t.Cleanup(func() {
 		r.kill()
@@ -867,7 +1151,7 @@ func (r *replica) run() {
 		}
 		// The default lease (15 s): on a loaded machine a 4 s lease's
 		// renewal comes late, and the fence it lapses stops the engine.
-		cmd := exec.Command(ferryBin, "controller", "--kubeconfig", r.kubeconfig, "--namespace", "ferry-system",
+		cmd := exec.Command(r.bin, "controller", "--kubeconfig", r.kubeconfig, "--namespace", "ferry-system",
 			"--leader-elect", "-v")
 		cmd.Env = append(os.Environ(), "HOSTNAME="+r.name)
 		cmd.Stdout, cmd.Stderr = r.out, r.out
@@ -901,6 +1185,18 @@ func (r *replica) dump() {
 	case <-r.exited:
 	case <-time.After(10 * time.Second):
 	}
+}
+
+// term stops the replica's process with SIGTERM, as a pod's
+// termination does (it releases its lease); it is not started again.
+func (r *replica) term() {
+	r.mu.Lock()
+	r.stop = true
+	if r.cmd != nil {
+		_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	r.mu.Unlock()
+	<-r.exited
 }
 
 // kill SIGKILLs the replica's process; it is not started again.
