@@ -52,7 +52,7 @@ go vet ./...
 # lands in the second). Each shard's and the rest's lines are prefixed
 # and streamed; the run fails if any of the three does.
 E2E=./internal/testenv/e2e
-E2E_LONG='^(TestHAServersSurviveLeaderKills|TestStarlingXKilledResumes|TestSelfUpgradeAgentsUnderTraffic|TestRehearse|TestStarlingXPlatformFlow|TestAbortAtEachStep|TestKillNineResumes|TestBadReleasesRollBack)$'
+E2E_LONG='^(TestHAServersSurviveLeaderKills|TestStarlingXKilledResumes|TestSelfUpgradeAgentsUnderTraffic|TestRehearse|TestStarlingXPlatformFlow|TestAbortAtEachStep|TestKillNineResumes|TestBadReleasesRollBack|TestMigrationsAndPin|TestGlanceZeroImpactGate|TestSSHHostsLockReinstall)$'
 mapfile -t rest < <(go list ./... | grep -vx 'github.com/ferry-upgrade/ferry/internal/testenv/e2e')
 part() { # name, command...: the command's output, each line prefixed
 	local name=$1
