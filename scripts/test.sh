@@ -59,8 +59,7 @@ part() { # name, command...: the command's output, each line prefixed
 	shift
 	(set -o pipefail; "$@" 2>&1 | sed -u "s/^/[$name] /")
 }
-export FERRY_SIM_SEEDS=${FERRY_SIM_SEEDS:-300}
-part rest go test -count=1 -timeout 30m "${rest[@]}" &
+part rest env FERRY_SIM_SEEDS="${FERRY_SIM_SEEDS:-300}" go test -count=1 -timeout 30m "${rest[@]}" &
 p_rest=$!
 part e2e-1 go test -count=1 -timeout 30m -run "$E2E_LONG" "$E2E" &
 p_e1=$!
