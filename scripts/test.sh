@@ -42,38 +42,12 @@ t=$SECONDS
 go vet ./...
 # The simulator's proof of issue #18: 300 seeds of a 1,000-member
 # description through the real engine, every invariant checked (the race
-# run below keeps its default 6).
-#
-# The end-to-end package (internal/testenv/e2e) is most of the wall
-# time and its tests run one after another, mostly waiting on real
-# processes (soaks, deadlines, traffic windows), not on the cores: it
-# runs as two shards beside the rest, each test in exactly one (the
-# longest by -run, every other by -skip of the same list, so a new test
-# lands in the second). Each shard's and the rest's lines are prefixed
-# and streamed; the run fails if any of the three does.
-E2E=./internal/testenv/e2e
-E2E_LONG='^(TestHAServersSurviveLeaderKills|TestStarlingXKilledResumes|TestSelfUpgradeAgentsUnderTraffic|TestRehearse|TestStarlingXPlatformFlow|TestAbortAtEachStep|TestKillNineResumes|TestBadReleasesRollBack|TestMigrationsAndPin|TestGlanceZeroImpactGate|TestSSHHostsLockReinstall)$'
-mapfile -t rest < <(go list ./... | grep -vx 'github.com/ferry-upgrade/ferry/internal/testenv/e2e')
-part() { # name, command...: the command's output, each line prefixed
-	local name=$1
-	shift
-	(set -o pipefail; "$@" 2>&1 | sed -u "s/^/[$name] /")
-}
-part rest env FERRY_SIM_SEEDS="${FERRY_SIM_SEEDS:-300}" go test -count=1 -timeout 30m "${rest[@]}" &
-p_rest=$!
-part e2e-1 go test -count=1 -timeout 30m -run "$E2E_LONG" "$E2E" &
-p_e1=$!
-part e2e-2 go test -count=1 -timeout 30m -skip "$E2E_LONG" "$E2E" &
-p_e2=$!
-failed=()
-wait "$p_rest" || failed+=(rest)
-wait "$p_e1" || failed+=(e2e-1)
-wait "$p_e2" || failed+=(e2e-2)
+# run below keeps its default 6). The end-to-end package alone takes
+# about 25 minutes, its tests one after another, hence the timeout. (Split
+# into two shards beside the other packages it finished sooner, but the
+# four streams loaded the 2 cores to 36 and timed tests failed.)
+FERRY_SIM_SEEDS=${FERRY_SIM_SEEDS:-300} go test -count=1 -timeout 45m ./...
 lap "vet and every test" "$t"
-if ((${#failed[@]})); then
-	echo "test.sh: FAILED: ${failed[*]} (their lines are prefixed so)" >&2
-	exit 1
-fi
 t=$SECONDS
 # The race detector: the pure packages, then the engine and the
 # simulator that drives it, the agent, the server, the etcd store (its client keeps leases alive), the Kubernetes controller and driver
@@ -82,8 +56,10 @@ t=$SECONDS
 # and the extension example, an upgrade through the real engine (2 s);
 # and the rehearsal's control (its handler and clients).
 # Warm, on 2 cores at low load: 5 min 44 s (2026-11-25, 96b0f6a; 10.6
-# min with other work at load 15).
-go test -count=1 -race -timeout 20m ./internal/core/upgrade/ ./internal/core/plan/ ./internal/core/config/ ./internal/run/health/ ./internal/run/store/ ./internal/run/store/etcdstore/ ./internal/core/strategy/ \
+# min with other work at load 15). The controller's two whole scenarios
+# (TestRookExample, TestControllerFirst: minutes each) run in the plain
+# run only; the controller's other tests drive the same goroutines.
+go test -count=1 -race -timeout 20m -skip '^(TestRookExample|TestControllerFirst)$' ./internal/core/upgrade/ ./internal/core/plan/ ./internal/core/config/ ./internal/run/health/ ./internal/run/store/ ./internal/run/store/etcdstore/ ./internal/core/strategy/ \
 	./internal/run/engine/ ./internal/substrate/sim/ ./internal/substrate/agent/... ./internal/surface/server/ ./internal/surface/controller/ ./internal/substrate/kubernetes/ ./internal/substrate/process/ ./internal/substrate/ssh/ ./internal/proof/traffic/ \
 	./internal/proof/ ./internal/proof/cpuburn/ ./internal/testenv/extension/ ./internal/surface/rehearse/
 lap "the race detector run" "$t"

@@ -117,8 +117,8 @@ echo "installed $1" >"$FERRY_HOST.state"
 // TestReinstallComesBack: h2's reinstall takes its link down for 4 s
 // (the connection is lost: a keepalive not answered) and brings it
 // back: ReinstallHost waits, dials again (h2's key checked again) and
-// returns once the command ended with status 0, after it and no later
-// than 3 s after. A second call with the same key reports it done
+// returns once the command ended with status 0, after it and well
+// before its bound. A second call with the same key reports it done
 // without running it again.
 func TestReinstallComesBack(t *testing.T) {
 	e := sshtest.New(t, 2)
@@ -140,8 +140,11 @@ func TestReinstallComesBack(t *testing.T) {
 	if strings.TrimSpace(string(b)) != "installed 2.0.0" {
 		t.Errorf("the host says %q, want installed 2.0.0", b)
 	}
-	if took < 4*time.Second || took > 7*time.Second {
-		t.Errorf("ReinstallHost returned after %s; the host was away 4 s", took)
+	// Back once the host is: not before its 4 s away, and well before
+	// the 20 s bound (dialed again, not waited out). A loaded machine
+	// adds seconds to the return: 7.3 s at a load average of 36.
+	if took < 4*time.Second || took > 15*time.Second {
+		t.Errorf("ReinstallHost returned after %s; the host was away 4 s, its bound 20 s", took)
 	}
 	if opened < 2 {
 		t.Errorf("%d connection(s) opened: the one lost with the link was not dialed again", opened)
