@@ -56,10 +56,11 @@
 //     by kubernetes.io/hostname), its domain that node's zone. Start
 //     writes the image into its template and lets its own controller
 //     replace the pod under its own strategy, which ferry leaves as it
-//     is (Recreate, for an OSD); Stop scales it to 0 (its pod stopped
-//     gracefully, none made again) and the Start that follows scales it
-//     back with the new image, so that the pod is replaced once, not
-//     restarted on the old image first. It is Running once its replicas
+//     is (Recreate, for an OSD), so that the pod is replaced once; a
+//     move leaves its stop to that Start (driver.Replacer). Stop, asked
+//     for itself, scales it to 0 (its pod stopped gracefully, none made
+//     again) and a later Start scales it back with the new image. It is
+//     Running once its replicas
 //     are Ready on its template's version; while its controller rolls
 //     a new template out it is down, saying what it waits for (a
 //     paused Deployment is refused by Start, naming spec.paused). Its
