@@ -75,24 +75,26 @@ func controllerDeployment(t *testing.T, image string) string {
 }
 
 // kubelet plays the kubelet for the controller's Deployment: kwok's
-// pods run no containers, so when the Deployment's image changes to
-// one that becomes Ready, it starts the controller the new image would
-// run (a real 'ferry controller' process of the newer release) and
-// then stops the old one with SIGTERM, as the Deployment's rollout
-// would (a new pod first, then the old one terminated). An image that
-// never becomes Ready (kwok's never-ready) starts nothing.
+// pods run no containers, so when the Deployment's image changes from
+// the one it had (from) to one that becomes Ready, it starts the
+// controller the new image would run (start: a real 'ferry controller'
+// process of the newer release) and then stops the old one (stopOld),
+// as the Deployment's rollout would (a new pod first, then the old one
+// terminated). An image that never becomes Ready (kwok's never-ready)
+// starts nothing.
 type kubelet struct {
 	mu      sync.Mutex
 	changed time.Time // when the image changed to a runnable one
 	started time.Time // when the new controller process started
 	stopped time.Time // when the old one exited
 	images  []string  // every image the Deployment had, in order
-	next    *controllerProc
+	next    interface{ output() string }
 	cancel  func()
 	done    chan struct{}
 }
 
-func playKubelet(t *testing.T, env *kubetest.Env, newBin, sa string, old *controllerProc) *kubelet {
+func playKubelet(t *testing.T, env *kubetest.Env, from string, start func() interface{ output() string }, stopOld func()) *kubelet {
+	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", env.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +104,7 @@ func playKubelet(t *testing.T, env *kubetest.Env, newBin, sa string, old *contro
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	k := &kubelet{cancel: cancel, done: make(chan struct{})}
+	k := &kubelet{images: []string{from}, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(k.done)
 		for ctx.Err() == nil {
@@ -110,21 +112,20 @@ func playKubelet(t *testing.T, env *kubetest.Env, newBin, sa string, old *contro
 			if err == nil {
 				img := d.Spec.Template.Spec.Containers[0].Image
 				k.mu.Lock()
-				if len(k.images) == 0 || k.images[len(k.images)-1] != img {
+				if k.images[len(k.images)-1] != img {
 					k.images = append(k.images, img)
 				}
-				runnable := img != k.images[0] && !strings.Contains(img, "never-ready") && k.next == nil
+				runnable := img != from && !strings.Contains(img, "never-ready") && k.next == nil
 				if runnable {
 					k.changed = time.Now()
 				}
 				k.mu.Unlock()
 				if runnable {
-					next := startControllerOf(t, newBin, sa, "controller-b")
+					next := start()
 					k.mu.Lock()
 					k.next, k.started = next, time.Now()
 					k.mu.Unlock()
-					_ = old.cmd.Process.Signal(syscall.SIGTERM)
-					<-old.done
+					stopOld()
 					k.mu.Lock()
 					k.stopped = time.Now()
 					k.mu.Unlock()
@@ -250,7 +251,8 @@ func TestControllerFirst(t *testing.T) {
 	uids := podUIDs(t, env)
 	obs := watchMons(t, env, uids)
 	old := startController(t, sa, "controller-a")
-	k := playKubelet(t, env, next.Path, sa, old)
+	k := playKubelet(t, env, oldImage, func() interface{ output() string } { return startControllerOf(t, next.Path, sa, "controller-b") },
+		func() { _ = old.cmd.Process.Signal(syscall.SIGTERM); <-old.done })
 	defer k.stop()
 	evs := collectEvents(t, env, "storage-2")
 	defer evs.stop()

@@ -387,7 +387,11 @@ func rookFerryFirst(t *testing.T, env *kubetest.Env, sa, description string, dri
 
 	// The operator names the newer ferry's image: the controller moves
 	// its own Deployment first.
-	k := playRookKubelet(t, env, "registry.local/ferry:"+buildinfo.Release(), next.Path, sa, driving)
+	// The kubelet's stand-in (TestControllerFirst's) starts a replica of
+	// the newer ferry and stops the old one with SIGTERM, which releases
+	// its lease.
+	k := playKubelet(t, env, "registry.local/ferry:"+buildinfo.Release(),
+		func() interface{ output() string } { return startReplicaOf(t, next.Path, sa, "controller-c") }, driving.term)
 	defer k.stop()
 	image := "registry.local/ferry:" + rookNextFerry + "@sha256:" + ferryDigest
 	moved := time.Now()
@@ -470,68 +474,6 @@ func rookDeployments(t *testing.T, env *kubetest.Env) string {
 	}
 	return out
 }
-
-// rookKubelet plays the kubelet for the controller's Deployment, as
-// TestControllerFirst's kubelet does, for this test's replicas: once
-// the Deployment's image changes, it starts a replica of the newer
-// ferry (what the new image would run), then stops the old one with
-// SIGTERM (which releases its lease), as the rollout would.
-type rookKubelet struct {
-	mu                        sync.Mutex
-	images                    []string
-	changed, started, stopped time.Time
-	next                      *replica
-	cancel                    func()
-	done                      chan struct{}
-}
-
-func playRookKubelet(t *testing.T, env *kubetest.Env, from, newBin, kubeconfig string, old *replica) *rookKubelet {
-	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", env.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := k8s.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	k := &rookKubelet{images: []string{from}, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(k.done)
-		for ctx.Err() == nil {
-			if d, err := cs.AppsV1().Deployments("ferry-system").Get(ctx, "ferry-controller", metav1.GetOptions{}); err == nil {
-				img := d.Spec.Template.Spec.Containers[0].Image
-				k.mu.Lock()
-				if k.images[len(k.images)-1] != img {
-					k.images = append(k.images, img)
-				}
-				runnable := img != from && k.next == nil
-				if runnable {
-					k.changed = time.Now()
-				}
-				k.mu.Unlock()
-				if runnable {
-					next := startReplicaOf(t, newBin, kubeconfig, "controller-c")
-					k.mu.Lock()
-					k.next, k.started = next, time.Now()
-					k.mu.Unlock()
-					old.term()
-					k.mu.Lock()
-					k.stopped = time.Now()
-					k.mu.Unlock()
-				}
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	return k
-}
-
-func (k *rookKubelet) stop() { k.cancel(); <-k.done }
 
 // cephStatusProc is the example's stand-in, running.
 type cephStatusProc struct{ addr string }
