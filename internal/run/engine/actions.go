@@ -406,37 +406,72 @@ func (j *journaler) KeepOutput(_ context.Context, o driver.KeptOutput) error {
 	return j.send(journalReq{seq: j.seq, member: j.member, output: &ev})
 }
 
-// record writes a driver's effect into the record (or drops one it
-// undid itself), with its event, before the driver acts; or adds the
-// output the driver kept to the events.
-func (l *loop) record(r journalReq) error {
+// record writes drivers' effects into the record (or drops those they
+// undid themselves), with their events, before the drivers act; and
+// adds the output they kept to the events. Requests waiting together
+// are written together: a batch of a hundred pods keeps their output
+// and opens their effects in one write, not a hundred in a row, each
+// waiting on the disk before its pod may go. One error answers them
+// all: none of them was written.
+func (l *loop) record(rs ...journalReq) error {
 	now := l.e.now()
-	if r.output != nil {
-		ev := *r.output
+	var evs []store.Event
+	changed := false
+	for _, r := range rs {
+		var ev store.Event
+		switch {
+		case r.output != nil:
+			ev = *r.output
+			ev.Time = now
+		case r.done != "":
+			u, ef, ok := upgrade.Undone(l.u, r.done, now)
+			if !ok {
+				continue
+			}
+			l.u, changed = u, true
+			ev = store.Event{Kind: "effect", Member: r.member, Message: fmt.Sprintf("effect %s closed: %s (undone by its own step)", ef.ID, ef.What)}
+		default:
+			u, added := upgrade.Record(l.u, r.effect.Effect, now)
+			if !added {
+				continue
+			}
+			l.u, changed = u, true
+			ef := l.u.Effects[l.u.Effects.Find(r.effect.Key)]
+			ev = store.Event{Kind: "effect", Member: r.member, Message: fmt.Sprintf("effect %s opened: %s", ef.ID, ef.What)}
+		}
 		ev.Component = l.e.componentOf(upgrade.Action{Member: r.member})
-		ev.Time = now
-		l.emit(l.u, ev) // under the run's fence, as a save's events
+		evs = append(evs, ev)
+	}
+	if !changed {
+		if len(evs) > 0 {
+			l.emit(l.u, evs...) // under the run's fence, as a save's events
+		}
 		return l.deposed
 	}
-	var ev store.Event
-	if r.done != "" {
-		u, ef, ok := upgrade.Undone(l.u, r.done, now)
-		if !ok {
-			return nil
+	return l.save(now, l.u, evs)
+}
+
+// waiting is r and the requests already waiting on the journal behind
+// it (a bounded number): what record writes at once.
+func (l *loop) waiting(r journalReq) []journalReq {
+	rs := []journalReq{r}
+	for len(rs) < 1000 {
+		select {
+		case r := <-l.journal:
+			rs = append(rs, r)
+		default:
+			return rs
 		}
-		l.u = u
-		ev = store.Event{Kind: "effect", Member: r.member, Message: fmt.Sprintf("effect %s closed: %s (undone by its own step)", ef.ID, ef.What)}
-	} else {
-		u, added := upgrade.Record(l.u, r.effect.Effect, now)
-		if !added {
-			return nil
-		}
-		l.u = u
-		ef := l.u.Effects[l.u.Effects.Find(r.effect.Key)]
-		ev = store.Event{Kind: "effect", Member: r.member, Message: fmt.Sprintf("effect %s opened: %s", ef.ID, ef.What)}
 	}
-	ev.Component = l.e.componentOf(upgrade.Action{Member: r.member})
-	return l.save(now, l.u, []store.Event{ev})
+	return rs
+}
+
+// answer records rs and answers each.
+func (l *loop) answer(rs []journalReq) {
+	err := l.record(rs...)
+	for _, r := range rs {
+		r.reply <- err
+	}
 }
 
 // crashLoopOutput adds, for each member whose move just failed on a

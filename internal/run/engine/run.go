@@ -314,7 +314,7 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 				return l.u, err
 			}
 		case r := <-l.journal:
-			r.reply <- l.record(r)
+			l.answer(l.waiting(r))
 			if l.deposed != nil {
 				return l.u, l.deposed
 			}
@@ -483,7 +483,7 @@ func (l *loop) drain() {
 				l.e.cfg.Logger.Error("saving an action's outcome", "err", err)
 			}
 		case r := <-l.journal:
-			r.reply <- l.record(r)
+			l.answer(l.waiting(r))
 		case <-done:
 			for {
 				select {
