@@ -161,6 +161,16 @@ type Replacer interface {
 	StartReplaces(m Member) bool
 }
 
+// Watcher is a driver whose view of the cluster is pushed to it (the
+// Kubernetes driver's watches): Changed receives after any change to
+// that view, so that the engine observes at once instead of at its next
+// tick. A receive says only that something changed, several changes
+// may make one, and the engine reads what through Observe: the wake is
+// an edge, the reading stays level-triggered.
+type Watcher interface {
+	Changed() <-chan struct{}
+}
+
 // ErrUnreachable wraps errors that mean the substrate (agent, API
 // server) did not answer: worth retrying, not a verdict on a member.
 var ErrUnreachable = errors.New("driver: substrate unreachable")

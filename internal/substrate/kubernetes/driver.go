@@ -191,6 +191,11 @@ func newDriver(c kubernetes.Interface, opts ...Option) *Driver {
 	return d
 }
 
+// Changed receives after a change to any cache the driver watches
+// (driver.Watcher): a pod's readiness is seen when the watch brings it,
+// not at the engine's next tick.
+func (d *Driver) Changed() <-chan struct{} { return d.watches.changed }
+
 // Close stops the driver's informers (its only background work: a
 // Deployment's gate is waited for within its Start).
 func (d *Driver) Close() error {

@@ -39,6 +39,9 @@ type informers struct {
 	stop   chan struct{}
 	closed bool
 	byKey  map[string]*watched
+	// changed receives after any informer's cache changed (Driver's
+	// Changed): one buffered wake stands for any number of changes.
+	changed chan struct{}
 }
 
 // watched is one informer and the last error its list or watch met
@@ -52,7 +55,8 @@ type watched struct {
 }
 
 func newInformers(c *Driver, syncTimeout time.Duration) *informers {
-	return &informers{client: clientLister{c}, syncTimeout: syncTimeout, stop: make(chan struct{}), byKey: map[string]*watched{}}
+	return &informers{client: clientLister{c}, syncTimeout: syncTimeout, stop: make(chan struct{}), byKey: map[string]*watched{},
+		changed: make(chan struct{}, 1)}
 }
 
 // close stops every informer.
@@ -97,6 +101,17 @@ func (in *informers) store(ctx context.Context, kind, ns, sel, fsel string) (cac
 		_ = w.inf.SetTransform(stripManagedFields)
 		_ = w.inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 			w.lastErr.Store(&err)
+		})
+		changed := func() {
+			select {
+			case in.changed <- struct{}{}:
+			default:
+			}
+		}
+		_, _ = w.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { changed() },
+			UpdateFunc: func(any, any) { changed() },
+			DeleteFunc: func(any) { changed() },
 		})
 		in.byKey[key] = w
 		go w.inf.Run(in.stop)
