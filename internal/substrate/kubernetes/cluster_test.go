@@ -342,7 +342,16 @@ func testDaemonSet(t *testing.T, c *cluster) {
 	}
 	before := c.podsByNode(t, "ds", "app=agent")
 
-	must(t, c.drv.Start(ctx, ms[2], driver.Artifact{Version: "2.0.0", Image: "registry.local/agent:v2.0.0", SHA256: sumA}))
+	// A start taken again at once (the engine does, on an observation
+	// made after the first returned) reads the driver's cache: the pod
+	// the first deleted is seen deleting there, not deleted again.
+	deletes := c.drv.Requests().ByMethod()["DELETE"]
+	art := driver.Artifact{Version: "2.0.0", Image: "registry.local/agent:v2.0.0", SHA256: sumA}
+	must(t, c.drv.Start(ctx, ms[2], art))
+	must(t, c.drv.Start(ctx, ms[2], art))
+	if n := c.drv.Requests().ByMethod()["DELETE"] - deletes; n != 1 {
+		t.Errorf("two starts of %s in a row deleted %d pods, want 1", ms[2].Name, n)
+	}
 	want["agent.kwok-node-2"] = "2.0.0"
 	c.waitVersions(t, w, 5, want)
 	after := c.podsByNode(t, "ds", "app=agent")

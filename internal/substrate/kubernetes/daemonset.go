@@ -159,9 +159,35 @@ func (d *Driver) startDaemonSet(ctx context.Context, w driver.Workload, m driver
 			if err := d.deletePod(ctx, p, "replace it with version "+version); err != nil {
 				return err
 			}
+			if err := d.awaitGoing(ctx, w, s, p); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// awaitGoing waits until the driver's cache shows pod p, which it has
+// just deleted, being deleted or gone: an observation after the start
+// must not find it as it was, which would take the start again on a
+// stale view and delete the pod a second time.
+func (d *Driver) awaitGoing(ctx context.Context, w driver.Workload, s *appsv1.DaemonSet, p *corev1.Pod) error {
+	sel, err := podSelector(w, s.Spec.Selector)
+	if err != nil {
+		return err
+	}
+	st, err := d.watches.store(ctx, watchPods, w.Namespace, sel, "")
+	if err != nil {
+		return err
+	}
+	return d.awaitCache(ctx, "pod "+p.Namespace+"/"+p.Name+" being deleted", func() (bool, error) {
+		o, ok, err := st.GetByKey(p.Namespace + "/" + p.Name)
+		if err != nil || !ok {
+			return true, err
+		}
+		cp, _ := o.(*corev1.Pod)
+		return cp == nil || cp.UID != p.UID || cp.DeletionTimestamp != nil, nil
+	})
 }
 
 func (d *Driver) stopDaemonSet(ctx context.Context, w driver.Workload, m driver.Member) error {
