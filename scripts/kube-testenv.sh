@@ -287,6 +287,14 @@ start_once() {
 	if [[ ${FERRY_KUBE_SCALE:-} == 1 ]]; then
 		apiserver_flags+=(--max-requests-inflight=2000 --max-mutating-requests-inflight=1000)
 	fi
+	# FERRY_KUBE_KCM_QPS=N gives the controller manager's client N
+	# requests a second (burst N) instead of its default 20 (burst 30),
+	# as Kubernetes' own scalability jobs run it for large clusters.
+	local kcm_flags=()
+	if [[ -n ${FERRY_KUBE_KCM_QPS:-} ]]; then
+		[[ $FERRY_KUBE_KCM_QPS =~ ^[1-9][0-9]{0,4}$ ]] || die "FERRY_KUBE_KCM_QPS=$FERRY_KUBE_KCM_QPS: want a whole number of requests a second, 1 to 99999"
+		kcm_flags+=(--kube-api-qps="$FERRY_KUBE_KCM_QPS" --kube-api-burst="$FERRY_KUBE_KCM_QPS")
+	fi
 	spawn kube-apiserver "$BIN/kube-apiserver" \
 		--etcd-servers="http://127.0.0.1:$etcd_port" \
 		--bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
@@ -337,7 +345,8 @@ EOF
 		--authorization-kubeconfig="$DIR/kubeconfig" \
 		--bind-address=127.0.0.1 --secure-port="$kcm_port" --cert-dir="$DIR/certs" \
 		--service-account-private-key-file="$DIR/sa.key" --use-service-account-credentials=false \
-		--controllers="$controllers" --leader-elect=false
+		--controllers="$controllers" --leader-elect=false "${kcm_flags[@]}"
+	echo "$kcm_port" >"$DIR/kcm-port"
 
 	spawn kube-scheduler "$BIN/kube-scheduler" \
 		--kubeconfig="$DIR/kubeconfig" --authentication-kubeconfig="$DIR/kubeconfig" \

@@ -8,6 +8,14 @@
 // by the bench: kwok's pods run nothing) and a 1 s soak: that figure is
 // printed, not compared (Kubernetes' rollout has neither).
 //
+// It prints too the controller manager's own requests during each
+// rollout: Kubernetes' makes two per pod (the DaemonSet controller's
+// delete and create), ferry's one (the create; ferry deletes), and
+// that client's rate limit (20 a second by default) bounds both.
+// FERRY_KUBE_KCM_QPS=N runs the controller manager with N a second
+// instead; FERRY_BENCH_TIMELINE=1 says, batch by batch, when ferry's
+// pods were deleted, gone, created, bound and ready.
+//
 //	FERRY_KUBE=1 go test ./internal/testenv/kubebench/ -run '^$' -bench DaemonSet -benchtime 1x -timeout 30m
 package kubebench
 
@@ -94,6 +102,14 @@ func BenchmarkDaemonSet1000(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		// Kubernetes' own RollingUpdate, maxUnavailable 100.
 		version := fmt.Sprintf("2.0.%d", i)
+		kcm := func() map[string]float64 {
+			m, err := controllerRequests(env, rc)
+			if err != nil {
+				b.Logf("the controller manager's requests not read: %v", err)
+			}
+			return m
+		}
+		kcmBefore := kcm()
 		began := time.Now()
 		patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":"agent","image":"registry.local/agent:%s"}]}}}}`, version)
 		if _, err := cs.AppsV1().DaemonSets("bench").Patch(ctx, "native", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
@@ -103,14 +119,30 @@ func BenchmarkDaemonSet1000(b *testing.B) {
 			b.Fatal(err)
 		}
 		native := time.Since(began)
+		kcmNative := kcm()
 
 		// ferry: canary 1, 2, 4, ... up to 100 at a time, gates off.
+		var tl *timeline
+		if os.Getenv("FERRY_BENCH_TIMELINE") == "1" {
+			tl = watchTimeline(b, cs)
+		}
 		began = time.Now()
 		run, err := ferryUpgrade(b, env, "1.0.0", version, "")
 		if err != nil {
 			b.Fatal(err)
 		}
 		ferry := time.Since(began)
+		kcmFerry := kcm()
+		nNative, nFerry := requestsSince(kcmBefore, kcmNative), requestsSince(kcmNative, kcmFerry)
+		qps := controllerQPS()
+		b.Logf("the controller manager's requests to the API server: %s during Kubernetes' rollout, %s during ferry's; "+
+			"at its client's %g a second they take %.1f s and %.1f s: ferry's rollout, whose pods the DaemonSet controller creates, "+
+			"can be no faster than ×%.2f of Kubernetes' while that limit binds",
+			nNative, nFerry, qps, nNative.total/qps, nFerry.total/qps, nFerry.total/nNative.total)
+		b.ReportMetric(nFerry.total/nNative.total, "controller-requests-ferry/native")
+		if tl != nil {
+			tl.report(b, run.record)
+		}
 		b.ReportMetric(native.Seconds(), "native-s")
 		b.ReportMetric(ferry.Seconds(), "ferry-s")
 		b.ReportMetric(ferry.Seconds()/native.Seconds(), "ferry/native")
@@ -215,6 +247,8 @@ type ferryRun struct {
 	// store says how many writes and reads of its store the engine
 	// made and the time it spent in them.
 	store string
+	// record is the upgrade as it ended.
+	record upgrade.Upgrade
 }
 
 // ferryUpgrade runs ferry's engine in this process on the "ferry"
@@ -332,5 +366,5 @@ policy: {tick: 200ms}
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return ferryRun{peak: peak, requests: d.Requests().Total(), byMethod: d.Requests().ByMethod(), store: st.String()}, nil
+	return ferryRun{peak: peak, requests: d.Requests().Total(), byMethod: d.Requests().ByMethod(), store: st.String(), record: u}, nil
 }
