@@ -193,7 +193,8 @@ func newDriver(c kubernetes.Interface, opts ...Option) *Driver {
 
 // Changed receives after a change to any cache the driver watches
 // (driver.Watcher): a pod's readiness is seen when the watch brings it,
-// not at the engine's next tick.
+// not at the engine's next tick. It has one reader, the run's observer;
+// a second would share the wakes and see the rest at its tick.
 func (d *Driver) Changed() <-chan struct{} { return d.watches.changed }
 
 // Close stops the driver's informers (its only background work: a
