@@ -451,21 +451,6 @@ func (l *loop) record(rs ...journalReq) error {
 	return l.save(now, l.u, evs)
 }
 
-// waiting is r and the requests already waiting on the journal behind
-// it (a bounded number): what record writes at once.
-func (l *loop) waiting(r journalReq) []journalReq {
-	rs := []journalReq{r}
-	for len(rs) < 1000 {
-		select {
-		case r := <-l.journal:
-			rs = append(rs, r)
-		default:
-			return rs
-		}
-	}
-	return rs
-}
-
 // answer records rs and answers each.
 func (l *loop) answer(rs []journalReq) {
 	err := l.record(rs...)

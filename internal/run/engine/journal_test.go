@@ -1,14 +1,12 @@
 package engine
 
 import (
-	"context"
-	"crypto/sha256"
 	"fmt"
-	"os"
-	"path/filepath"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/core/effect"
@@ -39,51 +37,24 @@ func (s *countingStore) Append(f store.Fence, evs ...store.Event) ([]store.Event
 // hundred pods replaced at once wait on one fsync, not on a hundred in
 // a row. Effects opened and outputs kept alike.
 func TestJournalWritesWaitingRequestsAtOnce(t *testing.T) {
-	dir := t.TempDir()
-	sum := func(name string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return fmt.Sprintf("{path: %s, sha256: %x}", p, sha256.Sum256([]byte(name)))
-	}
-	c, err := config.Parse([]byte(`cluster: t
-hosts: [{name: h1, agent: 127.0.0.1:7101}]
-components:
-  - name: api
-    strategy: {type: canary, max_unavailable: 1}
-    members: [{name: api-1, host: h1, address: 127.0.0.1:8201}, {name: api-2, host: h1, address: 127.0.0.1:8202}]
-releases:
-  - version: 1.0.0
-    artifacts: {"*": `+sum("a-1")+`}
-  - version: 2.0.0
-    upgrade_from: [1.0.0]
-    artifacts: {"*": `+sum("a-2")+`}
-`), "t.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	bolt, err := store.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	st := &countingStore{Store: bolt}
-	e, err := New(Config{Cluster: c, Driver: &watchingDriver{changed: make(chan struct{})}, Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	began, err := e.Begin(context.Background(), "2.0.0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	u := upgrade.Upgrade{ID: "upg-1", State: upgrade.Upgrading("api"), Members: map[string]*upgrade.Member{
+		"api-1": {Name: "api-1", Component: "api", From: "1.0.0", Target: "2.0.0", Step: upgrade.StepStarting},
+	}, Created: now, Updated: now}
 	fence, err := st.Fence()
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, rev, err := st.Read(began.ID)
+	rev, err := st.CreateAt(u, fence)
 	if err != nil {
 		t.Fatal(err)
 	}
+	e := &Engine{c: &config.Cluster{}, cfg: Config{Store: st, Clock: RealClock{}, Logger: slog.New(slog.DiscardHandler)}}
 	const n = 50
 	l := &loop{e: e, u: u, fence: fence, rev: rev, journal: make(chan journalReq, n)}
 	var replies []chan error
@@ -99,7 +70,7 @@ releases:
 		replies = append(replies, r.reply)
 	}
 	before := st.writes.Load()
-	l.answer(l.waiting(<-l.journal))
+	l.answer(queued(l.journal, <-l.journal))
 	if w := st.writes.Load() - before; w != 1 {
 		t.Errorf("%d requests waiting together took %d writes, want 1", n, w)
 	}

@@ -310,11 +310,11 @@ func (l *loop) run(ctx, actx context.Context) (upgrade.Upgrade, error) {
 			return l.u, ctx.Err()
 		case <-l.ob.changed:
 		case o := <-l.outcomes:
-			if err := l.finishedAll(l.queued(o)); err != nil {
+			if err := l.finishedAll(queued(l.outcomes, o)); err != nil {
 				return l.u, err
 			}
 		case r := <-l.journal:
-			l.answer(l.waiting(r))
+			l.answer(queued(l.journal, r))
 			if l.deposed != nil {
 				return l.u, l.deposed
 			}
@@ -378,14 +378,16 @@ func actionRecord(u upgrade.Upgrade, a upgrade.Action) upgrade.Upgrade {
 // maxFolded bounds the outcomes folded into one write.
 const maxFolded = 4096
 
-// queued is outcome o and those that ended beside it, waiting already:
-// folded together (finishedAll), a batch of a thousand members whose
-// starts return at once is one write and one step, not a thousand.
-func (l *loop) queued(o outcome) []outcome {
-	out := []outcome{o}
+// queued is first and what waits on ch behind it already (at most
+// maxFolded in all): folded together, a batch of a thousand members
+// whose starts return at once is one write and one step, not a
+// thousand; the effects and outputs its drivers journal at once, one
+// write (loop.answer).
+func queued[T any](ch <-chan T, first T) []T {
+	out := []T{first}
 	for len(out) < maxFolded {
 		select {
-		case x := <-l.outcomes:
+		case x := <-ch:
 			out = append(out, x)
 		default:
 			return out
@@ -483,7 +485,7 @@ func (l *loop) drain() {
 				l.e.cfg.Logger.Error("saving an action's outcome", "err", err)
 			}
 		case r := <-l.journal:
-			l.answer(l.waiting(r))
+			l.answer(queued(l.journal, r))
 		case <-done:
 			for {
 				select {

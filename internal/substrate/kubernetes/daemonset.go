@@ -172,11 +172,7 @@ func (d *Driver) startDaemonSet(ctx context.Context, w driver.Workload, m driver
 // must not find it as it was, which would take the start again on a
 // stale view and delete the pod a second time.
 func (d *Driver) awaitGoing(ctx context.Context, w driver.Workload, s *appsv1.DaemonSet, p *corev1.Pod) error {
-	sel, err := podSelector(w, s.Spec.Selector)
-	if err != nil {
-		return err
-	}
-	st, err := d.watches.store(ctx, watchPods, w.Namespace, sel, "")
+	st, err := d.podStore(ctx, w, s.Spec.Selector)
 	if err != nil {
 		return err
 	}

@@ -280,11 +280,7 @@ func cachedWorkload[T any, P interface {
 // node is ""), from the informer of that selector, sorted by name. The
 // pods are the cache's own: read only.
 func (d *Driver) cachedPods(ctx context.Context, w driver.Workload, sel *metav1.LabelSelector, node string) ([]*corev1.Pod, error) {
-	s, err := podSelector(w, sel)
-	if err != nil {
-		return nil, err
-	}
-	st, err := d.watches.store(ctx, watchPods, w.Namespace, s, "")
+	st, err := d.podStore(ctx, w, sel)
 	if err != nil {
 		return nil, err
 	}
@@ -297,6 +293,15 @@ func (d *Driver) cachedPods(ctx context.Context, w driver.Workload, sel *metav1.
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i].Name < ps[j].Name })
 	return ps, nil
+}
+
+// podStore is the synced cache of w's pods that sel selects.
+func (d *Driver) podStore(ctx context.Context, w driver.Workload, sel *metav1.LabelSelector) (cache.Store, error) {
+	s, err := podSelector(w, sel)
+	if err != nil {
+		return nil, err
+	}
+	return d.watches.store(ctx, watchPods, w.Namespace, s, "")
 }
 
 // cachedNodes is the nodes of a node pool's selector, sorted by name.
