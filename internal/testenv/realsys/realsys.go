@@ -101,6 +101,9 @@ type System struct {
 	// outsideReady, when set, waits until the members started outside
 	// ferry form their cluster, and may restart one (NATS: natsRejoin).
 	outsideReady func(ctx context.Context, c *Cluster) error
+	// stuck, when set, names the system's own known defect that a
+	// failed upgrade's reason shows, "" for any other failure.
+	stuck func(reason string) string
 	// members are the members' names and the placeholders of the
 	// addresses their version report answers on.
 	members [][2]string
@@ -133,6 +136,7 @@ func NATS(env Env) *System {
 			return jetStreamReady(ctx, p["N1_HTTP"], p["N2_HTTP"], p["N3_HTTP"])
 		},
 		outsideReady: natsRejoin,
+		stuck:        natsStuck,
 		members:      [][2]string{{"n1", "N1_HTTP"}, {"n2", "N2_HTTP"}, {"n3", "N3_HTTP"}},
 		versionPath:  "/varz", versionField: "version"}
 }
@@ -274,6 +278,20 @@ func natsRejoin(ctx context.Context, c *Cluster) error {
 			}
 		}
 	}
+}
+
+// natsStuck knows nats-server 2.10's health check that stays "group
+// node unhealthy" for a stream of a restarted server (its stuck
+// catch-up: nats-io/nats-server#6964, whose report #7535 changed): seen
+// once in CI, a member restarted at its rollback answered 503 for the
+// whole 90 s deadline while its peers logged "Duplicate Route" against
+// it. Restarting the server mends it, which a rollback that failed
+// does not do.
+func natsStuck(reason string) string {
+	if strings.Contains(reason, "is not current: group node unhealthy") {
+		return "nats-server's health check stuck at \"group node unhealthy\" (nats-io/nats-server#6964)"
+	}
+	return ""
 }
 
 // SampleHAProxy is ferry's sample cluster (kv, api) behind HAProxy,
