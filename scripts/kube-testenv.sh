@@ -134,6 +134,55 @@ kwok_stages() {
 			cat "$f"
 		fi
 	done
+	# ferry's own stage: the kubelet's part of an in-place image change (a
+	# DaemonSet with update: in-place). A running pod whose container's
+	# image in its spec is not the one its status shows has that container
+	# restarted: its status takes the new image, one restart (the kubelet
+	# counts it; kwok's pods start with none) and Ready again now.
+	cat <<'STAGE'
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-container-image-changed
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Running'
+    - key: '.spec.containers.[] as $c | .status.containerStatuses.[] | select( .name == $c.name and .image != $c.image ) | .name'
+      operator: 'Exists'
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      conditions:
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: Initialized
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: Ready
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: ContainersReady
+      containerStatuses:
+      {{ range .spec.containers }}
+      - image: {{ .image | Quote }}
+        name: {{ .name | Quote }}
+        ready: true
+        restartCount: 1
+        state:
+          running:
+            startedAt: {{ $now | Quote }}
+      {{ end }}
+STAGE
 }
 
 # Output for kwok's pods, which run no containers: kwok's kubelet-like server

@@ -502,12 +502,27 @@ type Workload struct {
 	// host is its pod's node, its new image rolled out by its own
 	// controller under its own strategy.
 	Per string `yaml:"per"`
+	// Update says how a DaemonSet member's pod takes the new image: left
+	// out, it is deleted and its controller creates it again; "in-place"
+	// patches the running pod's image, so that the kubelet restarts its
+	// container where it is (same pod, node and IP; no scheduling and no
+	// request of the controller manager), as OpenKruise's
+	// InPlaceIfPossible does. A pod whose template differs from the new
+	// one in more than the container images is still recreated. Init
+	// containers do not run again.
+	Update string `yaml:"update"`
 }
 
 // Workload.Per values.
 const (
 	// PerWorkload: each workload the selector matches is one member.
 	PerWorkload = "workload"
+)
+
+// Workload.Update values.
+const (
+	// UpdateInPlace: a pod's image is changed where it runs.
+	UpdateInPlace = "in-place"
 )
 
 // Traffic is the client load ferry drives through the service while it

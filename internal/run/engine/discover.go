@@ -15,7 +15,7 @@ func WorkloadOf(comp *config.Component) *driver.Workload {
 		return nil
 	}
 	return &driver.Workload{Kind: w.Kind, Namespace: w.Namespace, Name: w.Name, Selector: w.Selector,
-		Container: w.Container, Upgrade: append([]string(nil), w.Upgrade...), DrainTimeout: w.DrainTimeout.D(), Per: w.Per}
+		Container: w.Container, Upgrade: append([]string(nil), w.Upgrade...), DrainTimeout: w.DrainTimeout.D(), Per: w.Per, Update: w.Update}
 }
 
 // Discover fills in the members of every component that names a

@@ -79,6 +79,9 @@ type Workload struct {
 	// Per is "workload" when each workload the selector matches is one
 	// member (config.PerWorkload); "" for the kind's own members.
 	Per string
+	// Update is "in-place" when a DaemonSet's pod takes its new image
+	// where it runs (config.UpdateInPlace); "" when it is recreated.
+	Update string
 }
 
 // Discoverer is a driver whose members are found at run time rather

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,6 +107,7 @@ subjects: [{kind: ServiceAccount, name: ferry, namespace: ferry-system}]
 		{"StatefulSetPartition", testStatefulSetPartition},
 		{"Digest", testDigest},
 		{"DaemonSet", testDaemonSet},
+		{"DaemonSetInPlace", testDaemonSetInPlace},
 		{"Deployment", testDeployment},
 		{"PerWorkload", testPerWorkload},
 		{"NodePool", testNodePool},
@@ -359,6 +361,103 @@ func testDaemonSet(t *testing.T, c *cluster) {
 		if changed := after[node] != uid; changed != (node == "kwok-node-2") {
 			t.Errorf("pod on %s replaced: %t", node, changed)
 		}
+	}
+}
+
+const daemonSetInPlace = `apiVersion: v1
+kind: Namespace
+metadata: {name: dsip}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: probe, namespace: dsip}
+spec:
+  selector: {matchLabels: {app: probe}}
+  updateStrategy: {type: OnDelete}
+  template:
+    metadata: {labels: {app: probe}}
+    spec:
+      containers: [{name: probe, image: "registry.local/probe:v1.0.0"}]
+`
+
+// testDaemonSetInPlace: with update: in-place, Start changes the image
+// of a node's pod where it runs (no delete: the same pod, taken by the
+// DaemonSet controller as updated), and its version is the new one once
+// the kubelet (kwok's stage pod-container-image-changed, in
+// scripts/kube-testenv.sh) has restarted the container; a pod whose
+// template differs from the new one in more than the image is
+// recreated, and the log says where they differ.
+func testDaemonSetInPlace(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	must(t, c.env.Apply(daemonSetInPlace))
+	w := &driver.Workload{Kind: kindDaemonSet, Namespace: "dsip", Name: "probe", Update: updateInPlace}
+	var ms []driver.Member
+	must(t, c.env.WaitUntil(time.Minute, "a pod of probe on each of 5 nodes", func() (bool, string, error) {
+		var err error
+		ms, err = c.drv.Discover(ctx, "probe", *w)
+		return len(ms) == 5, memberNames(ms), err
+	}))
+	want := map[string]string{}
+	for i := 0; i < 5; i++ {
+		want[fmt.Sprintf("probe.kwok-node-%d", i)] = "1.0.0"
+	}
+	c.waitVersions(t, w, 5, want)
+	before := c.podsByNode(t, "dsip", "app=probe")
+
+	// Twice in a row, as the engine may: one template patch, one pod
+	// patch, no delete.
+	calls := c.drv.Requests().ByMethod()
+	art := driver.Artifact{Version: "2.0.0", Image: "registry.local/probe:v2.0.0", SHA256: sumA}
+	must(t, c.drv.Start(ctx, ms[1], art))
+	must(t, c.drv.Start(ctx, ms[1], art))
+	now := c.drv.Requests().ByMethod()
+	if d, p := now["DELETE"]-calls["DELETE"], now["PATCH"]-calls["PATCH"]; d != 0 || p != 2 {
+		t.Errorf("two starts of %s in place: %d deletes and %d patches, want 0 and 2 (the template, the pod)", ms[1].Name, d, p)
+	}
+	want["probe.kwok-node-1"] = "2.0.0"
+	c.waitVersions(t, w, 5, want)
+	if after := c.podsByNode(t, "dsip", "app=probe"); !maps.Equal(after, before) {
+		t.Errorf("pods by node %v, want the same pods as before %v", after, before)
+	}
+	st, err := c.drv.Observe(ctx, ms[1:2])
+	must(t, err)
+	if st[0].Restarts != 0 {
+		t.Errorf("%s: %d restarts after its change in place, want 0 (that restart is no crash)", ms[1].Name, st[0].Restarts)
+	}
+	ds, err := c.admin.AppsV1().DaemonSets("dsip").Get(ctx, "probe", metav1.GetOptions{})
+	must(t, err)
+	ref, err := ImageRef(art)
+	must(t, err)
+	for _, p := range c.pods(t, "dsip", "app=probe") {
+		if p.Spec.NodeName != "kwok-node-1" {
+			continue
+		}
+		if p.Spec.Containers[0].Image != ref || p.Labels[labelTemplateGen] != ds.Annotations[annotationTemplateGen] {
+			t.Errorf("pod %s: image %s, labels %v; want %s and %s %s", p.Name, p.Spec.Containers[0].Image, p.Labels, ref, labelTemplateGen, ds.Annotations[annotationTemplateGen])
+		}
+	}
+	// The DaemonSet controller counts that pod updated.
+	must(t, c.env.WaitUntil(30*time.Second, "the DaemonSet's updatedNumberScheduled 1", func() (bool, string, error) {
+		ds, err := c.admin.AppsV1().DaemonSets("dsip").Get(ctx, "probe", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return ds.Status.UpdatedNumberScheduled == 1, fmt.Sprintf("updatedNumberScheduled %d", ds.Status.UpdatedNumberScheduled), nil
+	}))
+
+	// Someone changes more than the image: the next pods are recreated.
+	_, err = c.env.Kubectl("-n", "dsip", "set", "env", "daemonset/probe", "MODE=fast")
+	must(t, err)
+	art3 := driver.Artifact{Version: "3.0.0", Image: "registry.local/probe:v3.0.0", SHA256: sumA}
+	must(t, c.drv.Start(ctx, ms[3], art3))
+	want["probe.kwok-node-3"] = "3.0.0"
+	c.waitVersions(t, w, 5, want)
+	after := c.podsByNode(t, "dsip", "app=probe")
+	if after["kwok-node-3"] == before["kwok-node-3"] {
+		t.Errorf("the pod on kwok-node-3 was changed in place, its template differing in its env")
+	}
+	if log := c.logs.String(); !strings.Contains(log, "differs from the new one in more than the images (at spec.containers[0].env)") {
+		t.Errorf("the driver's log does not say why the pod was recreated:\n%s", log)
 	}
 }
 

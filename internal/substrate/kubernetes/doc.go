@@ -26,7 +26,13 @@
 //   - DaemonSet: one member per node that runs a pod of it, named
 //     "<daemonset>.<node>" (member names are unique across components).
 //     OnDelete, as for a StatefulSet out of order: a DaemonSet has no
-//     partition.
+//     partition. With update: in-place (inplace.go) Start patches the
+//     pod's image where it runs instead of deleting it, when the pod's
+//     template revision (its ControllerRevision) differs from the new
+//     one in the containers' images alone; the pod is labelled with the
+//     new revision, so the DaemonSet controller counts it updated, and
+//     it reports its old version until its container's status shows the
+//     kubelet restarted it.
 //   - Deployment: replica slots "<deployment>.1" .. "<deployment>.<n>".
 //     Kubernetes cannot replace one chosen pod of a Deployment, so Start
 //     of slot i gates the Deployment's own rollout: it lets the rollout

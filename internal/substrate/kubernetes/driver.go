@@ -73,8 +73,9 @@ type Driver struct {
 	cacheSync   time.Duration
 
 	mu       sync.Mutex
-	rollouts map[string]*rollout // Deployments with Starts in progress
-	keep     *keeper             // the output of the pods it replaces
+	rollouts map[string]*rollout   // Deployments with Starts in progress
+	keep     *keeper               // the output of the pods it replaces
+	revs     map[string]*revisions // DaemonSets' template revisions (in place)
 }
 
 var (
@@ -180,6 +181,7 @@ func newDriver(c kubernetes.Interface, opts ...Option) *Driver {
 		cacheSync:   DefaultSyncTimeout,
 		rollouts:    map[string]*rollout{},
 		keep:        newKeeper(),
+		revs:        map[string]*revisions{},
 	}
 	for _, o := range opts {
 		o(d)

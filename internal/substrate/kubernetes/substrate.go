@@ -134,6 +134,12 @@ func checkWorkload(n config.Node, comp *config.Component) {
 			n.Add("workload.upgrade", "applies to a NodePool only: a %s's members are upgraded by their image", w.Kind)
 		}
 	}
+	switch {
+	case w.Update != "" && w.Update != config.UpdateInPlace:
+		n.Add("workload.update", "unknown value %q; known: %s (a DaemonSet's pod takes its image where it runs), or leave it out (recreated)", truncate(w.Update, 70), config.UpdateInPlace)
+	case w.Update != "" && w.Kind != config.KindDaemonSet:
+		n.Add("workload.update", "update: %s applies to a DaemonSet: a %s's pods are recreated", config.UpdateInPlace, w.Kind)
+	}
 	n.Within("workload.drain_timeout", w.DrainTimeout, minDrainTimeout, maxDrainTimeout, config.DefaultDrainTimeout.D(), "how long a node's drain may take")
 }
 

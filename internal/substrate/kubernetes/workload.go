@@ -208,7 +208,7 @@ func podStatus(p *corev1.Pod, container string) driver.Status {
 			st.Detail += " on " + p.Spec.NodeName
 		}
 	}
-	return st
+	return inPlaceStatus(p, container, st)
 }
 
 func podCondition(p *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {

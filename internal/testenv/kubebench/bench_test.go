@@ -6,7 +6,10 @@
 // the requests it sent the API server per node. Then ferry again, to a
 // third version, with a member check (an HTTP check per member, served
 // by the bench: kwok's pods run nothing) and a 1 s soak: that figure is
-// printed, not compared (Kubernetes' rollout has neither).
+// printed, not compared (Kubernetes' rollout has neither). Last, ferry
+// to a fourth version with update: in-place, gates off: each pod's
+// image changed where it runs (kwok's stage pod-container-image-changed stands for the
+// kubelet's container restart), no pod deleted or created.
 //
 // It prints too the controller manager's own requests during each
 // rollout: Kubernetes' makes two per pod (the DaemonSet controller's
@@ -127,7 +130,7 @@ func BenchmarkDaemonSet1000(b *testing.B) {
 			tl = watchTimeline(b, cs)
 		}
 		began = time.Now()
-		run, err := ferryUpgrade(b, env, "1.0.0", version, "")
+		run, err := ferryUpgrade(b, env, "1.0.0", version, "", "")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -162,7 +165,7 @@ func BenchmarkDaemonSet1000(b *testing.B) {
 			checksMu.Unlock()
 		}))
 		began = time.Now()
-		gated, err := ferryUpgrade(b, env, version, "3.0.0", fmt.Sprintf(`
+		gated, err := ferryUpgrade(b, env, version, "3.0.0", "", fmt.Sprintf(`
     health: {member: {http: "%s/ready/{{.Name}}", expect_status: 200}}
     soak: 1s`, srv.URL))
 		srv.Close()
@@ -177,6 +180,25 @@ func BenchmarkDaemonSet1000(b *testing.B) {
 			checks, withGates.Round(time.Millisecond), withGates.Seconds()/native.Seconds(), float64(gated.peak.heap)/(1<<20),
 			gated.requests, float64(gated.requests)/nodes, gated.byMethod, gated.store)
 		checksMu.Unlock()
+
+		// ferry again, each pod's image changed where it runs
+		// (update: in-place): the controller manager creates nothing.
+		kcmBefore = kcm()
+		began = time.Now()
+		inPlace, err := ferryUpgrade(b, env, "3.0.0", "3.1.0", ", update: in-place", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		inPlaceTook := time.Since(began)
+		if n := inPlace.byMethod["DELETE"]; n != 0 {
+			b.Fatalf("update: in-place deleted %d pods, want none", n)
+		}
+		nInPlace := requestsSince(kcmBefore, kcm())
+		b.ReportMetric(inPlaceTook.Seconds(), "ferry-in-place-s")
+		b.ReportMetric(inPlaceTook.Seconds()/native.Seconds(), "ferry-in-place/native")
+		b.Logf("with update: in-place: ferry %s (×%.2f of the native rollout above, gates off); peak Go heap %.0f MiB; %d API requests, %.2f per node (%v); the controller manager's requests %s; its store: %s",
+			inPlaceTook.Round(time.Millisecond), inPlaceTook.Seconds()/native.Seconds(), float64(inPlace.peak.heap)/(1<<20),
+			inPlace.requests, float64(inPlace.requests)/nodes, inPlace.byMethod, nInPlace, inPlace.store)
 	}
 }
 
@@ -256,7 +278,7 @@ type ferryRun struct {
 // (indented YAML of the component's fields) added, and returns the
 // peak of the Go heap while it ran and the requests it sent. One
 // iteration: -benchtime 1x.
-func ferryUpgrade(b *testing.B, env *kubetest.Env, from, to, component string) (ferryRun, error) {
+func ferryUpgrade(b *testing.B, env *kubetest.Env, from, to, workload, component string) (ferryRun, error) {
 	dir := b.TempDir()
 	desc := fmt.Sprintf(`cluster: bench
 substrate: kubernetes
@@ -264,7 +286,7 @@ kubernetes: {kubeconfig: %[1]q}
 components:
   - name: agent
     order: 1
-    workload: {kind: DaemonSet, namespace: bench, name: ferry}
+    workload: {kind: DaemonSet, namespace: bench, name: ferry%[9]s}
     strategy: {type: canary, max_unavailable: %[2]d, max_batch: %[3]d}
     deadline: 5m%[8]s
 releases:
@@ -274,7 +296,7 @@ releases:
     upgrade_from: [%[4]s]
     artifacts: {agent: {image: "registry.local/agent:%[6]s", sha256: "%[7]s"}}
 policy: {tick: 200ms}
-`, env.Kubeconfig, maxUnavailable, maxUnavailable, from, digest(from), to, digest(to), component)
+`, env.Kubeconfig, maxUnavailable, maxUnavailable, from, digest(from), to, digest(to), component, workload)
 	path := filepath.Join(dir, "cluster.yaml")
 	if err := os.WriteFile(path, []byte(desc), 0o600); err != nil {
 		return ferryRun{}, err

@@ -1,0 +1,335 @@
+package kubernetes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ferry-upgrade/ferry/internal/substrate/driver"
+)
+
+// An in-place update (workload.update: in-place) changes a running
+// DaemonSet pod's container image, which the kubelet applies by
+// restarting that container: the pod keeps its node, IP and volumes,
+// and the controller manager makes no request for it (a recreated pod
+// costs it a create, within its client's rate limit: what bounds a
+// large DaemonSet's rollout). It is done only where the pod's own
+// revision of the template differs from the new one in its containers'
+// images alone, as OpenKruise's InPlaceIfPossible; else the pod is
+// recreated.
+
+// updateInPlace is what a DaemonSet's workload.update says for in-place.
+const updateInPlace = "in-place"
+
+// AnnotationInPlace on a pod records, as JSON (inPlaceFrom), what its
+// container ran when ferry changed its image in place: until the
+// kubelet has restarted it, the pod still runs that.
+const AnnotationInPlace = "ferry.dev/in-place-from"
+
+// The DaemonSet controller's own labels and annotation: the pod's
+// template revision, and the template generation it counts a pod
+// updated by (k8s.io/kubernetes/pkg/controller/daemon/util).
+const (
+	labelRevisionHash     = appsv1.DefaultDaemonSetUniqueLabelKey // controller-revision-hash
+	labelTemplateGen      = "pod-template-generation"
+	annotationTemplateGen = "deprecated.daemonset.template.generation"
+)
+
+// maxRevisionSets bounds the driver's memo of DaemonSets' revisions.
+const maxRevisionSets = 64
+
+// inPlaceFrom is a pod's AnnotationInPlace: the version and the
+// container's status before its image changed in place.
+type inPlaceFrom struct {
+	Container string `json:"container"`
+	Version   string `json:"version"`
+	Image     string `json:"image"`
+	ImageID   string `json:"imageID,omitempty"`
+	Restarts  int32  `json:"restarts"`
+}
+
+// revisions are a DaemonSet's template revisions at one generation:
+// each revision's template by its hash, and the current one's hash.
+type revisions struct {
+	templates map[string]map[string]any
+	current   string
+}
+
+// dsRevisions lists s's ControllerRevisions once per generation of s
+// (a thousand Starts must not list them a thousand times).
+func (d *Driver) dsRevisions(ctx context.Context, s *appsv1.DaemonSet) (*revisions, error) {
+	key := string(s.UID) + "/" + strconv.FormatInt(s.Generation, 10)
+	d.mu.Lock()
+	r := d.revs[key]
+	d.mu.Unlock()
+	if r != nil {
+		return r, nil
+	}
+	sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes driver: DaemonSet %s/%s: selector: %w", s.Namespace, s.Name, err)
+	}
+	list, err := d.client.AppsV1().ControllerRevisions(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, apiError(ctx, err, "listing the revisions of DaemonSet %s/%s", s.Namespace, s.Name)
+	}
+	r = &revisions{templates: map[string]map[string]any{}}
+	var top int64 = -1
+	for i := range list.Items {
+		cr := &list.Items[i]
+		if !metav1.IsControlledBy(cr, s) {
+			continue
+		}
+		tmpl, err := revisionTemplate(cr.Data.Raw)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes driver: ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err)
+		}
+		hash := cr.Labels[labelRevisionHash]
+		r.templates[hash] = tmpl
+		if cr.Revision > top {
+			top, r.current = cr.Revision, hash
+		}
+	}
+	d.mu.Lock()
+	if len(d.revs) >= maxRevisionSets {
+		clear(d.revs)
+	}
+	d.revs[key] = r
+	d.mu.Unlock()
+	return r, nil
+}
+
+// revisionTemplate is the pod template a DaemonSet's ControllerRevision
+// holds: its data is the patch {"spec":{"template":{...,"$patch":"replace"}}}.
+func revisionTemplate(raw []byte) (map[string]any, error) {
+	var data struct {
+		Spec struct {
+			Template map[string]any `json:"template"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(raw, &data); err != nil {
+		return nil, fmt.Errorf("data: %w", err)
+	}
+	if data.Spec.Template == nil {
+		return nil, fmt.Errorf("data holds no spec.template")
+	}
+	delete(data.Spec.Template, "$patch")
+	return data.Spec.Template, nil
+}
+
+// imagesOnly says whether pod templates from and to (as their
+// revisions hold them) differ in their containers' images alone
+// (ferry's own annotations aside), and if not, where they first differ.
+func imagesOnly(from, to map[string]any) (bool, string) {
+	a, b := withoutImages(from), withoutImages(to)
+	if where := firstDiff(a, b, ""); where != "" {
+		return false, where
+	}
+	return true, ""
+}
+
+// withoutImages is a copy of a template with its containers' images and
+// ferry's annotations left out.
+func withoutImages(t map[string]any) map[string]any {
+	var c map[string]any
+	b, _ := json.Marshal(t)
+	_ = json.Unmarshal(b, &c)
+	if md, ok := c["metadata"].(map[string]any); ok {
+		if an, ok := md["annotations"].(map[string]any); ok {
+			delete(an, AnnotationVersion)
+			delete(an, AnnotationImage)
+			if len(an) == 0 {
+				delete(md, "annotations")
+			}
+		}
+	}
+	if sp, ok := c["spec"].(map[string]any); ok {
+		if cs, ok := sp["containers"].([]any); ok {
+			for _, x := range cs {
+				if m, ok := x.(map[string]any); ok {
+					delete(m, "image")
+				}
+			}
+		}
+	}
+	return c
+}
+
+// firstDiff is the path of the first place a and b (decoded JSON)
+// differ, "" when they are equal.
+func firstDiff(a, b any, path string) string {
+	switch av := a.(type) {
+	case map[string]any:
+		bv, ok := b.(map[string]any)
+		if !ok {
+			return orRoot(path)
+		}
+		keys := make([]string, 0, len(av)+len(bv))
+		for k := range av {
+			keys = append(keys, k)
+		}
+		for k := range bv {
+			if _, ok := av[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			if d := firstDiff(av[k], bv[k], p); d != "" {
+				return d
+			}
+		}
+		return ""
+	case []any:
+		bv, ok := b.([]any)
+		if !ok || len(av) != len(bv) {
+			return orRoot(path)
+		}
+		for i := range av {
+			if d := firstDiff(av[i], bv[i], fmt.Sprintf("%s[%d]", path, i)); d != "" {
+				return d
+			}
+		}
+		return ""
+	}
+	if !reflect.DeepEqual(a, b) {
+		return orRoot(path)
+	}
+	return ""
+}
+
+func orRoot(path string) string {
+	if path == "" {
+		return "the template"
+	}
+	return path
+}
+
+// inPlace says whether pod p of DaemonSet s may take the new template
+// in place, and if not, why.
+func (d *Driver) inPlace(ctx context.Context, s *appsv1.DaemonSet, p *corev1.Pod) (*revisions, string, error) {
+	r, err := d.dsRevisions(ctx, s)
+	if err != nil {
+		return nil, "", err
+	}
+	hash := p.Labels[labelRevisionHash]
+	switch {
+	case r.current == "":
+		return nil, "the DaemonSet has no revision yet", nil
+	case hash == "":
+		return nil, "the pod carries no " + labelRevisionHash + " label", nil
+	case r.templates[hash] == nil:
+		return nil, fmt.Sprintf("the pod's template revision %q is not among the DaemonSet's", hash), nil
+	}
+	if ok, where := imagesOnly(r.templates[hash], r.templates[r.current]); !ok {
+		return nil, "the pod's template differs from the new one in more than the images (at " + where + ")", nil
+	}
+	return r, "", nil
+}
+
+// updateInPlace changes the images of DaemonSet s's pod p to the new
+// template's, in place, if its template differs from the new one in
+// them alone: it says whether it did (false: the pod must be
+// recreated, and why is logged). The patch carries p's resourceVersion:
+// a pod changed since it was read is not patched blind.
+func (d *Driver) updateInPlace(ctx context.Context, w driver.Workload, s *appsv1.DaemonSet, p *corev1.Pod, container, version, ref string) (bool, error) {
+	r, why, err := d.inPlace(ctx, s, p)
+	if err != nil {
+		return false, err
+	}
+	if r == nil {
+		d.log.Info("recreating the pod: not in place", "pod", p.Namespace+"/"+p.Name, "why", why)
+		return false, nil
+	}
+	from := inPlaceFrom{Container: container, Version: podVersion(p.ObjectMeta, p.Spec, container)}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == container {
+			from.Image, from.ImageID, from.Restarts = cs.Image, cs.ImageID, cs.RestartCount
+		}
+	}
+	var images []any
+	if cs, ok := r.templates[r.current]["spec"].(map[string]any)["containers"].([]any); ok {
+		for _, x := range cs {
+			m, _ := x.(map[string]any)
+			images = append(images, map[string]any{"name": m["name"], "image": m["image"]})
+		}
+	}
+	fromJSON, _ := json.Marshal(from)
+	lbl := map[string]any{labelRevisionHash: r.current}
+	if g := s.Annotations[annotationTemplateGen]; g != "" {
+		lbl[labelTemplateGen] = g
+	}
+	patch := map[string]any{
+		"metadata": map[string]any{
+			"resourceVersion": p.ResourceVersion,
+			"labels":          lbl,
+			"annotations":     map[string]any{AnnotationVersion: version, AnnotationImage: ref, AnnotationInPlace: string(fromJSON)},
+		},
+		"spec": map[string]any{"containers": images},
+	}
+	d.keepOutput(ctx, p, container, "its container restarted in place with version "+version)
+	if _, err := d.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, strategic, mustJSON(patch), metav1.PatchOptions{FieldManager: "ferry"}); err != nil {
+		return false, apiError(ctx, err, "changing the image of pod %s/%s in place to %s", p.Namespace, p.Name, ref)
+	}
+	d.log.Info("changed the pod's image in place", "pod", p.Namespace+"/"+p.Name, "version", version, "image", ref)
+	// The next observation must see the change: a Start taken again on
+	// the cache from before it would patch again at a stale version.
+	st, err := d.podStore(ctx, w, s.Spec.Selector)
+	if err != nil {
+		return true, err
+	}
+	return true, d.awaitCache(ctx, "pod "+p.Namespace+"/"+p.Name+" on "+ref, func() (bool, error) {
+		o, ok, err := st.GetByKey(p.Namespace + "/" + p.Name)
+		if err != nil || !ok {
+			return true, err
+		}
+		cp, _ := o.(*corev1.Pod)
+		return cp == nil || cp.UID != p.UID || cp.Annotations[AnnotationImage] == ref, nil
+	})
+}
+
+// inPlaceStatus corrects a pod's status st for an in-place change of
+// its container's image: until the kubelet has restarted the container
+// (its status no longer the one recorded), it still runs the version
+// it ran; after, the restart that change made is no crash.
+func inPlaceStatus(p *corev1.Pod, container string, st driver.Status) driver.Status {
+	raw := p.Annotations[AnnotationInPlace]
+	if raw == "" {
+		return st
+	}
+	var f inPlaceFrom
+	if json.Unmarshal([]byte(raw), &f) != nil || f.Container != container {
+		return st
+	}
+	var cs *corev1.ContainerStatus
+	for i := range p.Status.ContainerStatuses {
+		if p.Status.ContainerStatuses[i].Name == container {
+			cs = &p.Status.ContainerStatuses[i]
+		}
+	}
+	if cs == nil {
+		return st
+	}
+	if cs.Image == f.Image && cs.ImageID == f.ImageID && cs.RestartCount == f.Restarts {
+		st.Version = f.Version
+		st.Restarts = 0
+		st.Detail = "its container restarts in place with version " + podVersion(p.ObjectMeta, p.Spec, container)
+		return st
+	}
+	st.Restarts = max(0, int(cs.RestartCount)-int(f.Restarts)-1)
+	if r := cs.State.Running; r != nil && st.Running && r.StartedAt.After(st.Since) {
+		st.Since = r.StartedAt.Time
+	}
+	return st
+}
