@@ -137,8 +137,10 @@ kwok_stages() {
 	# ferry's own stage: the kubelet's part of an in-place image change (a
 	# DaemonSet with update: in-place). A running pod whose container's
 	# image in its spec is not the one its status shows has that container
-	# restarted: its status takes the new image, one restart (the kubelet
-	# counts it; kwok's pods start with none) and Ready again now.
+	# restarted: its status takes the new image, a new container ID, one
+	# restart (the kubelet counts it; kwok's pods start with none) and Ready
+	# again now. An image containing "never-ready" is never started, as in
+	# pod-ready: the old container keeps running.
 	cat <<'STAGE'
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
@@ -159,6 +161,8 @@ spec:
       - 'Running'
     - key: '.spec.containers.[] as $c | .status.containerStatuses.[] | select( .name == $c.name and .image != $c.image ) | .name'
       operator: 'Exists'
+    - key: '.spec.containers.[] | select( .image | contains("never-ready") ) | .image'
+      operator: 'DoesNotExist'
   next:
     statusTemplate: |
       {{ $now := Now }}
@@ -176,6 +180,7 @@ spec:
       {{ range .spec.containers }}
       - image: {{ .image | Quote }}
         name: {{ .name | Quote }}
+        containerID: {{ printf "kwok://%v" $now | Quote }}
         ready: true
         restartCount: 1
         state:

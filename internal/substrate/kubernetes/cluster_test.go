@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -432,8 +433,8 @@ func testDaemonSetInPlace(t *testing.T, c *cluster) {
 		if p.Spec.NodeName != "kwok-node-1" {
 			continue
 		}
-		if p.Spec.Containers[0].Image != ref || p.Labels[labelTemplateGen] != ds.Annotations[annotationTemplateGen] {
-			t.Errorf("pod %s: image %s, labels %v; want %s and %s %s", p.Name, p.Spec.Containers[0].Image, p.Labels, ref, labelTemplateGen, ds.Annotations[annotationTemplateGen])
+		if p.Spec.Containers[0].Image != ref || p.Labels[labelTemplateGen] != ds.Annotations[appsv1.DeprecatedTemplateGeneration] {
+			t.Errorf("pod %s: image %s, labels %v; want %s and %s %s", p.Name, p.Spec.Containers[0].Image, p.Labels, ref, labelTemplateGen, ds.Annotations[appsv1.DeprecatedTemplateGeneration])
 		}
 	}
 	// The DaemonSet controller counts that pod updated.
@@ -458,6 +459,31 @@ func testDaemonSetInPlace(t *testing.T, c *cluster) {
 	}
 	if log := c.logs.String(); !strings.Contains(log, "differs from the new one in more than the images (at spec.containers[0].env)") {
 		t.Errorf("the driver's log does not say why the pod was recreated:\n%s", log)
+	}
+
+	// A release the kubelet never starts: the pod still runs 3.0.0, and
+	// says so; taken back to 3.0.0 before the kubelet acted (a rollback),
+	// it runs 3.0.0 with nothing pending, and no pod was deleted.
+	calls = c.drv.Requests().ByMethod()
+	must(t, c.drv.Start(ctx, ms[3], driver.Artifact{Version: "4.0.0", Image: "registry.local/probe:never-ready", SHA256: sumA}))
+	st, err = c.drv.Observe(ctx, ms[3:4])
+	must(t, err)
+	if st[0].Version != "3.0.0" || !st[0].Running || !strings.Contains(st[0].Detail, "restarts in place with version 4.0.0") {
+		t.Errorf("%s changed in place to a release never started: %+v, want running 3.0.0, restarting in place", ms[3].Name, st[0])
+	}
+	must(t, c.drv.Start(ctx, ms[3], art3))
+	must(t, c.env.WaitUntil(30*time.Second, ms[3].Name+" on 3.0.0, nothing pending", func() (bool, string, error) {
+		st, err := c.drv.Observe(ctx, ms[3:4])
+		if err != nil {
+			return false, "", err
+		}
+		return st[0].Version == "3.0.0" && st[0].Running && st[0].Detail == "", fmt.Sprintf("%+v", st[0]), nil
+	}))
+	if now := c.drv.Requests().ByMethod(); now["DELETE"] != calls["DELETE"] {
+		t.Errorf("the change to 4.0.0 and back deleted %d pods, want none", now["DELETE"]-calls["DELETE"])
+	}
+	if got := c.podsByNode(t, "dsip", "app=probe")["kwok-node-3"]; got != after["kwok-node-3"] {
+		t.Errorf("the pod on kwok-node-3 was replaced on its way to 4.0.0 and back")
 	}
 }
 

@@ -177,17 +177,28 @@ func (d *Driver) startDaemonSet(ctx context.Context, w driver.Workload, m driver
 // must not find it as it was, which would take the start again on a
 // stale view and delete the pod a second time.
 func (d *Driver) awaitGoing(ctx context.Context, w driver.Workload, s *appsv1.DaemonSet, p *corev1.Pod) error {
-	st, err := d.podStore(ctx, w, s.Spec.Selector)
+	uid := p.UID
+	return d.awaitPod(ctx, w, s.Spec.Selector, p, "being deleted", func(cp *corev1.Pod) bool {
+		return cp.UID != uid || cp.DeletionTimestamp != nil
+	})
+}
+
+// awaitPod waits until the driver's cache of w's pods (sel) shows pod p
+// gone or as done says: after a write of p the next observation must
+// see.
+func (d *Driver) awaitPod(ctx context.Context, w driver.Workload, sel *metav1.LabelSelector, p *corev1.Pod, what string, done func(*corev1.Pod) bool) error {
+	st, err := d.podStore(ctx, w, sel)
 	if err != nil {
 		return err
 	}
-	return d.awaitCache(ctx, "pod "+p.Namespace+"/"+p.Name+" being deleted", func() (bool, error) {
-		o, ok, err := st.GetByKey(p.Namespace + "/" + p.Name)
+	key := p.Namespace + "/" + p.Name
+	return d.awaitCache(ctx, "pod "+key+" "+what, func() (bool, error) {
+		o, ok, err := st.GetByKey(key)
 		if err != nil || !ok {
 			return true, err
 		}
 		cp, _ := o.(*corev1.Pod)
-		return cp == nil || cp.UID != p.UID || cp.DeletionTimestamp != nil, nil
+		return cp == nil || done(cp), nil
 	})
 }
 

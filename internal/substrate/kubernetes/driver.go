@@ -76,6 +76,7 @@ type Driver struct {
 	rollouts map[string]*rollout   // Deployments with Starts in progress
 	keep     *keeper               // the output of the pods it replaces
 	revs     map[string]*revisions // DaemonSets' template revisions (in place)
+	revsList sync.Mutex            // one list of revisions at a time
 }
 
 var (

@@ -10,7 +10,9 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/ferry-upgrade/ferry/internal/substrate/driver"
 )
@@ -37,22 +39,44 @@ const AnnotationInPlace = "ferry.dev/in-place-from"
 // template revision, and the template generation it counts a pod
 // updated by (k8s.io/kubernetes/pkg/controller/daemon/util).
 const (
-	labelRevisionHash     = appsv1.DefaultDaemonSetUniqueLabelKey // controller-revision-hash
-	labelTemplateGen      = "pod-template-generation"
-	annotationTemplateGen = "deprecated.daemonset.template.generation"
+	labelRevisionHash = appsv1.DefaultDaemonSetUniqueLabelKey // controller-revision-hash
+	labelTemplateGen  = "pod-template-generation"
 )
 
 // maxRevisionSets bounds the driver's memo of DaemonSets' revisions.
 const maxRevisionSets = 64
 
 // inPlaceFrom is a pod's AnnotationInPlace: the version and the
-// container's status before its image changed in place.
+// container (its spec's image, its status) before its image changed in
+// place. A new container (ID) or a restart more says the kubelet has
+// restarted it; the image the runtime reports may change without one.
 type inPlaceFrom struct {
-	Container string `json:"container"`
-	Version   string `json:"version"`
-	Image     string `json:"image"`
-	ImageID   string `json:"imageID,omitempty"`
-	Restarts  int32  `json:"restarts"`
+	Container   string `json:"container"`
+	Version     string `json:"version"`
+	SpecImage   string `json:"specImage"`
+	Image       string `json:"image"`
+	ContainerID string `json:"containerID,omitempty"`
+	Restarts    int32  `json:"restarts"`
+}
+
+// inPlaceRecord is the record on p of a change in place of container,
+// nil without one.
+func inPlaceRecord(p *corev1.Pod, container string) *inPlaceFrom {
+	raw := p.Annotations[AnnotationInPlace]
+	if raw == "" {
+		return nil
+	}
+	var f inPlaceFrom
+	if json.Unmarshal([]byte(raw), &f) != nil || f.Container != container {
+		return nil
+	}
+	return &f
+}
+
+// pending says whether cs is still the container f recorded: the
+// kubelet has not restarted it yet.
+func (f *inPlaceFrom) pending(cs *corev1.ContainerStatus) bool {
+	return cs.ContainerID == f.ContainerID && cs.RestartCount == f.Restarts && (f.ContainerID != "" || cs.Image == f.Image)
 }
 
 // revisions are a DaemonSet's template revisions at one generation:
@@ -66,6 +90,10 @@ type revisions struct {
 // (a thousand Starts must not list them a thousand times).
 func (d *Driver) dsRevisions(ctx context.Context, s *appsv1.DaemonSet) (*revisions, error) {
 	key := string(s.UID) + "/" + strconv.FormatInt(s.Generation, 10)
+	// A batch's Starts come together: one of them lists, the others
+	// wait for its answer.
+	d.revsList.Lock()
+	defer d.revsList.Unlock()
 	d.mu.Lock()
 	r := d.revs[key]
 	d.mu.Unlock()
@@ -138,9 +166,7 @@ func imagesOnly(from, to map[string]any) (bool, string) {
 // withoutImages is a copy of a template with its containers' images and
 // ferry's annotations left out.
 func withoutImages(t map[string]any) map[string]any {
-	var c map[string]any
-	b, _ := json.Marshal(t)
-	_ = json.Unmarshal(b, &c)
+	c := runtime.DeepCopyJSON(t)
 	if md, ok := c["metadata"].(map[string]any); ok {
 		if an, ok := md["annotations"].(map[string]any); ok {
 			delete(an, AnnotationVersion)
@@ -209,6 +235,7 @@ func firstDiff(a, b any, path string) string {
 	return ""
 }
 
+// orRoot names the top of a template for firstDiff.
 func orRoot(path string) string {
 	if path == "" {
 		return "the template"
@@ -217,114 +244,134 @@ func orRoot(path string) string {
 }
 
 // inPlace says whether pod p of DaemonSet s may take the new template
-// in place, and if not, why.
-func (d *Driver) inPlace(ctx context.Context, s *appsv1.DaemonSet, p *corev1.Pod) (*revisions, string, error) {
-	r, err := d.dsRevisions(ctx, s)
-	if err != nil {
-		return nil, "", err
-	}
+// in place, and if not, why: its template revision must differ from the
+// current one in the containers' images alone.
+func inPlace(r *revisions, p *corev1.Pod) (bool, string) {
 	hash := p.Labels[labelRevisionHash]
 	switch {
 	case r.current == "":
-		return nil, "the DaemonSet has no revision yet", nil
+		return false, "the DaemonSet has no revision yet"
 	case hash == "":
-		return nil, "the pod carries no " + labelRevisionHash + " label", nil
+		return false, "the pod carries no " + labelRevisionHash + " label"
 	case r.templates[hash] == nil:
-		return nil, fmt.Sprintf("the pod's template revision %q is not among the DaemonSet's", hash), nil
+		return false, fmt.Sprintf("the pod's template revision %q is not among the DaemonSet's", hash)
 	}
 	if ok, where := imagesOnly(r.templates[hash], r.templates[r.current]); !ok {
-		return nil, "the pod's template differs from the new one in more than the images (at " + where + ")", nil
+		return false, "the pod's template differs from the new one in more than the images (at " + where + ")"
 	}
-	return r, "", nil
+	return true, ""
+}
+
+// templateImages are the containers' names and images of a template
+// (decoded JSON), as a pod patch sets them.
+func templateImages(t map[string]any) []any {
+	spec, _ := t["spec"].(map[string]any)
+	cs, _ := spec["containers"].([]any)
+	var out []any
+	for _, x := range cs {
+		if m, ok := x.(map[string]any); ok {
+			out = append(out, map[string]any{"name": m["name"], "image": m["image"]})
+		}
+	}
+	return out
 }
 
 // updateInPlace changes the images of DaemonSet s's pod p to the new
 // template's, in place, if its template differs from the new one in
 // them alone: it says whether it did (false: the pod must be
-// recreated, and why is logged). The patch carries p's resourceVersion:
-// a pod changed since it was read is not patched blind.
+// recreated, and why is logged). The patch carries the pod's
+// resourceVersion: a pod changed since it was read (the kubelet wrote
+// its status) is read again and the patch made anew, a few times.
 func (d *Driver) updateInPlace(ctx context.Context, w driver.Workload, s *appsv1.DaemonSet, p *corev1.Pod, container, version, ref string) (bool, error) {
-	r, why, err := d.inPlace(ctx, s, p)
+	r, err := d.dsRevisions(ctx, s)
 	if err != nil {
 		return false, err
 	}
-	if r == nil {
+	if ok, why := inPlace(r, p); !ok {
 		d.log.Info("recreating the pod: not in place", "pod", p.Namespace+"/"+p.Name, "why", why)
 		return false, nil
 	}
-	from := inPlaceFrom{Container: container, Version: podVersion(p.ObjectMeta, p.Spec, container)}
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == container {
-			from.Image, from.ImageID, from.Restarts = cs.Image, cs.ImageID, cs.RestartCount
-		}
-	}
-	var images []any
-	if cs, ok := r.templates[r.current]["spec"].(map[string]any)["containers"].([]any); ok {
-		for _, x := range cs {
-			m, _ := x.(map[string]any)
-			images = append(images, map[string]any{"name": m["name"], "image": m["image"]})
-		}
-	}
-	fromJSON, _ := json.Marshal(from)
-	lbl := map[string]any{labelRevisionHash: r.current}
-	if g := s.Annotations[annotationTemplateGen]; g != "" {
-		lbl[labelTemplateGen] = g
-	}
-	patch := map[string]any{
-		"metadata": map[string]any{
-			"resourceVersion": p.ResourceVersion,
-			"labels":          lbl,
-			"annotations":     map[string]any{AnnotationVersion: version, AnnotationImage: ref, AnnotationInPlace: string(fromJSON)},
-		},
-		"spec": map[string]any{"containers": images},
-	}
 	d.keepOutput(ctx, p, container, "its container restarted in place with version "+version)
-	if _, err := d.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, strategic, mustJSON(patch), metav1.PatchOptions{FieldManager: "ferry"}); err != nil {
+	for try := 1; ; try++ {
+		_, err = d.client.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, strategic, mustJSON(inPlacePatch(s, r, p, container, version, ref)),
+			metav1.PatchOptions{FieldManager: "ferry"})
+		if !apierrors.IsConflict(err) || try == 3 {
+			break
+		}
+		if p, err = d.client.CoreV1().Pods(p.Namespace).Get(ctx, p.Name, metav1.GetOptions{}); err != nil {
+			break
+		}
+		if ok, _ := inPlace(r, p); !ok || p.DeletionTimestamp != nil {
+			return false, nil // changed meanwhile: recreated (or going) instead
+		}
+	}
+	if err != nil {
 		return false, apiError(ctx, err, "changing the image of pod %s/%s in place to %s", p.Namespace, p.Name, ref)
 	}
 	d.log.Info("changed the pod's image in place", "pod", p.Namespace+"/"+p.Name, "version", version, "image", ref)
 	// The next observation must see the change: a Start taken again on
 	// the cache from before it would patch again at a stale version.
-	st, err := d.podStore(ctx, w, s.Spec.Selector)
-	if err != nil {
-		return true, err
-	}
-	return true, d.awaitCache(ctx, "pod "+p.Namespace+"/"+p.Name+" on "+ref, func() (bool, error) {
-		o, ok, err := st.GetByKey(p.Namespace + "/" + p.Name)
-		if err != nil || !ok {
-			return true, err
-		}
-		cp, _ := o.(*corev1.Pod)
-		return cp == nil || cp.UID != p.UID || cp.Annotations[AnnotationImage] == ref, nil
+	uid := p.UID
+	return true, d.awaitPod(ctx, w, s.Spec.Selector, p, "on "+ref, func(cp *corev1.Pod) bool {
+		return cp.UID != uid || cp.Annotations[AnnotationImage] == ref
 	})
 }
 
-// inPlaceStatus corrects a pod's status st for an in-place change of
-// its container's image: until the kubelet has restarted the container
-// (its status no longer the one recorded), it still runs the version
-// it ran; after, the restart that change made is no crash.
-func inPlaceStatus(p *corev1.Pod, container string, st driver.Status) driver.Status {
-	raw := p.Annotations[AnnotationInPlace]
-	if raw == "" {
-		return st
-	}
-	var f inPlaceFrom
-	if json.Unmarshal([]byte(raw), &f) != nil || f.Container != container {
-		return st
-	}
-	var cs *corev1.ContainerStatus
-	for i := range p.Status.ContainerStatuses {
-		if p.Status.ContainerStatuses[i].Name == container {
-			cs = &p.Status.ContainerStatuses[i]
+// inPlacePatch is the strategic-merge patch of pod p that changes its
+// containers' images to the current revision's, labels it with that
+// revision (the DaemonSet controller then counts it updated) and
+// records what its container ran. A change made before and not yet
+// applied by the kubelet keeps its record (what still runs); a patch
+// back to what runs drops it: nothing restarts.
+func inPlacePatch(s *appsv1.DaemonSet, r *revisions, p *corev1.Pod, container, version, ref string) map[string]any {
+	from := inPlaceRecord(p, container)
+	cs := containerStatus(p, container)
+	if from == nil || cs == nil || !from.pending(cs) {
+		from = &inPlaceFrom{Container: container, Version: podVersion(p.ObjectMeta, p.Spec, container)}
+		if c := findContainer(p.Spec, container); c != nil {
+			from.SpecImage = c.Image
+		}
+		if cs != nil {
+			from.Image, from.ContainerID, from.Restarts = cs.Image, cs.ContainerID, cs.RestartCount
 		}
 	}
-	if cs == nil {
+	var record any // null: the annotation removed
+	if from.SpecImage != ref {
+		record = string(mustJSON(from))
+	}
+	lbl := map[string]any{labelRevisionHash: r.current}
+	if g := s.Annotations[appsv1.DeprecatedTemplateGeneration]; g != "" {
+		lbl[labelTemplateGen] = g
+	}
+	return map[string]any{
+		"metadata": map[string]any{
+			"resourceVersion": p.ResourceVersion,
+			"labels":          lbl,
+			"annotations":     map[string]any{AnnotationVersion: version, AnnotationImage: ref, AnnotationInPlace: record},
+		},
+		"spec": map[string]any{"containers": templateImages(r.templates[r.current])},
+	}
+}
+
+// inPlaceStatus corrects a pod's status st for an in-place change of
+// its container's image: until the kubelet has restarted the container,
+// it still runs the version it ran; after, the restart that change made
+// is no crash.
+func inPlaceStatus(p *corev1.Pod, container string, st driver.Status) driver.Status {
+	f := inPlaceRecord(p, container)
+	cs := containerStatus(p, container)
+	if f == nil || cs == nil {
 		return st
 	}
-	if cs.Image == f.Image && cs.ImageID == f.ImageID && cs.RestartCount == f.Restarts {
+	if f.pending(cs) {
 		st.Version = f.Version
 		st.Restarts = 0
-		st.Detail = "its container restarts in place with version " + podVersion(p.ObjectMeta, p.Spec, container)
+		note := "its container restarts in place with version " + podVersion(p.ObjectMeta, p.Spec, container)
+		if st.Detail == "" {
+			st.Detail = note
+		} else {
+			st.Detail += "; " + note
+		}
 		return st
 	}
 	st.Restarts = max(0, int(cs.RestartCount)-int(f.Restarts)-1)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -67,44 +68,106 @@ func TestImagesOnly(t *testing.T) {
 	}
 }
 
+// inPlacePod is a running, ready pod of container probe on spec image
+// r/probe:<version>, whose container status is (image, id, restarts,
+// started), with from as its record of a change in place (nil: none).
+func inPlacePod(version, image, id string, restarts int32, started time.Time, from *inPlaceFrom) *corev1.Pod {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	spec := "r/probe:" + version
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe-x", ResourceVersion: "41", Labels: map[string]string{labelRevisionHash: "h1"},
+		Annotations: map[string]string{AnnotationVersion: version, AnnotationImage: spec}}}
+	if from != nil {
+		b, _ := json.Marshal(from)
+		p.Annotations[AnnotationInPlace] = string(b)
+	}
+	p.Spec.Containers = []corev1.Container{{Name: "probe", Image: spec}}
+	p.Status.Phase = corev1.PodRunning
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0)}}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "probe", Image: image, ContainerID: id, RestartCount: restarts,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}}}
+	return p
+}
+
 // TestInPlaceStatus: a pod whose image ferry changed in place runs its
-// old version until its container's status changes (the kubelet
-// restarted it); after, that one restart is no crash, and it is
-// running since the container started.
+// old version until its container is another (the kubelet restarted
+// it); after, that one restart is no crash, and it is running since
+// the container started.
 func TestInPlaceStatus(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	from, _ := json.Marshal(inPlaceFrom{Container: "probe", Version: "1.0.0", Image: "r/probe:1", ImageID: "id1", Restarts: 3})
-	pod := func(image, id string, restarts int32, started time.Time, ann bool) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe-x",
-			Annotations: map[string]string{AnnotationVersion: "2.0.0", AnnotationImage: "r/probe:2"}}}
-		if ann {
-			p.Annotations[AnnotationInPlace] = string(from)
-		}
-		p.Spec.Containers = []corev1.Container{{Name: "probe", Image: "r/probe:2"}}
-		p.Status.Phase = corev1.PodRunning
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0)}}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "probe", Image: image, ImageID: id, RestartCount: restarts,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}}}
-		return p
-	}
+	t1 := t0.Add(time.Minute)
+	from := &inPlaceFrom{Container: "probe", Version: "1.0.0", SpecImage: "r/probe:1.0.0", Image: "docker.io/r/probe:1.0.0", ContainerID: "containerd://c1", Restarts: 3}
+	kwok := &inPlaceFrom{Container: "probe", Version: "1.0.0", SpecImage: "r/probe:1.0.0", Image: "r/probe:1.0.0"}
+	waiting := inPlacePod("2.0.0", "docker.io/r/probe:1.0.0", "containerd://c1", 3, t0, from)
+	waiting.Status.Phase = corev1.PodPending
+	waiting.Status.ContainerStatuses[0].State = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull"}}
 	for _, tc := range []struct {
 		name     string
 		p        *corev1.Pod
 		version  string
+		running  bool
 		restarts int
 		since    time.Time
 		detail   string
 	}{
-		{"not yet restarted", pod("r/probe:1", "id1", 3, t0, true), "1.0.0", 0, t0, "its container restarts in place with version 2.0.0"},
-		{"restarted (the kubelet: image, id and count)", pod("docker.io/r/probe:2", "id2", 4, t0.Add(time.Minute), true), "2.0.0", 0, t0.Add(time.Minute), ""},
-		{"restarted (kwok: the image only)", pod("r/probe:2", "", 1, t0.Add(time.Minute), true), "2.0.0", 0, t0.Add(time.Minute), ""},
-		{"crashed twice since", pod("r/probe:2", "id2", 6, t0.Add(time.Minute), true), "2.0.0", 2, t0.Add(time.Minute), ""},
-		{"never in place", pod("r/probe:2", "id2", 6, t0.Add(time.Minute), false), "2.0.0", 6, t0, ""},
+		{"not yet restarted", inPlacePod("2.0.0", "docker.io/r/probe:1.0.0", "containerd://c1", 3, t0, from), "1.0.0", true, 0, t0,
+			"its container restarts in place with version 2.0.0"},
+		{"the runtime names the same container's image anew", inPlacePod("2.0.0", "docker.io/r/probe:latest", "containerd://c1", 3, t0, from), "1.0.0", true, 0, t0,
+			"its container restarts in place with version 2.0.0"},
+		{"not running yet, and why", waiting, "1.0.0", false, 0, time.Time{},
+			"phase pending (probe: ErrImagePull); its container restarts in place with version 2.0.0"},
+		{"restarted by the kubelet", inPlacePod("2.0.0", "docker.io/r/probe:2.0.0", "containerd://c2", 4, t1, from), "2.0.0", true, 0, t1, ""},
+		{"restarted by kwok's stage (no container ID before)", inPlacePod("2.0.0", "r/probe:2.0.0", "kwok://t1", 1, t1, kwok), "2.0.0", true, 0, t1, ""},
+		{"crashed twice since", inPlacePod("2.0.0", "docker.io/r/probe:2.0.0", "containerd://c4", 6, t1, from), "2.0.0", true, 2, t1, ""},
+		{"never in place", inPlacePod("2.0.0", "docker.io/r/probe:2.0.0", "containerd://c4", 6, t1, nil), "2.0.0", true, 6, t0, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := podStatus(tc.p, "probe")
-			if st.Version != tc.version || st.Restarts != tc.restarts || !st.Since.Equal(tc.since) || st.Detail != tc.detail || !st.Running {
-				t.Errorf("status %+v; want version %s, %d restarts, since %s, detail %q, running", st, tc.version, tc.restarts, tc.since, tc.detail)
+			if st.Version != tc.version || st.Running != tc.running || st.Restarts != tc.restarts || !st.Since.Equal(tc.since) || st.Detail != tc.detail {
+				t.Errorf("status %+v; want version %s, running %t, %d restarts, since %s, detail %q", st, tc.version, tc.running, tc.restarts, tc.since, tc.detail)
+			}
+		})
+	}
+}
+
+// TestInPlacePatch: the patch sets the current revision's images and
+// labels and records what the container runs; a change not yet applied
+// keeps its record when the pod is changed again, and a change back to
+// what runs drops it.
+func TestInPlacePatch(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{appsv1.DeprecatedTemplateGeneration: "7"}}}
+	rev := func(image string) *revisions {
+		return &revisions{current: "h2", templates: map[string]map[string]any{"h2": {"spec": map[string]any{"containers": []any{
+			map[string]any{"name": "probe", "image": image, "env": []any{}}}}}}}
+	}
+	ran := &inPlaceFrom{Container: "probe", Version: "1.0.0", SpecImage: "r/probe:1.0.0", Image: "r/probe:1.0.0", ContainerID: "c1", Restarts: 0}
+	for _, tc := range []struct {
+		name   string
+		p      *corev1.Pod
+		to     string
+		record *inPlaceFrom // nil: the annotation removed
+	}{
+		{"first change", inPlacePod("1.0.0", "r/probe:1.0.0", "c1", 0, t0, nil), "3.0.0", ran},
+		{"changed again before the kubelet acted", inPlacePod("2.0.0", "r/probe:1.0.0", "c1", 0, t0, ran), "3.0.0", ran},
+		{"changed back before the kubelet acted", inPlacePod("2.0.0", "r/probe:1.0.0", "c1", 0, t0, ran), "1.0.0", nil},
+		{"changed again after", inPlacePod("2.0.0", "r/probe:2.0.0", "c2", 1, t0, ran), "1.0.0",
+			&inPlaceFrom{Container: "probe", Version: "2.0.0", SpecImage: "r/probe:2.0.0", Image: "r/probe:2.0.0", ContainerID: "c2", Restarts: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := "r/probe:" + tc.to
+			got := mustJSON(inPlacePatch(ds, rev(ref), tc.p, "probe", tc.to, ref))
+			var wantRecord any
+			if tc.record != nil {
+				wantRecord = string(mustJSON(tc.record))
+			}
+			want := mustJSON(map[string]any{
+				"metadata": map[string]any{"resourceVersion": "41",
+					"labels":      map[string]any{labelRevisionHash: "h2", labelTemplateGen: "7"},
+					"annotations": map[string]any{AnnotationVersion: tc.to, AnnotationImage: ref, AnnotationInPlace: wantRecord}},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "probe", "image": ref}}},
+			})
+			if string(got) != string(want) {
+				t.Errorf("patch\n%s\nwant\n%s", got, want)
 			}
 		})
 	}

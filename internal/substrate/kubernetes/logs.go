@@ -17,7 +17,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ferry-upgrade/ferry/internal/substrate/driver"
 )
@@ -65,11 +64,11 @@ type keeper struct {
 	timeout time.Duration
 
 	mu   sync.Mutex
-	done map[types.UID]bool // pods whose output was kept
+	done map[string]bool // the pod instances whose output was kept
 }
 
 func newKeeper() *keeper {
-	return &keeper{lines: DefaultKeepLines, bytes: DefaultKeepBytes, timeout: DefaultKeepTimeout, done: map[types.UID]bool{}}
+	return &keeper{lines: DefaultKeepLines, bytes: DefaultKeepBytes, timeout: DefaultKeepTimeout, done: map[string]bool{}}
 }
 
 // WithKeptOutput sets how much of a replaced pod's output the driver
@@ -82,17 +81,23 @@ func WithKeptOutput(lines, bytes int, timeout time.Duration) Option {
 	}
 }
 
-// first reports whether p's output is not kept yet, and marks it kept.
-func (k *keeper) first(uid types.UID) bool {
+// first reports whether the output of pod p's container, as it runs
+// now, is not kept yet, and marks it kept: once per pod, and once more
+// for each instance of a container changed in place.
+func (k *keeper) first(p *corev1.Pod, container string) bool {
+	key := string(p.UID)
+	if cs := containerStatus(p, container); cs != nil {
+		key += "/" + cs.ContainerID
+	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.done[uid] {
+	if k.done[key] {
 		return false
 	}
 	if len(k.done) >= maxKeptPods {
-		k.done = map[types.UID]bool{}
+		k.done = map[string]bool{}
 	}
-	k.done[uid] = true
+	k.done[key] = true
 	return true
 }
 
@@ -281,7 +286,7 @@ func (d *Driver) keepOutput(ctx context.Context, p *corev1.Pod, container, why s
 func (d *Driver) keepOutputBy(ctx context.Context, readBy time.Time, p *corev1.Pod, container, why string) {
 	// A pod being deleted is someone else's replacement; one that was
 	// never scheduled never ran, and has no output to lose.
-	if d.keep.lines == 0 || !driver.KeepsOutput(ctx) || p.DeletionTimestamp != nil || p.Spec.NodeName == "" || !d.keep.first(p.UID) {
+	if d.keep.lines == 0 || !driver.KeepsOutput(ctx) || p.DeletionTimestamp != nil || p.Spec.NodeName == "" || !d.keep.first(p, container) {
 		return
 	}
 	c := findContainer(p.Spec, container)

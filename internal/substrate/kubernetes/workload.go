@@ -127,6 +127,20 @@ func podVersion(meta metav1.ObjectMeta, spec corev1.PodSpec, container string) s
 	return TagVersion(c.Image)
 }
 
+// containerStatus is the status of p's container name (its first
+// container's for ""), nil if the kubelet reported none.
+func containerStatus(p *corev1.Pod, name string) *corev1.ContainerStatus {
+	if c := findContainer(p.Spec, name); c != nil {
+		name = c.Name
+	}
+	for i := range p.Status.ContainerStatuses {
+		if p.Status.ContainerStatuses[i].Name == name {
+			return &p.Status.ContainerStatuses[i]
+		}
+	}
+	return nil
+}
+
 func findContainer(spec corev1.PodSpec, name string) *corev1.Container {
 	for i := range spec.Containers {
 		if name == "" || spec.Containers[i].Name == name {
@@ -180,10 +194,8 @@ func podStatus(p *corev1.Pod, container string) driver.Status {
 	if p.Status.StartTime != nil {
 		st.Since = p.Status.StartTime.Time
 	}
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == container {
-			st.Restarts = int(cs.RestartCount) // the kubelet's restarts: a crash loop shows here
-		}
+	if cs := containerStatus(p, container); cs != nil {
+		st.Restarts = int(cs.RestartCount) // the kubelet's restarts: a crash loop shows here
 	}
 	ready := podCondition(p, corev1.PodReady)
 	switch {
