@@ -318,19 +318,8 @@ func testDaemonSet(t *testing.T, c *cluster) {
 			c.env.Kubectl("label", "node", fmt.Sprintf("kwok-node-%d", i), ZoneLabel+"-")
 		}
 	})
-	must(t, c.env.Apply(daemonSet))
 	w := &driver.Workload{Kind: kindDaemonSet, Namespace: "ds", Name: "agent"}
-	var ms []driver.Member
-	must(t, c.env.WaitUntil(time.Minute, "a pod of agent on each of 5 nodes", func() (bool, string, error) {
-		var err error
-		ms, err = c.drv.Discover(ctx, "agent", *w)
-		return len(ms) == 5, memberNames(ms), err
-	}))
-	want := map[string]string{}
-	for i := 0; i < 5; i++ {
-		want[fmt.Sprintf("agent.kwok-node-%d", i)] = "1.0.0"
-	}
-	c.waitVersions(t, w, 5, want)
+	ms, want := c.daemonSetUp(t, daemonSet, w)
 	if ms[2].Name != "agent.kwok-node-2" || ms[2].Host != "kwok-node-2" {
 		t.Fatalf("Discover: member 2 is %+v", ms[2])
 	}
@@ -390,19 +379,8 @@ spec:
 // recreated, and the log says where they differ.
 func testDaemonSetInPlace(t *testing.T, c *cluster) {
 	ctx := context.Background()
-	must(t, c.env.Apply(daemonSetInPlace))
 	w := &driver.Workload{Kind: kindDaemonSet, Namespace: "dsip", Name: "probe", Update: updateInPlace}
-	var ms []driver.Member
-	must(t, c.env.WaitUntil(time.Minute, "a pod of probe on each of 5 nodes", func() (bool, string, error) {
-		var err error
-		ms, err = c.drv.Discover(ctx, "probe", *w)
-		return len(ms) == 5, memberNames(ms), err
-	}))
-	want := map[string]string{}
-	for i := 0; i < 5; i++ {
-		want[fmt.Sprintf("probe.kwok-node-%d", i)] = "1.0.0"
-	}
-	c.waitVersions(t, w, 5, want)
+	ms, want := c.daemonSetUp(t, daemonSetInPlace, w)
 	before := c.podsByNode(t, "dsip", "app=probe")
 
 	// Twice in a row, as the engine may: one template patch, one pod
@@ -758,6 +736,26 @@ func (c *cluster) discover(t *testing.T, component string, w *driver.Workload) [
 	ms, err := c.drv.Discover(context.Background(), component, *w)
 	must(t, err)
 	return ms
+}
+
+// daemonSetUp applies manifest, the DaemonSet w names, and waits until
+// it has a pod on each of the 5 nodes, all running 1.0.0: its members
+// and those versions, by member.
+func (c *cluster) daemonSetUp(t *testing.T, manifest string, w *driver.Workload) ([]driver.Member, map[string]string) {
+	t.Helper()
+	must(t, c.env.Apply(manifest))
+	var ms []driver.Member
+	must(t, c.env.WaitUntil(time.Minute, "a pod of "+w.Name+" on each of 5 nodes", func() (bool, string, error) {
+		var err error
+		ms, err = c.drv.Discover(context.Background(), w.Name, *w)
+		return len(ms) == 5, memberNames(ms), err
+	}))
+	want := map[string]string{}
+	for i := 0; i < 5; i++ {
+		want[fmt.Sprintf("%s.kwok-node-%d", w.Name, i)] = "1.0.0"
+	}
+	c.waitVersions(t, w, 5, want)
+	return ms, want
 }
 
 // waitVersions waits until the n members of w the driver discovers are

@@ -154,19 +154,20 @@ func (d *Driver) startDaemonSet(ctx context.Context, w driver.Workload, m driver
 		}
 	}
 	for _, p := range byNode[node] {
-		if p.DeletionTimestamp == nil && w.Update == updateInPlace {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if w.Update == updateInPlace {
 			if done, err := d.updateInPlace(ctx, w, s, p, container, version, ref); done || err != nil {
 				return err
 			}
 		}
-		if p.DeletionTimestamp == nil {
-			d.keepOutput(ctx, p, container, "replaced with version "+version)
-			if err := d.deletePod(ctx, p, "replace it with version "+version); err != nil {
-				return err
-			}
-			if err := d.awaitGoing(ctx, w, s, p); err != nil {
-				return err
-			}
+		d.keepOutput(ctx, p, container, "replaced with version "+version)
+		if err := d.deletePod(ctx, p, "replace it with version "+version); err != nil {
+			return err
+		}
+		if err := d.awaitGoing(ctx, w, s, p); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -73,10 +73,11 @@ type Driver struct {
 	cacheSync   time.Duration
 
 	mu       sync.Mutex
-	rollouts map[string]*rollout   // Deployments with Starts in progress
-	keep     *keeper               // the output of the pods it replaces
-	revs     map[string]*revisions // DaemonSets' template revisions (in place)
-	revsList sync.Mutex            // one list of revisions at a time
+	rollouts map[string]*rollout // Deployments with Starts in progress
+	keep     *keeper             // the output of the pods it replaces
+
+	revsMu sync.Mutex            // one list of revisions at a time
+	revs   map[string]*revisions // DaemonSets' template revisions (in place)
 }
 
 var (

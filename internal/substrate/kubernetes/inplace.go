@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -60,17 +61,47 @@ type inPlaceFrom struct {
 }
 
 // inPlaceRecord is the record on p of a change in place of container,
-// nil without one.
+// nil without one; read only. Every observation reads the record of
+// every pod changed in place, for the pod's life: each annotation is
+// decoded once (records), not at each poll.
 func inPlaceRecord(p *corev1.Pod, container string) *inPlaceFrom {
 	raw := p.Annotations[AnnotationInPlace]
 	if raw == "" {
 		return nil
 	}
-	var f inPlaceFrom
-	if json.Unmarshal([]byte(raw), &f) != nil || f.Container != container {
+	f := records.get(raw)
+	if f == nil || f.Container != container {
 		return nil
 	}
-	return &f
+	return f
+}
+
+// records are the decoded AnnotationInPlace values by their text (nil:
+// not a record), at most maxRecords of them.
+var records = &recordMemo{m: map[string]*inPlaceFrom{}}
+
+const maxRecords = 8192
+
+type recordMemo struct {
+	mu sync.Mutex
+	m  map[string]*inPlaceFrom
+}
+
+func (r *recordMemo) get(raw string) *inPlaceFrom {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.m[raw]; ok {
+		return f
+	}
+	f := &inPlaceFrom{}
+	if json.Unmarshal([]byte(raw), f) != nil {
+		f = nil
+	}
+	if len(r.m) >= maxRecords {
+		clear(r.m)
+	}
+	r.m[raw] = f
+	return f
 }
 
 // pending says whether cs is still the container f recorded: the
@@ -92,12 +123,9 @@ func (d *Driver) dsRevisions(ctx context.Context, s *appsv1.DaemonSet) (*revisio
 	key := string(s.UID) + "/" + strconv.FormatInt(s.Generation, 10)
 	// A batch's Starts come together: one of them lists, the others
 	// wait for its answer.
-	d.revsList.Lock()
-	defer d.revsList.Unlock()
-	d.mu.Lock()
-	r := d.revs[key]
-	d.mu.Unlock()
-	if r != nil {
+	d.revsMu.Lock()
+	defer d.revsMu.Unlock()
+	if r := d.revs[key]; r != nil {
 		return r, nil
 	}
 	sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector)
@@ -108,7 +136,7 @@ func (d *Driver) dsRevisions(ctx context.Context, s *appsv1.DaemonSet) (*revisio
 	if err != nil {
 		return nil, apiError(ctx, err, "listing the revisions of DaemonSet %s/%s", s.Namespace, s.Name)
 	}
-	r = &revisions{templates: map[string]map[string]any{}}
+	r := &revisions{templates: map[string]map[string]any{}}
 	var top int64 = -1
 	for i := range list.Items {
 		cr := &list.Items[i]
@@ -125,12 +153,10 @@ func (d *Driver) dsRevisions(ctx context.Context, s *appsv1.DaemonSet) (*revisio
 			top, r.current = cr.Revision, hash
 		}
 	}
-	d.mu.Lock()
 	if len(d.revs) >= maxRevisionSets {
 		clear(d.revs)
 	}
 	d.revs[key] = r
-	d.mu.Unlock()
 	return r, nil
 }
 

@@ -199,3 +199,24 @@ func TestUpdateRules(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkPodStatusInPlace: an observation reads the status of every
+// pod, and a pod changed in place carries its record for life: that
+// record costs about as much to read as none (each is decoded once).
+// On 9d5c99d, decoding at each read: 4,337 ns and 544 B a pod against
+// 165 ns and none.
+func BenchmarkPodStatusInPlace(b *testing.B) {
+	from := &inPlaceFrom{Container: "probe", Version: "1.0.0", SpecImage: "r/probe:1.0.0", Image: "docker.io/r/probe:1.0.0", ContainerID: "containerd://c1", Restarts: 3}
+	for _, bc := range []struct {
+		name string
+		from *inPlaceFrom
+	}{{"record", from}, {"none", nil}} {
+		p := inPlacePod("2.0.0", "docker.io/r/probe:2.0.0", "containerd://c2", 4, time.Now(), bc.from)
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				podStatus(p, "probe")
+			}
+		})
+	}
+}

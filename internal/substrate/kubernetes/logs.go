@@ -197,12 +197,8 @@ func (d *Driver) memberPod(ctx context.Context, w driver.Workload, m driver.Memb
 // restarted reports whether the kubelet has restarted p's container:
 // only then is there a previous instance's output to read.
 func restarted(p *corev1.Pod, container string) bool {
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == container {
-			return cs.RestartCount > 0 || cs.LastTerminationState.Terminated != nil
-		}
-	}
-	return false
+	cs := containerStatus(p, container)
+	return cs != nil && (cs.RestartCount > 0 || cs.LastTerminationState.Terminated != nil)
 }
 
 // readLog reads the last lines of p's container's output (of its
@@ -329,10 +325,8 @@ func (d *Driver) keepOutputBy(ctx context.Context, readBy time.Time, p *corev1.P
 }
 
 func restarts(p *corev1.Pod, container string) int {
-	for _, cs := range p.Status.ContainerStatuses {
-		if cs.Name == container {
-			return int(cs.RestartCount)
-		}
+	if cs := containerStatus(p, container); cs != nil {
+		return int(cs.RestartCount)
 	}
 	return 0
 }
