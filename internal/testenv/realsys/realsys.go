@@ -97,10 +97,11 @@ type System struct {
 	loadArgs func(p map[string]string) []string
 	// loadReady, when set, waits until the system can take the load
 	// tool's first request (NATS: JetStream's meta group complete).
-	loadReady func(ctx context.Context, p map[string]string) error
-	// outsideReady, when set, waits until the members started outside
-	// ferry form their cluster, and may restart one (NATS: natsRejoin).
-	outsideReady func(ctx context.Context, c *Cluster) error
+	loadReady func(ctx context.Context, c *Cluster) error
+	// form, when set, waits until the members form their cluster, and
+	// may restart one the cluster left out (NATS: natsRejoin); Formed
+	// runs it.
+	form func(ctx context.Context, c *Cluster) error
 	// stuck, when set, names the system's own known defect that a
 	// failed upgrade's reason shows, "" for any other failure.
 	stuck func(reason string) string
@@ -132,46 +133,42 @@ func NATS(env Env) *System {
 		loadArgs: func(p map[string]string) []string {
 			return []string{"-servers", "nats://" + p["N1_CLIENT"] + ",nats://" + p["N2_CLIENT"] + ",nats://" + p["N3_CLIENT"]}
 		},
-		loadReady: func(ctx context.Context, p map[string]string) error {
-			return jetStreamReady(ctx, p["N1_HTTP"], p["N2_HTTP"], p["N3_HTTP"])
-		},
-		outsideReady: natsRejoin,
-		stuck:        natsStuck,
-		members:      [][2]string{{"n1", "N1_HTTP"}, {"n2", "N2_HTTP"}, {"n3", "N3_HTTP"}},
-		versionPath:  "/varz", versionField: "version"}
+		loadReady:   jetStreamReady,
+		form:        natsRejoin,
+		stuck:       natsStuck,
+		members:     [][2]string{{"n1", "N1_HTTP"}, {"n2", "N2_HTTP"}, {"n3", "N3_HTTP"}},
+		versionPath: "/varz", versionField: "version"}
 }
 
 // jszMeta is the part of NATS's GET /jsz that says how its JetStream
 // meta group stands; replicas are listed by the meta leader only.
 type jszMeta struct {
 	Meta *struct {
-		Leader   string `json:"leader"`
-		Size     int    `json:"cluster_size"`
-		Replicas []struct {
-			Name    string `json:"name"`
-			Current bool   `json:"current"`
-			Offline bool   `json:"offline"`
-		} `json:"replicas"`
+		Leader   string    `json:"leader"`
+		Size     int       `json:"cluster_size"`
+		Replicas []jszPeer `json:"replicas"`
 	} `json:"meta_cluster"`
 }
 
-// jetStreamReady waits until every server (its monitoring address)
-// names the same JetStream meta leader and that leader's meta group
-// holds every server, each other one online and current: before that,
-// creating a replicated stream fails ("no suitable peers for
-// placement"). The group's own cluster_size does not say it: a fresh
-// meta group starts expecting the configured routes' count, and once
-// the leader has added the peers it heard from, it is the count of
-// those (nats-server 2.10.27 logs "Decreasing our clustersize: 3 -> 2"),
-// so a group of two of three servers looks complete by it; the servers'
-// /healthz does not say it either.
-func jetStreamReady(ctx context.Context, monitors ...string) error {
+// jszPeer is a server the meta leader lists in its group.
+type jszPeer struct {
+	Name    string `json:"name"`
+	Current bool   `json:"current"`
+	Offline bool   `json:"offline"`
+}
+
+// jetStreamReady waits until JetStream's meta group holds every server
+// of c, each current (metaGroup): before that, creating a replicated
+// stream fails ("no suitable peers for placement"), and the servers'
+// /healthz does not say it.
+func jetStreamReady(ctx context.Context, c *Cluster) error {
+	names, monitors := c.monitors()
 	client := &http.Client{Timeout: 2 * time.Second}
 	last := "no answer yet"
 	err := waitUntil(ctx, 2*time.Minute, "JetStream's meta group holds every server, current", func() (bool, error) {
-		var ok bool
-		ok, _, _, last = jetStreamGroup(client, monitors)
-		return ok, nil
+		g := jetStreamGroup(client, names, monitors)
+		last = g.last
+		return g.ok, nil
 	})
 	if err != nil {
 		return fmt.Errorf("%w (last: %s)", err, last)
@@ -179,102 +176,151 @@ func jetStreamReady(ctx context.Context, monitors ...string) error {
 	return nil
 }
 
-// jetStreamGroup asks every server's /jsz once: ok when they all name
-// the same meta leader and its group holds every server, each other
-// one online and current; leader and group (the servers' names, the
-// leader's among them) once they agree on a leader; last says what is
-// missing.
-func jetStreamGroup(client *http.Client, monitors []string) (ok bool, leader string, group []string, last string) {
-	metas := map[string]jszMeta{}
-	leaderless := ""
-	for _, m := range monitors {
-		var j jszMeta
+// metaStanding is how JetStream's meta group stands (metaGroup).
+type metaStanding struct {
+	// ok: the group holds every server, each current.
+	ok bool
+	// leader and group (the leader, then the servers it lists) once
+	// the servers agree on a leader.
+	leader string
+	group  []string
+	// leftOut are the servers the leader does not hold as current
+	// members: not listed, offline or not current.
+	leftOut []string
+	// last says what is missing.
+	last string
+}
+
+// jetStreamGroup asks every server's /jsz once (monitors[i] is server
+// names[i]'s monitoring address) and judges the answers (metaGroup). A
+// server that does not answer counts as one that follows no leader:
+// the leader's group says whether it is left out.
+func jetStreamGroup(client *http.Client, names, monitors []string) metaStanding {
+	answers := make([]jszMeta, len(monitors))
+	var failed []string
+	for i, m := range monitors {
 		resp, err := client.Get("http://" + m + "/jsz")
-		if err != nil {
-			return false, "", nil, err.Error()
+		if err == nil {
+			err = json.NewDecoder(resp.Body).Decode(&answers[i])
+			resp.Body.Close()
 		}
-		err = json.NewDecoder(resp.Body).Decode(&j)
-		resp.Body.Close()
+		if err != nil {
+			answers[i] = jszMeta{}
+			failed = append(failed, fmt.Sprintf("%s: GET /jsz: %v", names[i], err))
+		}
+	}
+	g := metaGroup(names, answers)
+	if len(failed) > 0 {
+		g.ok = false
+		g.last += " (" + strings.Join(failed, "; ") + ")"
+	}
+	return g
+}
+
+// metaGroup judges JetStream's meta group from answers[i], server
+// names[i]'s /jsz: it holds every server when they all name the same
+// meta leader and the leader lists every other server, online and
+// current. The group's cluster_size is not asked, for nats-server
+// (2.10.27, raft.go) counts in it the peers the group has added, and
+// counts them again only when it adds or removes one: a server started
+// again takes the size it stored (2, from a group formed of two) but
+// takes every server it stored, and itself, as added, so a leader
+// holding all three keeps cluster_size 2 for good (seen in CI once the
+// cluster was brought down and up again). Its quorum is the same as
+// for 3 (size/2+1: 2). A server the leader heard from but never added
+// is listed not current: an answer of its that reaches the leader gets
+// it added.
+func metaGroup(names []string, answers []jszMeta) metaStanding {
+	var g metaStanding
+	var leaderless []string
+	for i, j := range answers {
 		switch {
-		case err != nil:
-			return false, "", nil, fmt.Sprintf("%s/jsz: %v", m, err)
 		case j.Meta == nil || j.Meta.Leader == "":
 			// Left out of the group, a server may follow nobody: the
 			// others' leader still says who is in the group.
-			leaderless = m + ": no meta leader"
+			leaderless = append(leaderless, names[i])
 			continue
-		case leader != "" && j.Meta.Leader != leader:
-			return false, "", nil, fmt.Sprintf("meta leaders %s and %s", leader, j.Meta.Leader)
+		case g.leader != "" && j.Meta.Leader != g.leader:
+			return metaStanding{last: fmt.Sprintf("meta leaders %s and %s", g.leader, j.Meta.Leader)}
 		}
-		leader = j.Meta.Leader
-		metas[m] = j
+		g.leader = j.Meta.Leader
 	}
-	for _, j := range metas {
-		if j.Meta.Replicas == nil {
-			continue // not the leader
-		}
-		group = []string{leader}
-		for _, r := range j.Meta.Replicas {
-			group = append(group, r.Name)
-		}
-		if leaderless != "" {
-			return false, leader, group, fmt.Sprintf("%s (meta leader %s's group: %v)", leaderless, leader, group)
-		}
-		if len(j.Meta.Replicas) != len(monitors)-1 || j.Meta.Size != len(monitors) {
-			return false, leader, group, fmt.Sprintf("meta leader %s's group holds %d servers of %d (%v, cluster_size %d)", leader, len(group), len(monitors), group, j.Meta.Size)
-		}
-		for _, r := range j.Meta.Replicas {
-			if r.Offline || !r.Current {
-				return false, leader, group, fmt.Sprintf("meta leader %s: %s offline %v, current %v", leader, r.Name, r.Offline, r.Current)
-			}
-		}
-		return true, leader, group, ""
+	if g.leader == "" {
+		g.last = "no meta leader (" + strings.Join(leaderless, ", ") + ")"
+		return g
 	}
-	if leader == "" {
-		return false, "", nil, leaderless
+	li := slices.Index(names, g.leader)
+	if li < 0 || answers[li].Meta == nil || answers[li].Meta.Leader != g.leader {
+		g.last = fmt.Sprintf("meta leader %s does not say it leads", g.leader)
+		return g
 	}
-	return false, leader, nil, "meta leader " + leader + " lists no server"
+	meta := answers[li].Meta
+	g.group = []string{g.leader}
+	for _, r := range meta.Replicas {
+		g.group = append(g.group, r.Name)
+	}
+	var unlisted, behind []string
+	for _, n := range names {
+		k := slices.IndexFunc(meta.Replicas, func(r jszPeer) bool { return r.Name == n })
+		switch {
+		case n == g.leader:
+		case k < 0:
+			unlisted = append(unlisted, n)
+		case meta.Replicas[k].Offline || !meta.Replicas[k].Current:
+			behind = append(behind, fmt.Sprintf("%s offline %v, current %v", n, meta.Replicas[k].Offline, meta.Replicas[k].Current))
+			g.leftOut = append(g.leftOut, n)
+		}
+	}
+	g.leftOut = append(unlisted, g.leftOut...)
+	switch {
+	case len(unlisted) > 0:
+		g.last = fmt.Sprintf("meta leader %s's group holds %d servers of %d (%v, cluster_size %d)", g.leader, len(names)-len(unlisted), len(names), g.group, meta.Size)
+	case len(behind) > 0:
+		g.last = fmt.Sprintf("meta leader %s: %s (cluster_size %d)", g.leader, strings.Join(behind, "; "), meta.Size)
+	case len(leaderless) > 0:
+		g.last = fmt.Sprintf("%s: no meta leader (meta leader %s's group: %v)", strings.Join(leaderless, ", "), g.leader, g.group)
+	default:
+		g.ok = true
+	}
+	return g
 }
 
-// natsRejoin waits until the JetStream meta group of servers started
-// outside ferry holds all of them, restarting a server the group left
-// out. nats-server 2.10.27, its three servers started together, now and
-// then forms its meta group of two: the third follows the leader (its
-// log shows the leader's entries applied) but its answers never reach
-// the leader (no peer added: the leader's /jsz lists it nowhere, and
-// the group's cluster_size drops from 3 to 2), a state that lasts (45 s
-// and more, seen); every R3 stream then fails with "no suitable peers
-// for placement". A restart of the server left out gives it new routes,
-// and the leader adds it.
+// natsRejoin waits until JetStream's meta group holds every server
+// (metaGroup), restarting the servers it left out (Cluster.restart:
+// where each runs), at most twice. nats-server 2.10.27, its three
+// servers started together, now and then forms its meta group of two:
+// the third follows the leader (its log shows the leader's entries
+// applied) but its answers never reach the leader (no peer added: the
+// leader's /jsz lists it nowhere, or not current), a state that lasts
+// (45 s and more, seen; 30 s in CI); every R3 stream then fails with
+// "no suitable peers for placement", and the group loses its quorum
+// once one of the two stops. A restart of the server left out gives it
+// new routes, and the leader adds it. Restarting the whole cluster
+// instead starts the three together again.
 func natsRejoin(ctx context.Context, c *Cluster) error {
-	var monitors []string
-	for _, m := range c.Sys.members {
-		monitors = append(monitors, c.Ports[m[1]])
-	}
+	names, monitors := c.monitors()
 	client := &http.Client{Timeout: 2 * time.Second}
+	const restarts = 2
 	for try := 0; ; try++ {
-		var leader, last string
-		var group []string
-		var ok bool
-		err := waitUntil(ctx, 20*time.Second, "JetStream's meta group holds every server", func() (bool, error) {
-			ok, leader, group, last = jetStreamGroup(client, monitors)
-			return ok, nil
+		var g metaStanding
+		err := waitUntil(ctx, 20*time.Second, "JetStream's meta group holds every server, current", func() (bool, error) {
+			g = jetStreamGroup(client, names, monitors)
+			return g.ok, nil
 		})
 		if err == nil {
+			if try > 0 {
+				c.log("realsys: JetStream's meta group holds every server, current (leader %s)", g.leader)
+			}
 			return nil
 		}
-		if try == 2 {
-			return fmt.Errorf("%w (last: %s)", err, last)
+		if try == restarts || ctx.Err() != nil {
+			return fmt.Errorf("%w (last: %s)", err, g.last)
 		}
-		if leader == "" || len(group) == 0 {
-			continue // no leader agreed on yet: nobody to restart
-		}
-		for _, m := range c.Sys.members {
-			if !slices.Contains(group, m[0]) {
-				c.log("realsys: %s: restarting %s, which the group left out", last, m[0])
-				if err := c.restartOutside(ctx, m[0]); err != nil {
-					return err
-				}
+		// No leader agreed on, or none left out: nobody to restart.
+		for _, name := range g.leftOut {
+			c.log("realsys: %s: restarting %s, which the meta group left out (restart %d of at most %d)", g.last, name, try+1, restarts)
+			if err := c.restart(ctx, name); err != nil {
+				return err
 			}
 		}
 	}
@@ -545,8 +591,8 @@ func (c *Cluster) Versions(ctx context.Context) map[string]string {
 // (os/exec, each in its own session), not through ferry or its agent:
 // the argv and files the description gives, in a directory of the
 // harness's. It waits until each answers its version report and
-// passes its member check; for a system that says how (outsideReady),
-// first until they form their cluster.
+// passes its member check; for a system that says how (Formed), first
+// until they form their cluster.
 func (c *Cluster) StartOutside(ctx context.Context) error {
 	e, _, err := c.Engine()
 	if err != nil {
@@ -570,18 +616,80 @@ func (c *Cluster) StartOutside(ctx context.Context) error {
 		c.outsideNames = append(c.outsideNames, m.Name)
 		c.outsideDone = append(c.outsideDone, done)
 	}
-	if c.Sys.outsideReady != nil {
+	if c.Sys.form != nil {
 		// Before the member checks: a member the cluster left out may
 		// fail its own (NATS: "JetStream is not current with the meta
 		// leader") until it is restarted.
-		if err := c.waitOutsideAnswer(ctx); err != nil {
+		if err := c.waitAnswer(ctx); err != nil {
 			return err
 		}
-		if err := c.Sys.outsideReady(ctx, c); err != nil {
+		if err := c.Formed(ctx); err != nil {
 			return err
 		}
 	}
 	return c.waitOutsideHealthy(ctx)
+}
+
+// Formed waits until the members form their cluster, for a system that
+// says how (NATS: JetStream's meta group holds every server, natsRejoin),
+// restarting a member the cluster left out where it runs, a bounded
+// number of times, and logging each restart; for any other system it
+// returns at once. It fails when the cluster does not form.
+func (c *Cluster) Formed(ctx context.Context) error {
+	if c.Sys.form == nil {
+		return nil
+	}
+	return c.Sys.form(ctx, c)
+}
+
+// monitors are the members' names and the addresses their version
+// report answers on (NATS: its monitoring port).
+func (c *Cluster) monitors() (names, addrs []string) {
+	for _, m := range c.Sys.members {
+		names = append(names, m[0])
+		addrs = append(addrs, c.Ports[m[1]])
+	}
+	return names, addrs
+}
+
+// restart restarts member name at release N where it runs: a process
+// the harness started outside ferry as it started it (restartOutside),
+// any other through its agent as ferry's driver does (its graceful
+// stop, then its start); then waits until every member answers its
+// version report.
+func (c *Cluster) restart(ctx context.Context, name string) error {
+	if slices.Contains(c.outsideNames, name) {
+		return c.restartOutside(ctx, name)
+	}
+	cfg, err := config.Load(c.File)
+	if err != nil {
+		return err
+	}
+	e, _, err := c.Engine()
+	if err != nil {
+		return err
+	}
+	d, err := c.Driver(cfg)
+	if err != nil {
+		return err
+	}
+	ms := e.Members()
+	i := slices.IndexFunc(ms, func(m driver.Member) bool { return m.Name == name })
+	if i < 0 {
+		return fmt.Errorf("realsys: restart %s: no such member", name)
+	}
+	art, err := e.Artifact(ms[i].Component, c.Sys.N)
+	if err != nil {
+		return err
+	}
+	if err := d.Stop(ctx, ms[i]); err != nil {
+		return fmt.Errorf("realsys: restart %s: %w", name, err)
+	}
+	if err := d.Start(ctx, ms[i], art); err != nil {
+		return fmt.Errorf("realsys: restart %s: %w", name, err)
+	}
+	c.log("realsys: %s restarted through the agent on %s", name, c.Sys.N)
+	return c.waitAnswer(ctx)
 }
 
 // startOutside starts member name's process with args in its directory
@@ -623,13 +731,13 @@ func (c *Cluster) restartOutside(ctx context.Context, name string) error {
 		return err
 	}
 	c.outside[i], c.outsideDone[i] = cmd, done
-	return c.waitOutsideAnswer(ctx)
+	return c.waitAnswer(ctx)
 }
 
-// waitOutsideAnswer waits until every member answers its version
-// report with N.
-func (c *Cluster) waitOutsideAnswer(ctx context.Context) error {
-	return waitUntil(ctx, 60*time.Second, "the members started outside ferry answer", func() (bool, error) {
+// waitAnswer waits until every member answers its version report with
+// N.
+func (c *Cluster) waitAnswer(ctx context.Context) error {
+	return waitUntil(ctx, 60*time.Second, "every member answers on "+c.Sys.N, func() (bool, error) {
 		for _, v := range c.Versions(ctx) {
 			if v != c.Sys.N {
 				return false, nil
@@ -739,7 +847,7 @@ type Load struct {
 // returns once its first write was acknowledged.
 func (c *Cluster) StartLoad(ctx context.Context, rate int) (*Load, error) {
 	if c.Sys.loadReady != nil {
-		if err := c.Sys.loadReady(ctx, c.Ports); err != nil {
+		if err := c.Sys.loadReady(ctx, c); err != nil {
 			return nil, err
 		}
 	}

@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
 	"github.com/ferry-upgrade/ferry/internal/trust/checksum"
@@ -228,18 +231,11 @@ func upgradeOnce(t *testing.T, sys *System) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	// nats-server 2.10.27 now and then forms its JetStream meta group of
-	// two of its three servers started together, and stays so (see
-	// natsRejoin); a cluster ferry started is brought down and up again.
-	for try := 1; try <= 2 && sys.loadReady != nil; try++ {
-		rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
-		err := sys.loadReady(rctx, c.Ports)
-		rcancel()
-		if err == nil {
-			break
-		}
-		t.Logf("%v: cluster down and up again (try %d of 2)", err, try)
-		ferry(t, c, 0, "cluster", "down")
-		ferry(t, c, 0, "cluster", "up", "--version", sys.N)
+	// two of its three servers started together, and stays so: Formed
+	// restarts the one left out through the agent (natsRejoin), and
+	// fails if the group still does not hold every server.
+	if err := c.Formed(ctx); err != nil {
+		t.Fatal(err)
 	}
 	load, err := c.StartLoad(ctx, loadRate)
 	if err != nil {
@@ -287,6 +283,57 @@ func upgradeOnce(t *testing.T, sys *System) string {
 		}
 	}
 	return ""
+}
+
+// TestNATSFormedRestartsTheLeftOut: a server JetStream's meta group
+// does not hold as a current member (here one stopped through the
+// agent: the leader lists it offline or not current) is restarted
+// through the agent by Formed, which says so, and the group holds every
+// server again.
+func TestNATSFormedRestartsTheLeftOut(t *testing.T) {
+	needRealsys(t)
+	sys := NATS(env)
+	c := newCluster(t, sys, "")
+	var logged []string
+	c.log = func(f string, a ...any) { logged = append(logged, fmt.Sprintf(f, a...)); t.Logf(f, a...) }
+	ferry(t, c, 0, "cluster", "up", "--version", sys.N)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := c.Formed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	names, monitors := c.monitors()
+	g := jetStreamGroup(&http.Client{Timeout: 2 * time.Second}, names, monitors)
+	gone := names[(slices.Index(names, g.leader)+1)%len(names)] // not the leader
+	cfg, err := config.Load(c.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _, err := c.Engine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := c.Driver(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range e.Members() {
+		if m.Name == gone {
+			if err := d.Stop(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("%s (meta leader %s) stopped through the agent", gone, g.leader)
+	t0 := time.Now()
+	if err := c.Formed(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("formed again in %s", time.Since(t0).Round(time.Millisecond))
+	if !slices.ContainsFunc(logged, func(l string) bool { return strings.Contains(l, "restarting "+gone+", which the meta group left out") }) {
+		t.Errorf("Formed did not say it restarted %s: %q", gone, logged)
+	}
+	expectOn(t, c, sys.N)
 }
 
 func TestEtcdAdopted(t *testing.T) { needRealsys(t); adoptedUnderLoad(t, Etcd(env)) }
@@ -357,5 +404,70 @@ func TestNATSStuck(t *testing.T) {
 		if got := natsStuck(c.reason) != ""; got != c.stuck {
 			t.Errorf("natsStuck(%q) = %v, want %v", c.reason, got, c.stuck)
 		}
+	}
+}
+
+// TestMetaGroup: JetStream's meta group holds every server when they
+// agree on a leader that lists the others online and current, whatever
+// its cluster_size says; the servers it leaves out are those it lists
+// nowhere or not current, and none when the servers agree on no leader.
+func TestMetaGroup(t *testing.T) {
+	names := []string{"n1", "n2", "n3"}
+	follower := func(leader string) string {
+		return `{"server_id":"X","meta_cluster":{"name":"ferry","leader":"` + leader + `","cluster_size":3}}`
+	}
+	leaderless := `{"server_id":"X","meta_cluster":{"name":"ferry","cluster_size":3}}`
+	for _, c := range []struct {
+		name    string
+		jsz     [3]string // n1's, n2's, n3's /jsz
+		ok      bool
+		leftOut []string
+		last    string
+	}{
+		{"formed", [3]string{
+			`{"meta_cluster":{"leader":"n1","cluster_size":3,"replicas":[{"name":"n2","current":true,"active":1000},{"name":"n3","current":true}]}}`,
+			follower("n1"), follower("n1")}, true, nil, ""},
+		// CI, once brought down and up again: the size n2 stored.
+		{"formed, cluster_size 2", [3]string{
+			follower("n2"),
+			`{"meta_cluster":{"leader":"n2","cluster_size":2,"replicas":[{"name":"n1","current":true},{"name":"n3","current":true}]}}`,
+			follower("n2")}, true, nil, ""},
+		// CI's first formation: n2 follows n1, which lists it nowhere.
+		{"two of three", [3]string{
+			`{"meta_cluster":{"leader":"n1","cluster_size":2,"replicas":[{"name":"n3","current":true}]}}`,
+			follower("n1"), follower("n1")}, false, []string{"n2"},
+			"meta leader n1's group holds 2 servers of 3 ([n1 n3], cluster_size 2)"},
+		{"two of three, the third follows nobody", [3]string{
+			`{"meta_cluster":{"leader":"n1","cluster_size":2,"replicas":[{"name":"n3","current":true}]}}`,
+			leaderless, follower("n1")}, false, []string{"n2"}, "holds 2 servers of 3"},
+		{"heard from, never added", [3]string{
+			follower("n3"), follower("n3"),
+			`{"meta_cluster":{"leader":"n3","cluster_size":2,"replicas":[{"name":"n1","current":true},{"name":"n2","current":false,"active":95000000000}]}}`},
+			false, []string{"n2"}, "meta leader n3: n2 offline false, current false (cluster_size 2)"},
+		{"offline", [3]string{
+			`{"meta_cluster":{"leader":"n1","cluster_size":3,"replicas":[{"name":"n2","current":true,"offline":true},{"name":"n3","current":true}]}}`,
+			follower("n1"), follower("n1")}, false, []string{"n2"}, "n2 offline true"},
+		{"listed, current, following nobody yet", [3]string{
+			`{"meta_cluster":{"leader":"n1","cluster_size":3,"replicas":[{"name":"n2","current":true},{"name":"n3","current":true}]}}`,
+			follower("n1"), leaderless}, false, nil, "n3: no meta leader (meta leader n1's group: [n1 n2 n3])"},
+		{"no leader yet", [3]string{leaderless, leaderless, `{"server_id":"X"}`}, false, nil, "no meta leader (n1, n2, n3)"},
+		{"two leaders", [3]string{
+			`{"meta_cluster":{"leader":"n1","cluster_size":2,"replicas":[{"name":"n3","current":true}]}}`,
+			`{"meta_cluster":{"leader":"n2","cluster_size":2}}`, follower("n1")}, false, nil, "meta leaders n1 and n2"},
+		{"the leader the others name does not lead", [3]string{
+			follower("n3"), follower("n3"), leaderless}, false, nil, "meta leader n3 does not say it leads"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			answers := make([]jszMeta, len(names))
+			for i, s := range c.jsz {
+				if err := json.Unmarshal([]byte(s), &answers[i]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			g := metaGroup(names, answers)
+			if g.ok != c.ok || !slices.Equal(g.leftOut, c.leftOut) || !strings.Contains(g.last, c.last) || (c.ok && g.last != "") {
+				t.Errorf("metaGroup = ok %v, left out %v, last %q; want ok %v, left out %v, last with %q", g.ok, g.leftOut, g.last, c.ok, c.leftOut, c.last)
+			}
+		})
 	}
 }

@@ -124,6 +124,9 @@ func once(ctx context.Context, sys *realsys.System, by, ferry string, settle tim
 	if out, code, err := c.Run(ctx, "cluster", "up", "--version", sys.N); err != nil || code != 0 {
 		return row{}, fmt.Errorf("cluster up: exit %d %v\n%s", code, err, out)
 	}
+	if err := c.Formed(ctx); err != nil {
+		return row{}, err
+	}
 	load, err := c.StartLoad(ctx, rate)
 	if err != nil {
 		return row{}, err
