@@ -3,6 +3,8 @@
 #
 #   scripts/kube-testenv.sh build       build (once, cached) etcd, kube-apiserver,
 #                                       kube-controller-manager, kube-scheduler, kubectl, kwok
+#   scripts/kube-testenv.sh build etcd  build etcd alone (what etcdtest's tests need: the
+#                                       end-to-end package starts on it before the rest is built)
 #   scripts/kube-testenv.sh start DIR   start them on free loopback ports; writes DIR/kubeconfig,
 #                                       DIR/pids, DIR/*.log; returns when /readyz is ok. kwok
 #                                       serves pods' output (kubectl logs [--previous]) from
@@ -46,8 +48,10 @@ build() {
 	# kube-apiserver, kube-controller-manager, kube-scheduler, kubectl: one `go build`
 	# (shared action graph, both cores busy), each installed atomically.
 	local -a pkgs=()
-	local b
+	local b only=${1-}
+	[[ -z $only || $only == etcd ]] || die "build: unknown part $only (etcd, or nothing for all)"
 	for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+		[[ -z $only ]] || break
 		[[ -x $BIN/$b ]] || pkgs+=("k8s.io/kubernetes/cmd/$b")
 	done
 	if ((${#pkgs[@]})); then
@@ -68,7 +72,7 @@ build() {
 		mv -f "$tmp/etcd" "$BIN/etcd"
 	fi
 
-	if [[ ! -x $BIN/kwok ]]; then
+	if [[ -z $only && ! -x $BIN/kwok ]]; then
 		log "installing kwok $KWOK_VERSION"
 		(cd "$tmp" && GOBIN=$tmp CGO_ENABLED=0 go install -trimpath "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION")
 		mv -f "$tmp/kwok" "$BIN/kwok"
@@ -460,7 +464,7 @@ term_wait() { # term_wait SECONDS PID...
 }
 
 case ${1-} in
-build) build ;;
+build) build "${2-}" ;;
 start)
 	DIR=${2-}
 	start

