@@ -235,26 +235,22 @@ func (s *statusStore) fenced(id string, f store.Fence, change func(*Upgrade) err
 // is (fenced): a replica whose lease ended or went to another appends
 // nothing.
 func (s *statusStore) Append(f store.Fence, evs ...store.Event) ([]store.Event, error) {
-	var out []store.Event
-	var saved *Upgrade
-	err := s.fenced(s.key.String(), f, func(obj *Upgrade) error {
-		out, saved = s.appendEvents(obj, evs), obj
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	emit(s.events, saved, out)
-	return out, nil
+	return s.appendBy(func(change func(*Upgrade) error) error { return s.fenced(s.key.String(), f, change) }, evs)
 }
 
 // Note appends events of the controller's own steps before a run (ferry
 // first): under the resourceVersion read, as those steps' status writes
 // are, not under a fence, which only an engine's run claims.
 func (s *statusStore) Note(evs ...store.Event) ([]store.Event, error) {
+	return s.appendBy(s.write, evs)
+}
+
+// appendBy appends evs to the status through write (fenced or not) and,
+// once written, emits them as Kubernetes Events.
+func (s *statusStore) appendBy(write func(change func(*Upgrade) error) error, evs []store.Event) ([]store.Event, error) {
 	var out []store.Event
 	var saved *Upgrade
-	err := s.write(func(obj *Upgrade) error {
+	err := write(func(obj *Upgrade) error {
 		out, saved = s.appendEvents(obj, evs), obj
 		return nil
 	})
