@@ -444,7 +444,7 @@ func TestMetaGroup(t *testing.T) {
 			follower("n3"), follower("n3"),
 			`{"meta_cluster":{"leader":"n3","cluster_size":2,"replicas":[{"name":"n1","current":true},{"name":"n2","current":false,"active":95000000000}]}}`},
 			false, []string{"n2"}, "meta leader n3: n2 offline false, current false (cluster_size 2)"},
-		{"offline", [3]string{
+		{"one server offline", [3]string{
 			`{"meta_cluster":{"leader":"n1","cluster_size":3,"replicas":[{"name":"n2","current":true,"offline":true},{"name":"n3","current":true}]}}`,
 			follower("n1"), follower("n1")}, false, []string{"n2"}, "n2 offline true"},
 		{"listed, current, following nobody yet", [3]string{
