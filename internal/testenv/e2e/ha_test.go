@@ -78,15 +78,17 @@ func TestHAServersSurviveLeaderKills(t *testing.T) {
 			if u.ID != id || u.State.Terminal() {
 				break
 			}
-			took := ha.killLeader(t, id)
+			took, ok := ha.killLeader(t, id)
+			if !ok {
+				break // the upgrade ended before the kill: it counts for nothing
+			}
 			killed++
 			takeovers = append(takeovers, took)
 			t.Logf("kill %d (upgrade %d, to %s, %s): a standby drove the upgrade %s after", killed, upgrades, target, u.State, took.Round(time.Millisecond))
 		}
 		if !stopped {
 			if u := ha.current(t); u.ID == id && !u.State.Terminal() {
-				ha.stopLeader(t, id)
-				stopped = true
+				stopped = ha.stopLeader(t, id)
 			}
 		}
 		u := ha.wait(t, id, 4*time.Minute)
@@ -284,51 +286,70 @@ func (h *ha) current(t *testing.T) upgrade.Upgrade {
 
 // killLeader SIGKILLs the leading server, starts it again as a
 // standby, and returns how long after the kill another server saved
-// upgrade id's record (a later fence's term), failing past two leases.
-func (h *ha) killLeader(t *testing.T, id string) time.Duration {
+// upgrade id's record (a later fence's term), failing past two leases;
+// ok is false when the record says the upgrade ended under the killed
+// server's term (endedUnder): the kill came after its last save, and
+// nothing was left to take up.
+func (h *ha) killLeader(t *testing.T, id string) (took time.Duration, ok bool) {
 	t.Helper()
 	i, before := h.leading(t, id)
 	_ = h.procs[i].cmd.Process.Signal(syscall.SIGKILL)
 	<-h.procs[i].exited
 	killedAt := time.Now()
 	h.run(t, i)
-	var took time.Duration
 	waitFor(t, 2*haTTL+10*time.Second, "another server saving the record after the kill", func() bool {
-		w := h.writer(t, id)
-		if w.Fence.Term > before.Fence.Term {
-			took = time.Since(killedAt)
+		if h.writer(t, id).Fence.Term > before.Fence.Term {
+			took, ok = time.Since(killedAt), true
 			return true
 		}
-		cur := h.current(t)
-		if cur.ID == id && cur.State.Terminal() && w.Fence.Term == before.Fence.Term {
-			t.Fatalf("upgrade %s ended (%s) with no save by a later term after the kill", id, cur.State)
-		}
-		return false
+		return h.endedUnder(t, id, before)
 	})
+	if !ok {
+		t.Logf("kill of the leader %s (term %d) came after its last save: upgrade %s had ended; not counted", h.urls[i], before.Fence.Term, id)
+		return 0, false
+	}
 	if took > 2*haTTL {
 		t.Errorf("a standby took the upgrade up %s after the leader's kill: more than two leases (%s)", took, 2*haTTL)
 	}
-	return took
+	return took, true
+}
+
+// endedUnder says whether upgrade id's record says it ended, saved last
+// under the fence of w: the leader signalled after that save had nothing
+// left for another server to take up.
+func (h *ha) endedUnder(t *testing.T, id string, w etcdstore.Written) bool {
+	t.Helper()
+	cur := h.current(t)
+	return cur.ID == id && cur.State.Terminal() && h.writer(t, id).Fence.Term == w.Fence.Term
 }
 
 // stopLeader SIGSTOPs the leading server past its lease, waits for
 // another server to save upgrade id's record, SIGCONTs it, and waits
 // for it to say its lease ended (it stops driving; the history checked
-// at the upgrade's end shows it wrote nothing more).
-func (h *ha) stopLeader(t *testing.T, id string) {
+// at the upgrade's end shows it wrote nothing more). It returns false,
+// having SIGCONTed the server, when the upgrade ended under the stopped
+// server's term: the stop came after its last save (once in CI, at
+// load 15, the wait below failed so, then with no such check).
+func (h *ha) stopLeader(t *testing.T, id string) bool {
 	t.Helper()
 	i, before := h.leading(t, id)
 	_ = h.procs[i].cmd.Process.Signal(syscall.SIGSTOP)
 	stoppedAt := time.Now()
 	// A longer wait than a kill's (the issue bounds the takeover after a
 	// death, checked there): what this step shows is that the continued
-	// server writes nothing. Once in CI (load 15, the race run beside)
-	// no save came within 20 s; a slower takeover is logged here, and a
+	// server writes nothing. A slower takeover is logged here, and a
 	// failure logs each server's last lines (dumpOnFailure).
+	taken := false
 	waitFor(t, 12*haTTL, "another server saving the record while the leader is stopped", func() bool {
-		return h.writer(t, id).Fence.Term > before.Fence.Term
+		taken = h.writer(t, id).Fence.Term > before.Fence.Term
+		return taken || h.endedUnder(t, id, before)
 	})
 	took := time.Since(stoppedAt)
+	if !taken {
+		_ = h.procs[i].cmd.Process.Signal(syscall.SIGCONT)
+		t.Logf("SIGSTOP of the leader %s (term %d) came after its last save: upgrade %s had ended; again at the next upgrade", h.urls[i], before.Fence.Term, id)
+		return false
+	}
 	if took > 2*haTTL {
 		t.Logf("a standby took the upgrade up %s after the leader's SIGSTOP: more than two leases (%s)", took.Round(time.Millisecond), 2*haTTL)
 	}
@@ -338,6 +359,7 @@ func (h *ha) stopLeader(t *testing.T, id string) {
 		return strings.Contains(h.procs[i].out.String(), "its lease ended")
 	})
 	t.Logf("SIGSTOP of the leader %s (term %d): a standby saved the record %s after; continued, it said its lease ended", h.urls[i], before.Fence.Term, took.Round(time.Millisecond))
+	return true
 }
 
 // leading is the leading server, which must be one while upgrade id
