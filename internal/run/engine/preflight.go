@@ -23,6 +23,9 @@ type Check struct {
 	// operator should know before starting (a component that serves
 	// from one member): it does not refuse the start.
 	Warning bool `json:"warning,omitempty"`
+	// health marks a member's health or a component's cluster gate:
+	// what may pass a moment later (HealthOnly).
+	health bool
 }
 
 // Preflight is the list of checks run before an upgrade may start.
@@ -51,6 +54,38 @@ func (p Preflight) Failed() []Check {
 	for _, c := range p.Checks {
 		if !c.OK {
 			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// HealthOnly names the failed checks when every one of them is a
+// member's health or a component's cluster gate, which may pass a
+// moment later (a member between two elections of its own); nil when
+// any other check failed, or none did.
+func (p Preflight) HealthOnly() []string {
+	var names []string
+	for _, c := range p.Failed() {
+		if !c.health {
+			return nil
+		}
+		names = append(names, c.Name)
+	}
+	return names
+}
+
+// healthChecks are an observation's checks of every member's health
+// (members in order) and every component's cluster gate, each marked
+// health (HealthOnly).
+func healthChecks(members []string, comps []*config.Component, obs upgrade.Observation) []Check {
+	var out []Check
+	for _, n := range members {
+		mh := obs.Members[n]
+		out = append(out, Check{Name: "member " + n + " healthy", OK: mh.Healthy, Detail: fmt.Sprintf("%s: %s", orDash(mh.Version), orDash(mh.Detail)), health: true})
+	}
+	for _, comp := range comps {
+		if g, ok := obs.Gates[comp.Name]; ok {
+			out = append(out, Check{Name: "cluster gate " + comp.Name, OK: g.Healthy, Detail: orDash(g.Detail), health: true})
 		}
 	}
 	return out
@@ -114,15 +149,7 @@ func (e *Engine) RunPreflight(ctx context.Context, to string) Preflight {
 	}
 	pf.snap = snap
 	add("hosts answer", true, fmt.Sprintf("%d member(s) observed", len(snap.Statuses)))
-	for _, n := range e.order {
-		mh := snap.Obs.Members[n]
-		add("member "+n+" healthy", mh.Healthy, fmt.Sprintf("%s: %s", orDash(mh.Version), orDash(mh.Detail)))
-	}
-	for _, comp := range e.c.ComponentsInOrder() {
-		if g, ok := snap.Obs.Gates[comp.Name]; ok {
-			add("cluster gate "+comp.Name, g.Healthy, orDash(g.Detail))
-		}
-	}
+	pf.Checks = append(pf.Checks, healthChecks(e.order, e.c.ComponentsInOrder(), snap.Obs)...)
 	for _, a := range e.c.Alarms {
 		r := e.prober.Do(ctx, a.Call, config.TemplateData{Version: to})
 		add("alarm "+a.Name, r.OK, orDash(r.Detail))

@@ -295,7 +295,7 @@ func Rehearse(ctx context.Context, o Options) (*Report, error) {
 		return r.rep, nil
 	}
 	for {
-		u, err := e.Begin(ctx, o.To)
+		u, err := r.begin(ctx, e, o.To)
 		if err != nil {
 			return r.rep, fmt.Errorf("rehearse: begin the upgrade to %s: %w", o.To, err)
 		}
@@ -332,6 +332,45 @@ func Rehearse(ctx context.Context, o Options) (*Report, error) {
 			return r.rep, nil
 		}
 	}
+}
+
+// fitWait bounds how long a rehearsal waits for the copy's members and
+// cluster gates to pass the preflight again once a stage's checks have
+// passed: a member between two elections of its own (the sample's kv
+// under a loaded CI machine: "no known leader" for a moment) is not
+// what the rehearsal rehearses.
+const fitWait = 30 * time.Second
+
+// begin begins the upgrade to `to`, asking again, each second for up to
+// fitWait and saying so, while the preflight refuses for health alone
+// (healthOnly): nothing was changed by a refused Begin.
+func (r *rehearsalRun) begin(ctx context.Context, e *engine.Engine, to string) (upgrade.Upgrade, error) {
+	deadline := time.Now().Add(fitWait)
+	for {
+		u, err := e.Begin(ctx, to)
+		failed, transient := healthOnly(err)
+		if !transient || time.Now().After(deadline) {
+			return u, err
+		}
+		r.say("preflight refused for health (%s): asked again within %s", failed, fitWait)
+		select {
+		case <-ctx.Done():
+			return u, err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// healthOnly names the failed checks when err is a preflight refused
+// for members' health or components' cluster gates alone
+// (Preflight.HealthOnly); any other refusal or error is not.
+func healthOnly(err error) (string, bool) {
+	var pe *engine.PreflightError
+	if !errors.As(err, &pe) {
+		return "", false
+	}
+	names := pe.Preflight.HealthOnly()
+	return strings.Join(names, ", "), len(names) > 0
 }
 
 // startControl serves and drives the verdict's control: requests to a
