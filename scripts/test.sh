@@ -100,9 +100,8 @@ lap "vet and the tests without the race detector but the end-to-end package" "$t
 t=$SECONDS
 c=$(cpu)
 # The race run, while the end-to-end package still runs (after it, the
-# race run added 8 to 13 minutes to a run). Warm, on 2 cores at low
-# load: 5 min 44 s (2026-11-25, 96b0f6a; 10.6 min with other work at
-# load 15).
+# race run added 8 to 13 minutes to a run). Warm, beside the end-to-end
+# package: 551 s (2026-11-29, 8b55dc5); cold 736 s.
 race=0
 go test -count=1 -race -timeout 20m -skip '^(TestRookExample|TestControllerFirst)$' "${racepkgs[@]}" || race=$?
 lap "the race detector run" "$t" "$c"

@@ -298,7 +298,8 @@ func (h *ha) killLeader(t *testing.T, id string) (took time.Duration, ok bool) {
 	killedAt := time.Now()
 	h.run(t, i)
 	waitFor(t, 2*haTTL+10*time.Second, "another server saving the record after the kill", func() bool {
-		if h.writer(t, id).Fence.Term > before.Fence.Term {
+		w := h.writer(t, id)
+		if w.Fence.Term > before.Fence.Term {
 			took, ok = time.Since(killedAt), true
 			return true
 		}
@@ -315,12 +316,14 @@ func (h *ha) killLeader(t *testing.T, id string) (took time.Duration, ok bool) {
 }
 
 // endedUnder says whether upgrade id's record says it ended, saved last
-// under the fence of w: the leader signalled after that save had nothing
-// left for another server to take up.
-func (h *ha) endedUnder(t *testing.T, id string, w etcdstore.Written) bool {
+// under the fence of before: the leader signalled after that save had
+// nothing left for another server to take up. The fence is read only
+// once the record is seen ended (no save comes after that), so it is
+// the last save's.
+func (h *ha) endedUnder(t *testing.T, id string, before etcdstore.Written) bool {
 	t.Helper()
 	cur := h.current(t)
-	return cur.ID == id && cur.State.Terminal() && h.writer(t, id).Fence.Term == w.Fence.Term
+	return cur.ID == id && cur.State.Terminal() && h.writer(t, id).Fence.Term == before.Fence.Term
 }
 
 // stopLeader SIGSTOPs the leading server past its lease, waits for
@@ -341,7 +344,8 @@ func (h *ha) stopLeader(t *testing.T, id string) bool {
 	// failure logs each server's last lines (dumpOnFailure).
 	taken := false
 	waitFor(t, 12*haTTL, "another server saving the record while the leader is stopped", func() bool {
-		taken = h.writer(t, id).Fence.Term > before.Fence.Term
+		w := h.writer(t, id)
+		taken = w.Fence.Term > before.Fence.Term
 		return taken || h.endedUnder(t, id, before)
 	})
 	took := time.Since(stoppedAt)

@@ -661,35 +661,45 @@ func (c *Cluster) restart(ctx context.Context, name string) error {
 	if slices.Contains(c.outsideNames, name) {
 		return c.restartOutside(ctx, name)
 	}
-	cfg, err := config.Load(c.File)
+	e, d, m, err := c.member(name)
 	if err != nil {
 		return err
 	}
-	e, _, err := c.Engine()
+	art, err := e.Artifact(m.Component, c.Sys.N)
 	if err != nil {
 		return err
 	}
-	d, err := c.Driver(cfg)
-	if err != nil {
-		return err
-	}
-	ms := e.Members()
-	i := slices.IndexFunc(ms, func(m driver.Member) bool { return m.Name == name })
-	if i < 0 {
-		return fmt.Errorf("realsys: restart %s: no such member", name)
-	}
-	art, err := e.Artifact(ms[i].Component, c.Sys.N)
-	if err != nil {
-		return err
-	}
-	if err := d.Stop(ctx, ms[i]); err != nil {
+	if err := d.Stop(ctx, m); err != nil {
 		return fmt.Errorf("realsys: restart %s: %w", name, err)
 	}
-	if err := d.Start(ctx, ms[i], art); err != nil {
+	if err := d.Start(ctx, m, art); err != nil {
 		return fmt.Errorf("realsys: restart %s: %w", name, err)
 	}
 	c.log("realsys: %s restarted through the agent on %s", name, c.Sys.N)
 	return c.waitAnswer(ctx)
+}
+
+// member is member name of the cluster's description, with an engine
+// and the driver that reach it as ferry's would.
+func (c *Cluster) member(name string) (*engine.Engine, driver.Driver, driver.Member, error) {
+	cfg, err := config.Load(c.File)
+	if err != nil {
+		return nil, nil, driver.Member{}, err
+	}
+	e, _, err := c.Engine()
+	if err != nil {
+		return nil, nil, driver.Member{}, err
+	}
+	d, err := c.Driver(cfg)
+	if err != nil {
+		return nil, nil, driver.Member{}, err
+	}
+	ms := e.Members()
+	i := slices.IndexFunc(ms, func(m driver.Member) bool { return m.Name == name })
+	if i < 0 {
+		return nil, nil, driver.Member{}, fmt.Errorf("realsys: no member %s in %s", name, c.File)
+	}
+	return e, d, ms[i], nil
 }
 
 // startOutside starts member name's process with args in its directory

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferry-upgrade/ferry/internal/core/config"
 	"github.com/ferry-upgrade/ferry/internal/core/upgrade"
 	"github.com/ferry-upgrade/ferry/internal/run/engine"
 	"github.com/ferry-upgrade/ferry/internal/trust/checksum"
@@ -305,24 +304,12 @@ func TestNATSFormedRestartsTheLeftOut(t *testing.T) {
 	names, monitors := c.monitors()
 	g := jetStreamGroup(&http.Client{Timeout: 2 * time.Second}, names, monitors)
 	gone := names[(slices.Index(names, g.leader)+1)%len(names)] // not the leader
-	cfg, err := config.Load(c.File)
+	_, d, m, err := c.member(gone)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, _, err := c.Engine()
-	if err != nil {
+	if err := d.Stop(ctx, m); err != nil {
 		t.Fatal(err)
-	}
-	d, err := c.Driver(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range e.Members() {
-		if m.Name == gone {
-			if err := d.Stop(ctx, m); err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
 	t.Logf("%s (meta leader %s) stopped through the agent", gone, g.leader)
 	t0 := time.Now()
